@@ -1,0 +1,206 @@
+package buffer
+
+import (
+	"runtime"
+	"sync/atomic"
+)
+
+// runMax is the longest run of consecutive slots written in one pass; it
+// bounds the stack arrays of writeRun. A run of 256 leaves touches at most 17
+// level-1 nodes.
+const runMax = 256
+
+// Insert stores every transition of t, or none: t is validated first
+// (column lengths against the Config, priorities finite and >= 0, discrete
+// actions in range) and an invalid batch is rejected whole with an error
+// wrapping ErrShape or ErrPriority.
+//
+// Items get t.Priority, or the maximum priority seen so far when t.Priority
+// is nil. The batch goes to the next stripe in round-robin order as one run
+// of consecutive slots (split across stripes only if it is larger than a
+// stripe), overwriting that stripe's oldest items.
+//
+// Cost: O(n) column copies plus 2 atomic operations per item and
+// O(n/16 + depth) atomic adds for the tree. Safe for concurrent use; an
+// inserter waits only if it laps a slot another inserter is still writing
+// (possible only when one inserter stalls for a whole stripe's worth of
+// inserts).
+func (b *Buffer) Insert(t *Transitions) error {
+	if err := t.check(&b.cfg); err != nil {
+		return err
+	}
+	n := t.Len()
+	for done := 0; done < n; {
+		s := int(b.c.nextStripe.Add(1)-1) & (len(b.stripes) - 1)
+		sc := b.lay.stripeCap(s)
+		k := min(n-done, sc) // a chunk never laps its own stripe
+		st := &b.stripes[s]
+		start := int((st.cursor.Add(uint64(k)) - uint64(k)) % uint64(sc))
+		for off := 0; off < k; {
+			l := (start + off) % sc
+			r := min(k-off, sc-l, runMax)
+			b.writeRun(s, l, t, done+off, r)
+			off += r
+		}
+		st.inserts.Add(uint64(k))
+		st.written.Add(uint64(k))
+		done += k
+	}
+	return nil
+}
+
+// writeRun writes rows [row0, row0+r) of t into local slots [l0, l0+r) of
+// stripe s. r <= runMax and the run does not wrap.
+func (b *Buffer) writeRun(s, l0 int, t *Transitions, row0, r int) {
+	leaves := b.tree[0]
+	li0 := b.lay.node(0, s, l0)
+	var old, tags [runMax]uint64
+
+	// Phase 1: claim each slot: odd tag, priority 0. From here on the slot
+	// is never sampled, write-backs to its old occupant fail their CAS, and
+	// readers copying it see the tag change.
+	for i := range r {
+		p := &leaves[li0+i]
+		for {
+			w := p.Load()
+			g := w >> prioBits
+			if g&1 == 1 { // another inserter lapped us onto this slot
+				runtime.Gosched()
+				continue
+			}
+			if p.CompareAndSwap(w, (g+1)<<prioBits) {
+				old[i], tags[i] = w&prioMask, g+1
+				break
+			}
+		}
+	}
+
+	// Phase 2: copy the columns.
+	b.copyIn(b.lay.stripeOffset(s)+l0, t, row0, r)
+
+	// Phase 3: publish: even tag, new priority.
+	var units [runMax]uint64
+	b.priorityUnits(t, row0, units[:r])
+	for i := range r {
+		leaves[li0+i].Store(nextGen(tags[i])<<prioBits | units[i])
+	}
+
+	// Phase 4: propagate the run's deltas, one add per touched ancestor.
+	var d [runMax/fanout + 2]int64
+	j0 := l0 >> fanShift
+	for i := range r {
+		d[(l0+i)>>fanShift-j0] += int64(units[i]) - int64(old[i])
+	}
+	cnt := (l0+r-1)>>fanShift - j0 + 1
+	for k := 1; k <= b.nlev; k++ {
+		for x := range cnt {
+			if d[x] != 0 {
+				b.sumNode(k, s, j0+x).Add(uint64(d[x]))
+			}
+		}
+		if k == b.nlev {
+			break
+		}
+		// Fold into the next level.
+		nj0 := j0 >> fanShift
+		ncnt := (j0+cnt-1)>>fanShift - nj0 + 1
+		var nd [runMax/fanout + 2]int64
+		for x := range cnt {
+			nd[(j0+x)>>fanShift-nj0] += d[x]
+		}
+		d, j0, cnt = nd, nj0, ncnt
+	}
+	if b.mins != nil {
+		jFirst, jLast := l0>>fanShift, (l0+r-1)>>fanShift
+		for j := jFirst; j <= jLast; j++ {
+			b.fixMinPath(s, j)
+		}
+	}
+}
+
+// priorityUnits fills units with the priorities of rows [row0, row0+len)
+// (t.Priority, or the maximum so far) and raises the running maximum.
+func (b *Buffer) priorityUnits(t *Transitions, row0 int, units []uint64) {
+	if t.Priority == nil {
+		m := b.c.maxUnits.Load()
+		for i := range units {
+			units[i] = m
+		}
+		return
+	}
+	var hi uint64
+	for i := range units {
+		u, clamped := b.q.units(t.Priority[row0+i])
+		if clamped {
+			b.c.clamped.Add(1)
+		}
+		units[i] = u
+		hi = max(hi, u)
+	}
+	b.raiseMax(hi)
+}
+
+// raiseMax makes the running maximum at least u.
+func (b *Buffer) raiseMax(u uint64) {
+	for {
+		m := b.c.maxUnits.Load()
+		if u <= m || b.c.maxUnits.CompareAndSwap(m, u) {
+			return
+		}
+	}
+}
+
+// sumNode is node j of stripe s at level k of the sum tree; level nlev is
+// the stripe root.
+func (b *Buffer) sumNode(k, s, j int) *atomic.Uint64 {
+	if k == b.nlev {
+		return &b.stripes[s].root
+	}
+	return &b.tree[k][b.lay.node(k, s, j)]
+}
+
+// copyIn copies rows [row0, row0+r) of t to global slots [g0, g0+r).
+func (b *Buffer) copyIn(g0 int, t *Transitions, row0, r int) {
+	d := b.cfg.ObsDim
+	copyCol(b.obs[g0*d:(g0+r)*d], t.Obs[row0*d:(row0+r)*d])
+	copyCol(b.nextObs[g0*d:(g0+r)*d], t.NextObs[row0*d:(row0+r)*d])
+	if b.action != nil {
+		copyCol(b.action[g0:g0+r], t.Action[row0:row0+r])
+	} else {
+		w := b.width
+		copyCol(b.actionVec[g0*w:(g0+r)*w], t.ActionVec[row0*w:(row0+r)*w])
+	}
+	copyCol(b.reward[g0:g0+r], t.Reward[row0:row0+r])
+	copyCol(b.discount[g0:g0+r], t.Discount[row0:row0+r])
+	colIn(b.flags, t.Flags, g0, row0, r, 1)
+	if b.episodeID != nil {
+		colIn(b.episodeID, t.EpisodeID, g0, row0, r, 1)
+		colIn(b.episodeStep, t.EpisodeStep, g0, row0, r, 1)
+	}
+	if b.globalStep != nil {
+		colIn(b.globalStep, t.GlobalStep, g0, row0, r, 1)
+	}
+	if b.actorID != nil {
+		colIn(b.actorID, t.ActorID, g0, row0, r, 1)
+	}
+	if b.stateHash != nil {
+		colIn(b.stateHash, t.StateHash, g0, row0, r, 1)
+		colIn(b.nextStateHash, t.NextStateHash, g0, row0, r, 1)
+	}
+	for i, f := range b.cfg.Floats {
+		var src []float32
+		if len(t.Floats) > 0 {
+			src = t.Floats[i]
+		}
+		colIn(b.floats[i], src, g0, row0, r, f.Width)
+	}
+}
+
+// colIn copies an optional column (nil src stores zeros).
+func colIn[T any](dst, src []T, g0, row0, r, w int) {
+	if src == nil {
+		clearCol(dst[g0*w : (g0+r)*w])
+		return
+	}
+	copyCol(dst[g0*w:(g0+r)*w], src[row0*w:(row0+r)*w])
+}

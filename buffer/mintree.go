@@ -1,0 +1,82 @@
+package buffer
+
+import "sync/atomic"
+
+// The min tree mirrors the sum tree's internal levels and holds, per node,
+// the smallest non-zero priority below it (emptyMin if none), so importance
+// weights can be normalised by the buffer-wide maximum weight
+// (N·P_min)^-beta.
+//
+// A minimum cannot be maintained with deltas, so a writer recomputes each
+// ancestor from its 16 children and installs it with a CAS, then re-reads
+// the children and repeats until the node agrees with them. Any child written
+// after that final re-read belongs to a writer that recomputes the node
+// itself afterwards, so at quiescence every node equals the minimum of its
+// children exactly. A writer stops climbing once a node did not change.
+
+// minNode is node j of stripe s at level k of the min tree; level nlev is the
+// stripe's minRoot.
+func (b *Buffer) minNode(k, s, j int) *atomic.Uint64 {
+	if k == b.nlev {
+		return &b.stripes[s].minRoot
+	}
+	return &b.mins[k][b.lay.node(k, s, j)]
+}
+
+// childMin is the minimum over the 16 children of node j of level k.
+func (b *Buffer) childMin(k, s, j int) uint64 {
+	m := emptyMin
+	if k == 1 || (k == b.nlev && b.nlev == 1) {
+		base := b.lay.node(0, s, j*fanout)
+		if k == b.nlev {
+			base = b.lay.node(0, s, 0)
+		}
+		for i := range fanout {
+			if v := b.tree[0][base+i].Load() & prioMask; v != 0 && v < m {
+				m = v
+			}
+		}
+		return m
+	}
+	var lv []atomic.Uint64
+	base := 0
+	if k == b.nlev {
+		lv, base = b.mins[k-1], b.lay.node(k-1, s, 0)
+	} else {
+		lv, base = b.mins[k-1], b.lay.node(k-1, s, j*fanout)
+	}
+	for i := range fanout {
+		m = min(m, lv[base+i].Load())
+	}
+	return m
+}
+
+// fixMin makes min node (k, s, j) agree with its children; it reports
+// whether it changed the stored value.
+func (b *Buffer) fixMin(k, s, j int) bool {
+	node := b.minNode(k, s, j)
+	changed := false
+	for {
+		old := node.Load()
+		m := b.childMin(k, s, j)
+		if m == old {
+			return changed
+		}
+		if node.CompareAndSwap(old, m) {
+			changed = true
+		}
+	}
+}
+
+// fixMinPath repairs the min tree above level-1 node j of stripe s.
+func (b *Buffer) fixMinPath(s, j int) {
+	for k := 1; k <= b.nlev; k++ {
+		if k == b.nlev {
+			j = 0
+		}
+		if !b.fixMin(k, s, j) {
+			return
+		}
+		j >>= fanShift
+	}
+}

@@ -1,0 +1,281 @@
+package buffer
+
+import (
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+)
+
+// maxRedraws bounds the re-draws of one row (torn reads, or a descent that
+// found only zero priorities because of concurrent overwrites).
+const maxRedraws = 64
+
+// Sample draws dst.Len() items by stratified proportional sampling (PER,
+// Schaul et al. 2016 §3.3): the total priority mass T is split into B equal
+// ranges and one target is drawn uniformly in each, so row j holds an item
+// whose cumulative mass range meets [jT/B, (j+1)T/B). Each item i is drawn
+// with probability p_i/T per stratum in expectation; dst.Prob[i] is the
+// priority read during the descent over the T read at the start. Items with
+// priority 0 are never drawn. The data are copied into dst and checked
+// against the slot's generation; an item overwritten while being copied is
+// re-drawn in its stratum and counted in Stats.TornReads.
+//
+// Errors: ErrEmpty (no items), ErrBatchSize (0 rows or more rows than
+// items), ErrZeroMass (every priority is 0), ErrRetries (a stratum kept
+// meeting items being overwritten).
+//
+// Cost: the B descents are advanced together level by level (16-ary, about
+// log16(Capacity/Stripes) levels), which overlaps their cache misses; then
+// one copy per item. No allocation after the first call with a given dst.
+// Safe for concurrent use with every other method; descents that meet a
+// node changed under them clamp to a valid child.
+func (b *Buffer) Sample(rng *rand.Rand, dst *Batch) error {
+	n := dst.Len()
+	size, err := b.checkSample(n)
+	if err != nil {
+		return err
+	}
+	sc := &dst.scr
+	sc.size(n, len(b.stripes))
+	var total uint64
+	for s := range b.stripes {
+		r := clampNode(b.stripes[s].root.Load())
+		sc.roots[s] = r
+		total += r
+	}
+	if total == 0 {
+		return fmt.Errorf("%w: %d items stored, all with priority 0", ErrZeroMass, size)
+	}
+	// Stratified targets, ascending, mapped to stripes in one merge pass.
+	s, cum := 0, uint64(0)
+	for j := range n {
+		u := stratum(rng, total, j, n)
+		for s < len(sc.roots)-1 && u >= cum+sc.roots[s] {
+			cum += sc.roots[s]
+			s++
+		}
+		sc.s[j], sc.u[j], sc.node[j], sc.ok[j] = int32(s), u-cum, 0, true
+	}
+	b.descend(sc)
+	for j := range n {
+		tries := 0
+		for {
+			if sc.ok[j] {
+				w := sc.word[j]
+				st, l := int(sc.s[j]), int(sc.node[j])
+				g := b.lay.stripeOffset(st) + l
+				tag := w >> prioBits
+				if b.readRow(dst, j, g, b.lay.node(0, st, l), tag) {
+					dst.Refs[j] = Ref{Slot: uint32(g), Gen: uint32(tag)}
+					dst.Prob[j] = float64(w&prioMask) / float64(total)
+					break
+				}
+				b.c.torn.Add(1)
+			}
+			if tries++; tries > maxRedraws {
+				return fmt.Errorf("%w: row %d of %d", ErrRetries, j, n)
+			}
+			b.redraw(rng, sc, j, total, n)
+		}
+	}
+	dst.Size, dst.Total = size, b.q.priority(total)
+	dst.MinProb = 0
+	if m := b.minUnits(); m != emptyMin {
+		dst.MinProb = float64(m) / float64(total)
+	}
+	b.c.samples.Add(uint64(n))
+	return nil
+}
+
+func (b *Buffer) checkSample(n int) (size int, err error) {
+	size = b.Size()
+	switch {
+	case size == 0:
+		return 0, fmt.Errorf("%w: cannot sample %d items", ErrEmpty, n)
+	case n <= 0:
+		return 0, fmt.Errorf("%w: batch of %d items", ErrBatchSize, n)
+	case n > size:
+		return 0, fmt.Errorf("%w: batch of %d items but only %d stored", ErrBatchSize, n, size)
+	}
+	return size, nil
+}
+
+// stratum draws a target uniformly in [total*j/n, total*(j+1)/n), exactly
+// (128-bit products, no float rounding).
+func stratum(rng *rand.Rand, total uint64, j, n int) uint64 {
+	lo := mulDiv(total, uint64(j), uint64(n))
+	hi := mulDiv(total, uint64(j+1), uint64(n))
+	if hi <= lo {
+		return lo
+	}
+	return lo + rng.Uint64N(hi-lo)
+}
+
+func mulDiv(a, b, c uint64) uint64 {
+	h, l := bits.Mul64(a, b)
+	q, _ := bits.Div64(h, l, c)
+	return q
+}
+
+// redraw draws a new target in row j's stratum and descends for it alone,
+// over the current stripe roots.
+func (b *Buffer) redraw(rng *rand.Rand, sc *scratch, j int, total uint64, n int) {
+	u := stratum(rng, total, j, n)
+	s, cum := 0, uint64(0)
+	for s < len(sc.roots)-1 && u >= cum+sc.roots[s] {
+		cum += sc.roots[s]
+		s++
+	}
+	u -= cum
+	// Targets beyond a stripe's current root (it shrank since the snapshot)
+	// are clamped inside the descent.
+	sc.s[j], sc.u[j], sc.node[j], sc.ok[j] = int32(s), u, 0, true
+	b.descendOne(sc, j)
+}
+
+// descend advances every row's descent level by level: first a pass that
+// only loads each row's next node group (so the cache misses of all rows
+// overlap: Go has no prefetch instruction), then the scan pass.
+func (b *Buffer) descend(sc *scratch) {
+	for k := b.nlev - 1; k >= 0; k-- {
+		lv := b.tree[k]
+		mk := b.lay.m[k]
+		var sink uint64
+		for i := range sc.u {
+			base := int(sc.s[i])*mk + int(sc.node[i])<<fanShift
+			sink += lv[base].Load() + lv[base+fanout/2].Load()
+		}
+		sc.sink += sink
+		for i := range sc.u {
+			if sc.ok[i] {
+				b.scan(sc, i, k)
+			}
+		}
+	}
+}
+
+// descendOne runs row i's descent alone.
+func (b *Buffer) descendOne(sc *scratch, i int) {
+	for k := b.nlev - 1; k >= 0 && sc.ok[i]; k-- {
+		b.scan(sc, i, k)
+	}
+}
+
+// scan picks, in row i's current node group at level k, the child whose
+// cumulative range holds the row's residual target. If the group sums to
+// less than the target (its parent was read before concurrent decrements
+// reached it) the last non-zero child is taken; a group that is all zero
+// fails the row (it is re-drawn).
+func (b *Buffer) scan(sc *scratch, i, k int) {
+	base := int(sc.s[i])*b.lay.m[k] + int(sc.node[i])<<fanShift
+	grp := b.tree[k][base : base+fanout]
+	u := sc.u[i]
+	var v [fanout]uint64
+	var acc, before uint64
+	c := 0
+	if k == 0 {
+		var w [fanout]uint64
+		for x := range grp {
+			w[x] = grp[x].Load()
+			v[x] = w[x] & prioMask
+		}
+		for x := range v {
+			acc += v[x]
+			if acc <= u {
+				c++
+				before = acc
+			}
+		}
+		if c == fanout {
+			if c = lastNonZero(&v); c < 0 {
+				sc.ok[i] = false
+				return
+			}
+			before = 0
+			u = v[c] - 1
+		}
+		sc.word[i] = w[c]
+	} else {
+		for x := range grp {
+			v[x] = clampNode(grp[x].Load())
+		}
+		for x := range v {
+			acc += v[x]
+			if acc <= u {
+				c++
+				before = acc
+			}
+		}
+		if c == fanout {
+			if c = lastNonZero(&v); c < 0 {
+				sc.ok[i] = false
+				return
+			}
+			before = 0
+			u = v[c] - 1
+		}
+	}
+	sc.u[i] = u - before
+	sc.node[i] = sc.node[i]<<fanShift + int32(c)
+}
+
+func lastNonZero(v *[fanout]uint64) int {
+	for x := fanout - 1; x >= 0; x-- {
+		if v[x] != 0 {
+			return x
+		}
+	}
+	return -1
+}
+
+// SampleUniform draws dst.Len() items uniformly (with replacement) among
+// the stored items, whatever their priorities; dst.Prob[i] = 1/Size. Items
+// being written are re-drawn. Errors as Sample, except that zero total
+// priority is allowed. O(B·(Stripes + item size)). Safe for concurrent use.
+func (b *Buffer) SampleUniform(rng *rand.Rand, dst *Batch) error {
+	n := dst.Len()
+	if _, err := b.checkSample(n); err != nil {
+		return err
+	}
+	sc := &dst.scr
+	sc.size(n, len(b.stripes))
+	var size, total uint64
+	for s := range b.stripes {
+		c := min(b.stripes[s].written.Load(), uint64(b.lay.stripeCap(s)))
+		sc.roots[s] = c
+		size += c
+		total += clampNode(b.stripes[s].root.Load())
+	}
+	for j := range n {
+		tries := 0
+		for {
+			r := rng.Uint64N(size)
+			s := 0
+			for r >= sc.roots[s] {
+				r -= sc.roots[s]
+				s++
+			}
+			li := b.lay.node(0, s, int(r))
+			tag := b.tree[0][li].Load() >> prioBits
+			g := b.lay.stripeOffset(s) + int(r)
+			if tag != 0 && tag&1 == 0 {
+				if b.readRow(dst, j, g, li, tag) {
+					dst.Refs[j] = Ref{Slot: uint32(g), Gen: uint32(tag)}
+					dst.Prob[j] = 1 / float64(size)
+					break
+				}
+				b.c.torn.Add(1)
+			}
+			if tries++; tries > maxRedraws {
+				return fmt.Errorf("%w: row %d of %d", ErrRetries, j, n)
+			}
+		}
+	}
+	dst.Size, dst.Total = int(size), b.q.priority(total)
+	dst.MinProb = 0
+	if m := b.minUnits(); m != emptyMin && total > 0 {
+		dst.MinProb = float64(m) / float64(total)
+	}
+	b.c.samples.Add(uint64(n))
+	return nil
+}

@@ -1,0 +1,68 @@
+// Package sampler holds the swappable selection stages of apex's replay
+// path: which stored items a batch replays, how learner feedback becomes
+// stored priority, and how each sampled item is weighted in the loss.
+//
+// One small interface, Selector (modelled on Reverb's ItemSelector), and one
+// file per method: uniform.go, per.go (PER proportional), rank.go (PER
+// rank-based). What does not fit Selector gets its own small interface
+// (Weighter) rather than growing it. Every Selector passes the conformance
+// suite in sampler/samplertest.
+package sampler
+
+import (
+	"math/rand/v2"
+
+	"github.com/apexrl/apex/buffer"
+)
+
+// Selector is a selection stage over a buffer.Buffer.
+//
+// Concurrency: Priority may be called from any goroutine at any time (actors
+// call it). Sample and Update are called by one goroutine at a time (the
+// learner); they may run concurrently with inserts into the buffer.
+type Selector interface {
+	// Sample fills every row of dst (dst.Len() rows): it chooses items,
+	// copies their data and sets Refs, Prob (the probability each row was
+	// drawn with, as actually used), Size, Total and MinProb. It fails with
+	// buffer.ErrEmpty, buffer.ErrZeroMass or buffer.ErrBatchSize (wrapped)
+	// when the buffer cannot supply dst.Len() items.
+	Sample(rng *rand.Rand, dst *buffer.Batch) error
+	// Update turns the learner's absolute TD errors for sampled items into
+	// stored priorities. Refs whose slot was overwritten since sampling are
+	// dropped and counted in the result. A NaN, infinite or negative error,
+	// or len(refs) != len(absTD), is an error and nothing is applied.
+	Update(refs []buffer.Ref, absTD []float64) (buffer.UpdateResult, error)
+	// Priority is the priority to store for a new item whose actor computed
+	// absolute TD error absTD (Ape-X actors compute their own). A negative
+	// absTD means "unknown": the caller should then leave Priority nil in
+	// buffer.Transitions so the item gets the buffer's maximum priority.
+	Priority(absTD float64) float64
+	// String names the stage and its parameters, e.g. "per(alpha=0.6,...)".
+	String() string
+}
+
+// Weighter computes per-item loss weights for a sampled batch: importance
+// weights for PER, all ones for uniform. step is the learner step (it drives
+// annealing schedules).
+type Weighter interface {
+	Weights(b *buffer.Batch, step int64) error
+}
+
+// Linear is a schedule that moves linearly from Start at step 0 to End at
+// step Steps and stays at End afterwards (PER's beta annealing, Schaul et
+// al. 2016 §3.4). Steps <= 0 means End from the start.
+type Linear struct {
+	Start, End float64
+	Steps      int64
+}
+
+// At is the schedule's value at step. O(1).
+func (l Linear) At(step int64) float64 {
+	if l.Steps <= 0 || step >= l.Steps {
+		return l.End
+	}
+	if step <= 0 {
+		return l.Start
+	}
+	return l.Start + (l.End-l.Start)*float64(step)/float64(l.Steps)
+}
