@@ -10,3 +10,6 @@ func copyCol[T any](dst, src []T) { copy(dst, src) }
 
 // clearCol zeroes a column run (see copyCol).
 func clearCol[T any](dst []T) { clear(dst) }
+
+// load reads one element (see copyCol).
+func load[T any](p *T) T { return *p }

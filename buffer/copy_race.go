@@ -55,3 +55,17 @@ func clearCol[T any](dst []T) {
 		panic("buffer: clearCol on an element that is not 4 or 8 bytes")
 	}
 }
+
+// load reads one element with an atomic load (see copyCol).
+func load[T any](p *T) T {
+	var zero T
+	switch unsafe.Sizeof(zero) {
+	case 4:
+		v := atomic.LoadUint32((*uint32)(unsafe.Pointer(p)))
+		return *(*T)(unsafe.Pointer(&v))
+	case 8:
+		v := atomic.LoadUint64((*uint64)(unsafe.Pointer(p)))
+		return *(*T)(unsafe.Pointer(&v))
+	}
+	panic("buffer: load on an element that is not 4 or 8 bytes")
+}

@@ -48,37 +48,70 @@ func (b *Buffer) GatherRef(dst *Batch, row int, ref Ref) bool {
 	return true
 }
 
-// copyOut copies global slot g into row of dst.
+// copyOut copies global slot g into row of dst. Single-element columns are
+// assigned directly: a memmove call per 4-byte value costs more than the
+// value.
 func (b *Buffer) copyOut(dst *Batch, row, g int) {
 	t := &dst.Transitions
 	d := b.cfg.ObsDim
-	copyCol(t.Obs[row*d:(row+1)*d], b.obs[g*d:(g+1)*d])
-	copyCol(t.NextObs[row*d:(row+1)*d], b.nextObs[g*d:(g+1)*d])
+	copySmall(t.Obs[row*d:(row+1)*d], b.obs[g*d:(g+1)*d])
+	copySmall(t.NextObs[row*d:(row+1)*d], b.nextObs[g*d:(g+1)*d])
 	if b.action != nil {
-		copyCol(t.Action[row:row+1], b.action[g:g+1])
+		t.Action[row] = load(&b.action[g])
 	} else {
 		w := b.width
-		copyCol(t.ActionVec[row*w:(row+1)*w], b.actionVec[g*w:(g+1)*w])
+		copySmall(t.ActionVec[row*w:(row+1)*w], b.actionVec[g*w:(g+1)*w])
 	}
-	copyCol(t.Reward[row:row+1], b.reward[g:g+1])
-	copyCol(t.Discount[row:row+1], b.discount[g:g+1])
-	copyCol(t.Flags[row:row+1], b.flags[g:g+1])
+	t.Reward[row] = load(&b.reward[g])
+	t.Discount[row] = load(&b.discount[g])
+	t.Flags[row] = load(&b.flags[g])
 	if b.episodeID != nil {
-		copyCol(t.EpisodeID[row:row+1], b.episodeID[g:g+1])
-		copyCol(t.EpisodeStep[row:row+1], b.episodeStep[g:g+1])
+		t.EpisodeID[row] = load(&b.episodeID[g])
+		t.EpisodeStep[row] = load(&b.episodeStep[g])
 	}
 	if b.globalStep != nil {
-		copyCol(t.GlobalStep[row:row+1], b.globalStep[g:g+1])
+		t.GlobalStep[row] = load(&b.globalStep[g])
 	}
 	if b.actorID != nil {
-		copyCol(t.ActorID[row:row+1], b.actorID[g:g+1])
+		t.ActorID[row] = load(&b.actorID[g])
 	}
 	if b.stateHash != nil {
-		copyCol(t.StateHash[row:row+1], b.stateHash[g:g+1])
-		copyCol(t.NextStateHash[row:row+1], b.nextStateHash[g:g+1])
+		t.StateHash[row] = load(&b.stateHash[g])
+		t.NextStateHash[row] = load(&b.nextStateHash[g])
 	}
 	for i, f := range b.cfg.Floats {
 		w := f.Width
-		copyCol(t.Floats[i][row*w:(row+1)*w], b.floats[i][g*w:(g+1)*w])
+		copySmall(t.Floats[i][row*w:(row+1)*w], b.floats[i][g*w:(g+1)*w])
 	}
+}
+
+// copySmall copies a short run element by element (long runs by copyCol).
+func copySmall(dst, src []float32) {
+	if len(src) > 16 {
+		copyCol(dst, src)
+		return
+	}
+	dst = dst[:len(src)]
+	for i := range src {
+		dst[i] = load(&src[i])
+	}
+}
+
+// touchRows loads one word of every line the rows' copies will read, so the
+// cache misses of all rows overlap before the copies run (Go has no
+// prefetch instruction).
+func (b *Buffer) touchRows(slots []int32, sc *scratch) {
+	d := b.cfg.ObsDim
+	var sink float32
+	var isink uint32
+	for _, g := range slots {
+		sink += load(&b.obs[int(g)*d]) + load(&b.nextObs[int(g)*d]) + load(&b.reward[g]) + load(&b.discount[g])
+		isink += load(&b.flags[g])
+		if b.action != nil {
+			isink += uint32(load(&b.action[g]))
+		} else {
+			sink += load(&b.actionVec[int(g)*b.width])
+		}
+	}
+	sc.sink += uint64(sink) + uint64(isink)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"sync/atomic"
 )
 
 // maxRedraws bounds the re-draws of one row (torn reads, or a descent that
@@ -47,9 +48,10 @@ func (b *Buffer) Sample(rng *rand.Rand, dst *Batch) error {
 		return fmt.Errorf("%w: %d items stored, all with priority 0", ErrZeroMass, size)
 	}
 	// Stratified targets, ascending, mapped to stripes in one merge pass.
+	st := newStrata(total, n)
 	s, cum := 0, uint64(0)
 	for j := range n {
-		u := stratum(rng, total, j, n)
+		u := st.next(rng)
 		for s < len(sc.roots)-1 && u >= cum+sc.roots[s] {
 			cum += sc.roots[s]
 			s++
@@ -57,6 +59,10 @@ func (b *Buffer) Sample(rng *rand.Rand, dst *Batch) error {
 		sc.s[j], sc.u[j], sc.node[j], sc.ok[j] = int32(s), u-cum, 0, true
 	}
 	b.descend(sc)
+	for j := range n {
+		sc.slot[j] = int32(b.lay.stripeOffset(int(sc.s[j])) + int(sc.node[j]))
+	}
+	b.touchRows(sc.slot, sc)
 	for j := range n {
 		tries := 0
 		for {
@@ -111,6 +117,33 @@ func stratum(rng *rand.Rand, total uint64, j, n int) uint64 {
 	return lo + rng.Uint64N(hi-lo)
 }
 
+// strata yields one target per stratum, in order, with the bounds
+// floor(total*j/n) kept incrementally (no division per row).
+type strata struct {
+	q, r, n  uint64 // total = q*n + r
+	lo, frac uint64 // lo = floor(total*j/n); frac = (r*j) mod n
+}
+
+func newStrata(total uint64, n int) strata {
+	return strata{q: total / uint64(n), r: total % uint64(n), n: uint64(n)}
+}
+
+// next draws the target of the next stratum.
+func (s *strata) next(rng *rand.Rand) uint64 {
+	lo := s.lo
+	hi := lo + s.q
+	s.frac += s.r
+	if s.frac >= s.n {
+		s.frac -= s.n
+		hi++
+	}
+	s.lo = hi
+	if hi <= lo {
+		return lo
+	}
+	return lo + rng.Uint64N(hi-lo)
+}
+
 func mulDiv(a, b, c uint64) uint64 {
 	h, l := bits.Mul64(a, b)
 	q, _ := bits.Div64(h, l, c)
@@ -135,22 +168,78 @@ func (b *Buffer) redraw(rng *rand.Rand, sc *scratch, j int, total uint64, n int)
 
 // descend advances every row's descent level by level: first a pass that
 // only loads each row's next node group (so the cache misses of all rows
-// overlap: Go has no prefetch instruction), then the scan pass.
+// overlap: Go has no prefetch instruction), then the selection pass. Rows
+// are sorted by target, so rows under the same parent are contiguous and
+// their residuals ascend: such a run is resolved with one merge walk over
+// the 16 children instead of one scan per row (this is what makes the upper
+// levels, which all rows share, cheap).
 func (b *Buffer) descend(sc *scratch) {
+	n := len(sc.u)
 	for k := b.nlev - 1; k >= 0; k-- {
 		lv := b.tree[k]
 		mk := b.lay.m[k]
 		var sink uint64
-		for i := range sc.u {
+		for i := range n {
 			base := int(sc.s[i])*mk + int(sc.node[i])<<fanShift
 			sink += lv[base].Load() + lv[base+fanout/2].Load()
 		}
 		sc.sink += sink
-		for i := range sc.u {
-			if sc.ok[i] {
-				b.scan(sc, i, k)
+		for i := 0; i < n; {
+			j := i + 1
+			for j < n && sc.s[j] == sc.s[i] && sc.node[j] == sc.node[i] {
+				j++
+			}
+			switch {
+			case j-i > 2:
+				b.walk(sc, i, j, k)
+			default:
+				for r := i; r < j; r++ {
+					if sc.ok[r] {
+						b.scan(sc, r, k)
+					}
+				}
+			}
+			i = j
+		}
+	}
+}
+
+// walk resolves rows [i, j), which share their parent node and have
+// ascending residuals, in one pass over the parent's 16 children at level k.
+func (b *Buffer) walk(sc *scratch, i, j, k int) {
+	base := int(sc.s[i])*b.lay.m[k] + int(sc.node[i])<<fanShift
+	grp := (*[fanout]atomic.Uint64)(b.tree[k][base : base+fanout])
+	mask := uint64(prioMask)
+	if k != 0 {
+		mask = ^uint64(0)
+	}
+	c, cum := 0, uint64(0)
+	v := grp[0].Load() & mask
+	v &^= uint64(int64(v) >> 63)
+	for r := i; r < j; r++ {
+		if !sc.ok[r] {
+			continue
+		}
+		u := sc.u[r]
+		for u-cum >= v && c < fanout-1 {
+			cum += v
+			c++
+			v = grp[c].Load() & mask
+			v &^= uint64(int64(v) >> 63)
+		}
+		if u-cum >= v { // beyond the group's current sum: fall back
+			b.scan(sc, r, k)
+			continue
+		}
+		if k == 0 {
+			sc.word[r] = grp[c].Load()
+			if sc.word[r]&prioMask == 0 {
+				sc.ok[r] = false
+				continue
 			}
 		}
+		sc.u[r] = u - cum
+		sc.node[r] = sc.node[r]<<fanShift + int32(c)
 	}
 }
 
@@ -165,67 +254,61 @@ func (b *Buffer) descendOne(sc *scratch, i int) {
 // cumulative range holds the row's residual target. If the group sums to
 // less than the target (its parent was read before concurrent decrements
 // reached it) the last non-zero child is taken; a group that is all zero
-// fails the row (it is re-drawn).
+// fails the row (it is re-drawn). At the leaves, a chosen slot that is being
+// written (priority 0 when re-read) also fails the row.
 func (b *Buffer) scan(sc *scratch, i, k int) {
 	base := int(sc.s[i])*b.lay.m[k] + int(sc.node[i])<<fanShift
-	grp := b.tree[k][base : base+fanout]
+	grp := (*[fanout]atomic.Uint64)(b.tree[k][base : base+fanout])
 	u := sc.u[i]
-	var v [fanout]uint64
-	var acc, before uint64
+	// Branch-free: c counts children whose inclusive prefix is <= u; the
+	// prefix before child c is kept in pre. Only acc and c are carried from
+	// one child to the next. Every value is below 2^63 (see quantize.go), so
+	// the sign of u-acc tells acc > u.
+	var pre [fanout + 1]uint64
+	var acc uint64
 	c := 0
 	if k == 0 {
-		var w [fanout]uint64
 		for x := range grp {
-			w[x] = grp[x].Load()
-			v[x] = w[x] & prioMask
+			acc += grp[x].Load() & prioMask
+			pre[x+1] = acc
+			c += int(1 + int64(u-acc)>>63)
 		}
-		for x := range v {
-			acc += v[x]
-			if acc <= u {
-				c++
-				before = acc
-			}
-		}
-		if c == fanout {
-			if c = lastNonZero(&v); c < 0 {
-				sc.ok[i] = false
-				return
-			}
-			before = 0
-			u = v[c] - 1
-		}
-		sc.word[i] = w[c]
 	} else {
 		for x := range grp {
-			v[x] = clampNode(grp[x].Load())
+			v := grp[x].Load()
+			acc += v &^ uint64(int64(v)>>63) // a transiently negative node reads as 0
+			pre[x+1] = acc
+			c += int(1 + int64(u-acc)>>63)
 		}
-		for x := range v {
-			acc += v[x]
-			if acc <= u {
-				c++
-				before = acc
+	}
+	before := pre[c&fanMask]
+	if c == fanout {
+		mask := uint64(prioMask)
+		if k != 0 {
+			mask = ^uint64(0)
+		}
+		c = -1
+		for x := fanout - 1; x >= 0; x-- {
+			if v := grp[x].Load() & mask; v != 0 && int64(v) > 0 {
+				c, before, u = x, 0, v-1
+				break
 			}
 		}
-		if c == fanout {
-			if c = lastNonZero(&v); c < 0 {
-				sc.ok[i] = false
-				return
-			}
-			before = 0
-			u = v[c] - 1
+		if c < 0 {
+			sc.ok[i] = false
+			return
 		}
+	}
+	if k == 0 {
+		w := grp[c].Load()
+		if w&prioMask == 0 {
+			sc.ok[i] = false
+			return
+		}
+		sc.word[i] = w
 	}
 	sc.u[i] = u - before
 	sc.node[i] = sc.node[i]<<fanShift + int32(c)
-}
-
-func lastNonZero(v *[fanout]uint64) int {
-	for x := fanout - 1; x >= 0; x-- {
-		if v[x] != 0 {
-			return x
-		}
-	}
-	return -1
 }
 
 // SampleUniform draws dst.Len() items uniformly (with replacement) among

@@ -146,6 +146,7 @@ type scratch struct {
 	u     []uint64 // residual target per row
 	s     []int32  // stripe per row
 	node  []int32  // node index per row (leaf index at the end)
+	slot  []int32  // global slot per row
 	word  []uint64 // leaf word chosen per row
 	ok    []bool
 	sink  uint64 // keeps the touch pass's loads from being optimised away
@@ -156,10 +157,11 @@ func (sc *scratch) size(rows, stripes int) {
 		sc.u = make([]uint64, rows)
 		sc.s = make([]int32, rows)
 		sc.node = make([]int32, rows)
+		sc.slot = make([]int32, rows)
 		sc.word = make([]uint64, rows)
 		sc.ok = make([]bool, rows)
 	}
-	sc.u, sc.s, sc.node, sc.word, sc.ok = sc.u[:rows], sc.s[:rows], sc.node[:rows], sc.word[:rows], sc.ok[:rows]
+	sc.u, sc.s, sc.node, sc.slot, sc.word, sc.ok = sc.u[:rows], sc.s[:rows], sc.node[:rows], sc.slot[:rows], sc.word[:rows], sc.ok[:rows]
 	if cap(sc.roots) < stripes {
 		sc.roots = make([]uint64, stripes)
 	}

@@ -1,0 +1,163 @@
+package buffer
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// cartPole is the 44-byte transition of the benchmarks: 4+4 float32
+// observations, a discrete action, reward and discount.
+func cartPole(capacity int, opts ...func(*Config)) Config {
+	c := Config{Capacity: capacity, ObsDim: 4}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// filled returns a full buffer with priorities uniform(0,1)^0.6 (the
+// distribution of the design notes' measurements).
+func filled(tb testing.TB, cfg Config, seed uint64) *Buffer {
+	tb.Helper()
+	b, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	const chunk = 4096
+	tr := makeTransitions(cfg, chunk)
+	for done := 0; done < cfg.Capacity; done += chunk {
+		n := min(chunk, cfg.Capacity-done)
+		t := sliceTransitions(tr, cfg, n)
+		for i := range n {
+			t.Priority[i] = math.Pow(rng.Float64(), 0.6)
+			t.Reward[i] = float32(done + i)
+		}
+		if err := b.Insert(t); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return b
+}
+
+// makeTransitions allocates n items of cfg's shape, priorities included.
+func makeTransitions(cfg Config, n int) *Transitions {
+	cfg = cfg.withDefaults()
+	t := &Transitions{
+		Obs:      make([]float32, n*cfg.ObsDim),
+		NextObs:  make([]float32, n*cfg.ObsDim),
+		Reward:   make([]float32, n),
+		Discount: make([]float32, n),
+		Priority: make([]float64, n),
+	}
+	if cfg.Action == Continuous {
+		t.ActionVec = make([]float32, n*cfg.ActionDim)
+	} else {
+		t.Action = make([]int32, n)
+	}
+	return t
+}
+
+// sliceTransitions is the first n items of t.
+func sliceTransitions(t *Transitions, cfg Config, n int) *Transitions {
+	cfg = cfg.withDefaults()
+	s := *t
+	s.Obs, s.NextObs = t.Obs[:n*cfg.ObsDim], t.NextObs[:n*cfg.ObsDim]
+	if t.Action != nil {
+		s.Action = t.Action[:n]
+	} else {
+		s.ActionVec = t.ActionVec[:n*cfg.ActionDim]
+	}
+	s.Reward, s.Discount, s.Priority = t.Reward[:n], t.Discount[:n], t.Priority[:n]
+	return &s
+}
+
+// BenchmarkBatch is one learner step on the replay path: 256 stratified
+// samples (data copied) followed by 256 priority write-backs, one goroutine.
+func BenchmarkBatch(b *testing.B) {
+	for _, lg := range []int{17, 20} {
+		for _, mt := range []bool{true, false} {
+			name := fmt.Sprintf("N=2^%d/mintree=%v", lg, mt)
+			b.Run(name, func(b *testing.B) {
+				cfg := cartPole(1<<lg, func(c *Config) { c.NoMinTree = !mt })
+				buf := filled(b, cfg, 1)
+				rng := rand.New(rand.NewPCG(2, 3))
+				bt := buf.NewBatch(256)
+				prios := make([]float64, 256)
+				for i := range prios {
+					prios[i] = math.Pow(rng.Float64(), 0.6)
+				}
+				for b.Loop() {
+					if err := buf.Sample(rng, bt); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := buf.UpdatePriorities(bt.Refs, prios); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/batch")
+			})
+		}
+	}
+}
+
+// BenchmarkSample and BenchmarkUpdate split the batch into its halves.
+func BenchmarkSample(b *testing.B) {
+	buf := filled(b, cartPole(1<<20), 1)
+	rng := rand.New(rand.NewPCG(2, 3))
+	bt := buf.NewBatch(256)
+	for b.Loop() {
+		if err := buf.Sample(rng, bt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e3, "µs/batch")
+}
+
+func BenchmarkUpdate(b *testing.B) {
+	for _, mt := range []bool{true, false} {
+		b.Run(fmt.Sprintf("mintree=%v", mt), func(b *testing.B) {
+			buf := filled(b, cartPole(1<<20, func(c *Config) { c.NoMinTree = !mt }), 1)
+			rng := rand.New(rand.NewPCG(2, 3))
+			bt := buf.NewBatch(256)
+			if err := buf.Sample(rng, bt); err != nil {
+				b.Fatal(err)
+			}
+			prios := make([]float64, 256)
+			for b.Loop() {
+				for i := range prios {
+					prios[i] = rng.Float64()
+				}
+				if _, err := buf.UpdatePriorities(bt.Refs, prios); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e3, "µs/batch")
+		})
+	}
+}
+
+// BenchmarkInsert measures inserts of 44-byte transitions with their
+// priorities, one goroutine, single items and batches of 32.
+func BenchmarkInsert(b *testing.B) {
+	for _, lg := range []int{17, 20} {
+		for _, n := range []int{1, 32} {
+			b.Run(fmt.Sprintf("N=2^%d/batch=%d", lg, n), func(b *testing.B) {
+				cfg := cartPole(1 << lg)
+				buf := filled(b, cfg, 1)
+				t := makeTransitions(cfg, n)
+				for i := range n {
+					t.Priority[i] = 0.5 + float64(i)/64
+				}
+				for b.Loop() {
+					if err := buf.Insert(t); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds()/1e6, "Mitems/s")
+			})
+		}
+	}
+}
