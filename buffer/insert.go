@@ -54,26 +54,41 @@ func (b *Buffer) Insert(t *Transitions) error {
 func (b *Buffer) writeRun(s, l0 int, t *Transitions, row0, r int) {
 	leaves := b.tree[0]
 	li0 := b.lay.node(0, s, l0)
-	var old, tags [runMax]uint64
+	var tags [runMax]uint64
 
 	// Phase 1: claim each slot: odd tag, priority 0. From here on the slot
 	// is never sampled, write-backs to its old occupant fail their CAS, and
-	// readers copying it see the tag change.
+	// readers copying it see the tag change. The old occupants' mass then
+	// leaves the tree in one aggregated pass, so descents steer away from the
+	// run while it is being written.
+	//
+	// A slot with an odd tag belongs to an inserter we lapped (it stalled for
+	// a whole stripe's worth of inserts). We wait for it, after removing the
+	// mass of the slots claimed so far, so no claimed slot's mass stays in the
+	// tree while we wait. Claims go in increasing slot order and runs never
+	// wrap, so two waiting inserters cannot wait on each other.
+	var d [runMax]int64
+	flushed := 0
 	for i := range r {
 		p := &leaves[li0+i]
 		for {
 			w := p.Load()
 			g := w >> prioBits
-			if g&1 == 1 { // another inserter lapped us onto this slot
+			if g&1 == 1 {
+				if flushed < i {
+					b.addRun(s, l0+flushed, d[flushed:i])
+					flushed = i
+				}
 				runtime.Gosched()
 				continue
 			}
 			if p.CompareAndSwap(w, (g+1)<<prioBits) {
-				old[i], tags[i] = w&prioMask, g+1
+				tags[i], d[i] = g+1, -int64(w&prioMask)
 				break
 			}
 		}
 	}
+	b.addRun(s, l0+flushed, d[flushed:r])
 
 	// Phase 2: copy the columns.
 	b.copyIn(b.lay.stripeOffset(s)+l0, t, row0, r)
@@ -83,38 +98,49 @@ func (b *Buffer) writeRun(s, l0 int, t *Transitions, row0, r int) {
 	b.priorityUnits(t, row0, units[:r])
 	for i := range r {
 		leaves[li0+i].Store(nextGen(tags[i])<<prioBits | units[i])
+		d[i] = int64(units[i])
 	}
 
-	// Phase 4: propagate the run's deltas, one add per touched ancestor.
-	var d [runMax/fanout + 2]int64
-	j0 := l0 >> fanShift
-	for i := range r {
-		d[(l0+i)>>fanShift-j0] += int64(units[i]) - int64(old[i])
-	}
-	cnt := (l0+r-1)>>fanShift - j0 + 1
-	for k := 1; k <= b.nlev; k++ {
-		for x := range cnt {
-			if d[x] != 0 {
-				b.sumNode(k, s, j0+x).Add(uint64(d[x]))
-			}
-		}
-		if k == b.nlev {
-			break
-		}
-		// Fold into the next level.
-		nj0 := j0 >> fanShift
-		ncnt := (j0+cnt-1)>>fanShift - nj0 + 1
-		var nd [runMax/fanout + 2]int64
-		for x := range cnt {
-			nd[(j0+x)>>fanShift-nj0] += d[x]
-		}
-		d, j0, cnt = nd, nj0, ncnt
-	}
+	// Phase 4: the new mass enters the tree.
+	b.addRun(s, l0, d[:r])
 	if b.mins != nil {
 		jFirst, jLast := l0>>fanShift, (l0+r-1)>>fanShift
 		for j := jFirst; j <= jLast; j++ {
 			b.fixMinPath(s, j)
 		}
+	}
+}
+
+// addRun adds d[i] to every ancestor of local leaf l0+i of stripe s, with
+// one atomic add per touched ancestor (a run of 256 leaves touches at most 17
+// level-1 nodes and 2 nodes of each level above).
+func (b *Buffer) addRun(s, l0 int, d []int64) {
+	r := len(d)
+	if r == 0 {
+		return
+	}
+	var acc [runMax/fanout + 2]int64
+	j0 := l0 >> fanShift
+	for i := range r {
+		acc[(l0+i)>>fanShift-j0] += d[i]
+	}
+	cnt := (l0+r-1)>>fanShift - j0 + 1
+	for k := 1; k <= b.nlev; k++ {
+		for x := range cnt {
+			if acc[x] != 0 {
+				b.sumNode(k, s, j0+x).Add(uint64(acc[x]))
+			}
+		}
+		if k == b.nlev {
+			return
+		}
+		nj0 := j0 >> fanShift
+		ncnt := (j0+cnt-1)>>fanShift - nj0 + 1
+		var next [runMax/fanout + 2]int64
+		for x := range cnt {
+			next[(j0+x)>>fanShift-nj0] += acc[x]
+		}
+		acc, j0, cnt = next, nj0, ncnt
 	}
 }
 

@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 )
 
 // maxRedraws bounds the re-draws of one row (torn reads, or a descent that
 // found only zero priorities because of concurrent overwrites).
-const maxRedraws = 64
+const maxRedraws = 256
 
 // Sample draws dst.Len() items by stratified proportional sampling (PER,
 // Schaul et al. 2016 §3.3): the total priority mass T is split into B equal
@@ -64,7 +65,7 @@ func (b *Buffer) Sample(rng *rand.Rand, dst *Batch) error {
 	}
 	b.touchRows(sc.slot, sc)
 	for j := range n {
-		tries := 0
+		tries, torn := 0, 0
 		for {
 			if sc.ok[j] {
 				w := sc.word[j]
@@ -77,9 +78,13 @@ func (b *Buffer) Sample(rng *rand.Rand, dst *Batch) error {
 					break
 				}
 				b.c.torn.Add(1)
+				torn++
 			}
 			if tries++; tries > maxRedraws {
-				return fmt.Errorf("%w: row %d of %d", ErrRetries, j, n)
+				return fmt.Errorf("%w: row %d of %d (%d torn reads, %d descents that found no item)", ErrRetries, j, n, torn, tries-torn)
+			}
+			if tries%8 == 0 {
+				runtime.Gosched() // let the writer that keeps tearing our reads finish
 			}
 			b.redraw(rng, sc, j, total, n)
 		}
@@ -351,6 +356,9 @@ func (b *Buffer) SampleUniform(rng *rand.Rand, dst *Batch) error {
 			}
 			if tries++; tries > maxRedraws {
 				return fmt.Errorf("%w: row %d of %d", ErrRetries, j, n)
+			}
+			if tries%8 == 0 {
+				runtime.Gosched()
 			}
 		}
 	}

@@ -47,9 +47,6 @@ func (b *Buffer) UpdatePriorities(refs []Ref, prios []float64) (UpdateResult, er
 	leaves := b.tree[0]
 	for i, r := range refs {
 		u, clamped := b.q.units(prios[i])
-		if clamped {
-			b.c.clamped.Add(1)
-		}
 		s, l, li := b.leafIndex(int(r.Slot))
 		p := &leaves[li]
 		var d int64
@@ -69,6 +66,9 @@ func (b *Buffer) UpdatePriorities(refs []Ref, prios []float64) (UpdateResult, er
 			continue
 		}
 		res.Applied++
+		if clamped {
+			b.c.clamped.Add(1)
+		}
 		hi = max(hi, u)
 		if d == 0 {
 			continue
