@@ -394,8 +394,20 @@ func TestCheckpointFile(t *testing.T) {
 	if err != nil || string(rest) != "TAIL" {
 		t.Fatalf("after Load the file holds %q, %v; want TAIL", rest, err)
 	}
-	// Unknown-length and one-byte-at-a-time streams ckLoad the same.
+	// A truncated file (its length is only a hint) fails cleanly.
 	data := ckSave(t, a)
+	short := filepath.Join(t.TempDir(), "short")
+	if err := os.WriteFile(short, data[:len(data)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sf, err := os.Open(short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	_, err = Load(sf)
+	ckMustCorrupt(t, err, "truncated file")
+	// Unknown-length and one-byte-at-a-time streams load the same.
 	for _, r := range []io.Reader{ckHideLen{bytes.NewReader(data)}, iotest.OneByteReader(bytes.NewReader(data)), iotest.DataErrReader(bytes.NewReader(data))} {
 		b, err := Load(r)
 		if err != nil {
