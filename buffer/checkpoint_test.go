@@ -308,7 +308,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 				n := int(fill.frac * float64(cfg.Capacity))
 				a := ckExercised(t, cfg, n, 1)
 				if fill.name == "wrapped" && a.Stats().StaleUpdates == 0 && cfg.Capacity > 50 {
-					t.Fatalf("the ckExercise produced no stale updates")
+					t.Fatalf("the exercise produced no stale updates")
 				}
 				// Refs sampled before Save must stay valid after Load.
 				var refs []Ref
@@ -957,7 +957,7 @@ func ckCheckLoad(t *testing.T, data []byte) {
 	}
 	consumed := data[:len(data)-r.Len()]
 	if again := ckSave(t, b); !bytes.Equal(again, consumed) {
-		t.Fatalf("re-ckSave differs: %d bytes vs %d", len(again), len(consumed))
+		t.Fatalf("re-save differs: %d bytes vs %d", len(again), len(consumed))
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	if sz := b.Size(); sz > 0 {
