@@ -16,8 +16,8 @@ type stripe struct {
 	// cursor counts slots claimed by inserters, ever. Slot cursor%cap is the
 	// next to be written. Invariant: written <= cursor.
 	cursor atomic.Uint64
-	// written counts inserts completed, ever. Invariant: size of the stripe
-	// = min(written, cap).
+	// written counts inserts completed, ever (Stats.Inserts sums it).
+	// Invariant: size of the stripe = min(written, cap).
 	written atomic.Uint64
 	// root is the sum of the stripe's top-level nodes (priority units, two's
 	// complement while deltas are in flight). Invariant at quiescence:

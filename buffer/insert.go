@@ -44,6 +44,7 @@ func (b *Buffer) Insert(t *Transitions) error {
 		}
 		st.inserts.Add(uint64(k))
 		st.written.Add(uint64(k))
+		b.assertStripe(s)
 		done += k
 	}
 	return nil
@@ -115,11 +116,16 @@ func (b *Buffer) writeRun(s, l0 int, t *Transitions, row0, r int) {
 // one atomic add per touched ancestor (a run of 256 leaves touches at most 17
 // level-1 nodes and 2 nodes of each level above).
 func (b *Buffer) addRun(s, l0 int, d []int64) {
-	r := len(d)
-	if r == 0 {
+	switch len(d) {
+	case 0:
+		return
+	case 1:
+		b.addLeaf(s, l0, d[0])
 		return
 	}
-	var acc [runMax/fanout + 2]int64
+	r := len(d)
+	var bufA, bufB [runMax/fanout + 2]int64
+	acc, next := &bufA, &bufB
 	j0 := l0 >> fanShift
 	for i := range r {
 		acc[(l0+i)>>fanShift-j0] += d[i]
@@ -136,12 +142,24 @@ func (b *Buffer) addRun(s, l0 int, d []int64) {
 		}
 		nj0 := j0 >> fanShift
 		ncnt := (j0+cnt-1)>>fanShift - nj0 + 1
-		var next [runMax/fanout + 2]int64
+		clear(next[:ncnt])
 		for x := range cnt {
 			next[(j0+x)>>fanShift-nj0] += acc[x]
 		}
-		acc, j0, cnt = next, nj0, ncnt
+		acc, next, j0, cnt = next, acc, nj0, ncnt
 	}
+}
+
+// addLeaf adds d to every ancestor of local leaf l of stripe s.
+func (b *Buffer) addLeaf(s, l int, d int64) {
+	if d == 0 {
+		return
+	}
+	for k := 1; k < b.nlev; k++ {
+		l >>= fanShift
+		b.tree[k][b.lay.node(k, s, l)].Add(uint64(d))
+	}
+	b.stripes[s].root.Add(uint64(d))
 }
 
 // priorityUnits fills units with the priorities of rows [row0, row0+len)

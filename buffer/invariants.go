@@ -89,3 +89,34 @@ func (b *Buffer) CheckInvariants() error {
 	}
 	return nil
 }
+
+// assertBatch checks, under the invariants build tag, what every sampling
+// call promises whatever runs concurrently: each row names an in-range slot
+// with a live (even, non-zero) generation and a probability in (0, 1].
+func (b *Buffer) assertBatch(dst *Batch) {
+	if !invariantsEnabled {
+		return
+	}
+	for i, r := range dst.Refs {
+		if int(r.Slot) >= b.cfg.Capacity || r.Gen == 0 || r.Gen&1 == 1 {
+			panic(fmt.Sprintf("buffer: invariant violated: row %d has ref %+v", i, r))
+		}
+		if p := dst.Prob[i]; !(p > 0 && p <= 1) {
+			panic(fmt.Sprintf("buffer: invariant violated: row %d has probability %v", i, p))
+		}
+	}
+	if dst.Size <= 0 || dst.Size > b.cfg.Capacity {
+		panic(fmt.Sprintf("buffer: invariant violated: batch size %d", dst.Size))
+	}
+}
+
+// assertStripe checks a stripe's counters after an insert (invariants tag).
+func (b *Buffer) assertStripe(s int) {
+	if !invariantsEnabled {
+		return
+	}
+	st := &b.stripes[s]
+	if w, c := st.written.Load(), st.cursor.Load(); w > c {
+		panic(fmt.Sprintf("buffer: invariant violated: stripe %d written %d > cursor %d", s, w, c))
+	}
+}

@@ -95,6 +95,7 @@ func (b *Buffer) Sample(rng *rand.Rand, dst *Batch) error {
 		dst.MinProb = float64(m) / float64(total)
 	}
 	b.c.samples.Add(uint64(n))
+	b.assertBatch(dst)
 	return nil
 }
 
@@ -368,5 +369,6 @@ func (b *Buffer) SampleUniform(rng *rand.Rand, dst *Batch) error {
 		dst.MinProb = float64(m) / float64(total)
 	}
 	b.c.samples.Add(uint64(n))
+	b.assertBatch(dst)
 	return nil
 }

@@ -73,8 +73,7 @@ func (b *Buffer) UpdatePriorities(refs []Ref, prios []float64) (UpdateResult, er
 		if d == 0 {
 			continue
 		}
-		j := l
-		for k := 1; k < b.nlev; k++ {
+		for k, j := 1, l; k < b.nlev; k++ {
 			j >>= fanShift
 			b.tree[k][b.lay.node(k, s, j)].Add(uint64(d))
 		}
