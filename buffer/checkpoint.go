@@ -121,6 +121,11 @@ func (b *Buffer) Save(w io.Writer) error {
 	if err := b.checkCheckpoint(); err != nil {
 		return fmt.Errorf("buffer: Save needs a quiescent buffer (no concurrent Insert or UpdatePriorities): %w", err)
 	}
+	if invariantsEnabled {
+		if err := b.CheckInvariants(); err != nil {
+			panic("buffer: invariant violated before Save: " + err.Error())
+		}
+	}
 	cols, err := b.ckColumns()
 	if err != nil {
 		return fmt.Errorf("buffer: Save: %w", err)

@@ -2,7 +2,6 @@ package buffer
 
 import (
 	"fmt"
-	"math"
 	"math/bits"
 )
 
@@ -49,6 +48,10 @@ const (
 	DefaultInitialPriority = 1.0
 	// MaxCapacity is the largest Capacity accepted (2^30 slots).
 	MaxCapacity = 1 << 30
+	// minMaxPriority and maxMaxPriority bound Config.MaxPriority so the
+	// fixed-point scale (see quantize.go) stays a normal float64.
+	minMaxPriority = 1e-30
+	maxMaxPriority = 1e30
 )
 
 // Config describes a Buffer. The zero value of each optional field selects
@@ -146,8 +149,8 @@ func (c Config) validated() (Config, error) {
 		return c, fmt.Errorf("%w: discrete actions take ActionDim 0 or 1, got %d", ErrConfig, c.ActionDim)
 	case c.NumActions < 0:
 		return c, fmt.Errorf("%w: NumActions must not be negative, got %d", ErrConfig, c.NumActions)
-	case !(c.MaxPriority > 0) || math.IsInf(c.MaxPriority, 0):
-		return c, fmt.Errorf("%w: MaxPriority must be positive and finite, got %v", ErrConfig, c.MaxPriority)
+	case !(c.MaxPriority >= minMaxPriority && c.MaxPriority <= maxMaxPriority):
+		return c, fmt.Errorf("%w: MaxPriority must be in [%g, %g], got %v", ErrConfig, minMaxPriority, maxMaxPriority, c.MaxPriority)
 	case !(c.InitialPriority > 0) || c.InitialPriority > c.MaxPriority:
 		return c, fmt.Errorf("%w: InitialPriority must be in (0, MaxPriority=%v], got %v", ErrConfig, c.MaxPriority, c.InitialPriority)
 	}

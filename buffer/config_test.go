@@ -28,6 +28,8 @@ func TestConfigValidation(t *testing.T) {
 		{"NaN max priority", func(c *Config) { c.MaxPriority = math.NaN() }, "MaxPriority"},
 		{"negative max priority", func(c *Config) { c.MaxPriority = -1 }, "MaxPriority"},
 		{"Inf max priority", func(c *Config) { c.MaxPriority = math.Inf(1) }, "MaxPriority"},
+		{"tiny max priority", func(c *Config) { c.MaxPriority = 1e-300 }, "MaxPriority must be in"},
+		{"huge max priority", func(c *Config) { c.MaxPriority = 1e300 }, "MaxPriority must be in"},
 		{"initial above max", func(c *Config) { c.MaxPriority, c.InitialPriority = 2, 3 }, "InitialPriority"},
 		{"float column without name", func(c *Config) { c.Floats = []FloatColumn{{Width: 2}} }, "no name"},
 		{"float column zero width", func(c *Config) { c.Floats = []FloatColumn{{Name: "mu"}} }, "Width must be positive"},
