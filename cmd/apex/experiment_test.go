@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestExperimentCliffwalk(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cw")
+	var out, errb bytes.Buffer
+	code := run([]string{"experiment", "cliffwalk", "-n-min", "2", "-n-max", "4", "-seeds", "2",
+		"-oracle-max-n", "3", "-max-updates", "100000", "-seed", "3", "-out", dir}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"uniform", "prop", "rank", "oracle", "\n  4       30 ", "wrote"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out.String())
+		}
+	}
+	png, err := os.ReadFile(filepath.Join(dir, "cliffwalk.png"))
+	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("cliffwalk.png: %v (%d bytes)", err, len(png))
+	}
+	js, err := os.ReadFile(filepath.Join(dir, "cliffwalk.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Config struct{ NMin, NMax, Seeds, OracleMaxN int }
+		Agents []string
+		Rows   []struct {
+			N, Memory int
+			Cells     []struct {
+				Agent   string
+				Skipped bool
+				Updates []int64
+			}
+		}
+	}
+	if err := json.Unmarshal(js, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Config.NMin != 2 || res.Config.NMax != 4 || res.Config.Seeds != 2 || len(res.Rows) != 3 {
+		t.Fatalf("json: %+v", res)
+	}
+	for _, r := range res.Rows {
+		if r.Memory != 1<<(r.N+1)-2 || len(r.Cells) != len(res.Agents) {
+			t.Fatalf("json row %+v", r)
+		}
+		for _, c := range r.Cells {
+			if skip := c.Agent == "oracle" && r.N > 3; c.Skipped != skip || (!skip && len(c.Updates) != 2) {
+				t.Errorf("n=%d %s: %+v", r.N, c.Agent, c)
+			}
+		}
+	}
+}
+
+func TestExperimentUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"experiment", "nope"}, &out, &errb); code != 2 {
+		t.Fatalf("unknown experiment: exit %d, want 2", code)
+	}
+	if msg := errb.String(); !strings.Contains(msg, `"nope"`) || !strings.Contains(msg, "valid experiments: cliffwalk") {
+		t.Errorf("unknown experiment message:\n%s", msg)
+	}
+
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"experiment", "-h"}, &out, &errb); code != 0 {
+		t.Fatalf("experiment -h: exit %d", code)
+	}
+	if !strings.Contains(out.String(), "cliffwalk") {
+		t.Errorf("experiment -h does not list cliffwalk:\n%s", out.String())
+	}
+
+	errb.Reset()
+	if code := run([]string{"experiment"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "cliffwalk") {
+		t.Errorf("bare experiment: exit %d, stderr:\n%s", code, errb.String())
+	}
+
+	errb.Reset()
+	if code := run([]string{"experiment", "cliffwalk", "-h"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "-oracle-max-n") {
+		t.Errorf("cliffwalk -h: exit %d, stderr:\n%s", code, errb.String())
+	}
+	for _, args := range [][]string{
+		{"-n-min", "5", "-n-max", "4"},
+		{"-seeds", "0"},
+		{"-bogus"},
+		{"extra"},
+	} {
+		errb.Reset()
+		if code := run(append([]string{"experiment", "cliffwalk", "-out", t.TempDir()}, args...), &out, &errb); code != 2 {
+			t.Errorf("cliffwalk %v: exit %d, want 2; stderr:\n%s", args, code, errb.String())
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package cliffwalk
+
+import (
+	"math"
+	"math/rand/v2"
+
+	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/sampler"
+)
+
+// MaxRankSegments is the most rank segments used per update: PER's
+// minibatch size k = 32, which sets its segment count.
+const MaxRankSegments = 32
+
+// Uniform replays every stored transition with probability 1/N
+// (sampler.Uniform).
+func Uniform() Agent {
+	return Replay{Label: "uniform", New: func(buf *buffer.Buffer, _ int64) (sampler.Selector, error) {
+		return sampler.NewUniform(buf), nil
+	}}
+}
+
+// Proportional is PER's proportional variant (sampler.PER with
+// sampler.DefaultPERConfig: alpha 0.6, eps 1e-6, weights normalised by the
+// buffer maximum). With is, importance weights (N·P(i))^-beta scale each
+// step, beta rising linearly from 0.4 to 1 over Task.BetaSteps updates;
+// without, beta is 0 and every weight is 1. The paper gives no alpha or
+// beta for the Cliffwalk; these are its Atari values (ours).
+func Proportional(is bool) Agent {
+	label := "prop"
+	if !is {
+		label = "prop/no-IS"
+	}
+	return Replay{Label: label, New: func(buf *buffer.Buffer, betaSteps int64) (sampler.Selector, error) {
+		c := sampler.DefaultPERConfig(betaSteps)
+		if !is {
+			c.Beta = sampler.Linear{}
+		}
+		return sampler.NewPER(buf, c)
+	}}
+}
+
+// RankBased is PER's rank-based variant (sampler.Rank with
+// sampler.DefaultRankConfig: alpha 0.7, eps 1e-6, buffer-normalised
+// weights, rank order re-sorted after 10% of the items changed). With is,
+// beta rises from 0.5 to 1 over Task.BetaSteps updates; without, it is 0.
+// Alpha and beta are PER's Atari values (ours).
+//
+// Rank selection cuts the power law into equal-mass segments, one batch row
+// per segment, and samples uniformly inside a segment; a batch of one row
+// would be a single segment, i.e. uniform replay. So each update draws
+// RankSegments(N) rows and replays one of them at random (Replay.Draw),
+// which is the paper's "sample a segment, then uniformly within it".
+func RankBased(is bool) Agent {
+	label := "rank"
+	if !is {
+		label = "rank/no-IS"
+	}
+	return rankAgent{Replay{Label: label, New: func(buf *buffer.Buffer, betaSteps int64) (sampler.Selector, error) {
+		c := sampler.DefaultRankConfig(betaSteps)
+		if !is {
+			c.Beta = sampler.Linear{}
+		}
+		return sampler.NewRank(buf, c)
+	}}}
+}
+
+// rankAgent sets Replay.Draw from the task's memory size.
+type rankAgent struct{ Replay }
+
+func (r rankAgent) Learn(task *Task, q Table, rng *rand.Rand) (Outcome, error) {
+	r.Draw = RankSegments(len(task.Memory), sampler.DefaultRankAlpha)
+	return r.Replay.Learn(task, q, rng)
+}
+
+// RankSegments is the number of equal-mass segments rank selection uses
+// over n items: MaxRankSegments, but no more than floor(sum_{r<=n}
+// r^-alpha) = floor(1/P(rank 1)). More segments than that cannot have mass
+// 1/k each (the top item alone weighs more), and as k approaches n every
+// segment holds one item and selection turns uniform. O(n).
+func RankSegments(n int, alpha float64) int {
+	var z float64
+	for r := 1; r <= n; r++ {
+		z += math.Pow(float64(r), -alpha)
+	}
+	return max(1, min(MaxRankSegments, int(z)))
+}
+
+// DefaultAgents are the agents of the default sweep, in column order:
+// uniform; proportional and rank-based PER with importance weights (as PER
+// applies them); the same two without importance weights (beta = 0), an
+// ablation, since the tabular Cliffwalk has no bias to correct; and the
+// oracle.
+func DefaultAgents() []Agent {
+	return []Agent{
+		Uniform(),
+		Proportional(true), RankBased(true),
+		Proportional(false), RankBased(false),
+		Oracle{},
+	}
+}
+
+// DefaultLegend explains DefaultAgents' labels, for output under the table.
+const DefaultLegend = `uniform     sampler.Uniform: every transition with probability 1/N
+prop        sampler.PER proportional: alpha 0.6, eps 1e-6, IS weights with beta 0.4->1
+            over -beta-steps updates, normalised by the buffer's largest weight
+rank        sampler.Rank: alpha 0.7, IS weights with beta 0.5->1 (as prop); each update
+            draws one row per equal-mass segment (RankSegments: min(32, 1/P(rank 1)))
+            and replays one of them at random
+*/no-IS     the same without importance weights (beta 0): an ablation
+oracle      replays the transition that most reduces MSE(Q, Q*) (O(N) per update)
+alpha and beta are PER's Atari values (ours): the paper gives none for the Cliffwalk.
+`
