@@ -103,6 +103,34 @@ func BenchmarkBatch(b *testing.B) {
 	}
 }
 
+// BenchmarkBatchRefs is the tree-only learner step (the C check's and the
+// Go prototype's definition): SampleRefs of 256 stratified items followed by
+// their 256 write-backs, no data copied.
+func BenchmarkBatchRefs(b *testing.B) {
+	for _, lg := range []int{17, 20} {
+		for _, mt := range []bool{true, false} {
+			b.Run(fmt.Sprintf("N=2^%d/mintree=%v", lg, mt), func(b *testing.B) {
+				buf := filled(b, cartPole(1<<lg, func(c *Config) { c.NoMinTree = !mt }), 1)
+				rng := rand.New(rand.NewPCG(2, 3))
+				bt := buf.NewBatch(256)
+				prios := make([]float64, 256)
+				for i := range prios {
+					prios[i] = math.Pow(rng.Float64(), 0.6)
+				}
+				for b.Loop() {
+					if err := buf.SampleRefs(rng, bt); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := buf.UpdatePriorities(bt.Refs, prios); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e3, "µs/batch")
+			})
+		}
+	}
+}
+
 // BenchmarkSample and BenchmarkUpdate split the batch into its halves.
 func BenchmarkSample(b *testing.B) {
 	buf := filled(b, cartPole(1<<20), 1)

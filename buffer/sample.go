@@ -13,56 +13,30 @@ import (
 const maxRedraws = 256
 
 // Sample draws dst.Len() items by stratified proportional sampling (PER,
-// Schaul et al. 2016 §3.3): the total priority mass T is split into B equal
-// ranges and one target is drawn uniformly in each, so row j holds an item
-// whose cumulative mass range meets [jT/B, (j+1)T/B). Each item i is drawn
-// with probability p_i/T per stratum in expectation; dst.Prob[i] is the
-// priority read during the descent over the T read at the start. Items with
-// priority 0 are never drawn. The data are copied into dst and checked
-// against the slot's generation; an item overwritten while being copied is
-// re-drawn in its stratum and counted in Stats.TornReads.
+// Schaul et al. 2016 §3.3) and copies their data into dst: the total
+// priority mass T is split into B equal ranges and one target is drawn
+// uniformly in each, so row j holds an item whose cumulative mass range
+// meets [jT/B, (j+1)T/B). dst.Prob[i] is the priority read during the
+// descent over the T read at the start. Items with priority 0 are never
+// drawn. Each copy is checked against the slot's generation; an item
+// overwritten while being copied is re-drawn in its stratum and counted in
+// Stats.TornReads.
 //
 // Errors: ErrEmpty (no items), ErrBatchSize (0 rows or more rows than
 // items), ErrZeroMass (every priority is 0), ErrRetries (a stratum kept
 // meeting items being overwritten).
 //
-// Cost: the B descents are advanced together level by level (16-ary, about
-// log16(Capacity/Stripes) levels), which overlaps their cache misses; then
-// one copy per item. No allocation after the first call with a given dst.
-// Safe for concurrent use with every other method; descents that meet a
-// node changed under them clamp to a valid child.
+// Cost: SampleRefs, then one copy per row after a pass that loads every
+// row's lines at once (their cache misses overlap). No allocation after the
+// first call with a given dst. Safe for concurrent use with every other
+// method.
 func (b *Buffer) Sample(rng *rand.Rand, dst *Batch) error {
-	n := dst.Len()
-	size, err := b.checkSample(n)
+	total, err := b.sampleRefs(rng, dst)
 	if err != nil {
 		return err
 	}
 	sc := &dst.scr
-	sc.size(n, len(b.stripes))
-	var total uint64
-	for s := range b.stripes {
-		r := clampNode(b.stripes[s].root.Load())
-		sc.roots[s] = r
-		total += r
-	}
-	if total == 0 {
-		return fmt.Errorf("%w: %d items stored, all with priority 0", ErrZeroMass, size)
-	}
-	// Stratified targets, ascending, mapped to stripes in one merge pass.
-	st := newStrata(total, n)
-	s, cum := 0, uint64(0)
-	for j := range n {
-		u := st.next(rng)
-		for s < len(sc.roots)-1 && u >= cum+sc.roots[s] {
-			cum += sc.roots[s]
-			s++
-		}
-		sc.s[j], sc.u[j], sc.node[j], sc.ok[j] = int32(s), u-cum, 0, true
-	}
-	b.descend(sc)
-	for j := range n {
-		sc.slot[j] = int32(b.lay.stripeOffset(int(sc.s[j])) + int(sc.node[j]))
-	}
+	n := dst.Len()
 	b.touchRows(sc.slot, sc)
 	for j := range n {
 		tries, torn := 0, 0
@@ -89,14 +63,91 @@ func (b *Buffer) Sample(rng *rand.Rand, dst *Batch) error {
 			b.redraw(rng, sc, j, total, n)
 		}
 	}
+	b.c.samples.Add(uint64(n))
+	b.assertBatch(dst)
+	return nil
+}
+
+// SampleRefs is Sample without the data: it fills dst.Refs, Prob, Size,
+// Total and MinProb (the item columns are left alone), for callers that read
+// data later with GatherRef or not at all. Errors as Sample.
+//
+// Cost: the B descents advance together level by level (16-ary, about
+// log16(Capacity/Stripes) levels): each level first loads every row's node
+// group, so their cache misses overlap (Go has no prefetch), then resolves
+// rows that share a node group in one merge walk and the others with a
+// 16-wide scan (AVX2 where available). No allocation after the first call
+// with a given dst. Safe for concurrent use with every other method; a
+// descent that meets a node changed under it clamps to a valid child.
+func (b *Buffer) SampleRefs(rng *rand.Rand, dst *Batch) error {
+	total, err := b.sampleRefs(rng, dst)
+	if err != nil {
+		return err
+	}
+	sc := &dst.scr
+	n := dst.Len()
+	for j := range n {
+		for tries := 0; !sc.ok[j]; tries++ {
+			if tries > maxRedraws {
+				return fmt.Errorf("%w: row %d of %d (descents found no item)", ErrRetries, j, n)
+			}
+			if tries%8 == 7 {
+				runtime.Gosched()
+			}
+			b.redraw(rng, sc, j, total, n)
+		}
+		w := sc.word[j]
+		dst.Refs[j] = Ref{Slot: uint32(b.lay.stripeOffset(int(sc.s[j])) + int(sc.node[j])), Gen: uint32(w >> prioBits)}
+		dst.Prob[j] = float64(w&prioMask) / float64(total)
+	}
+	b.c.samples.Add(uint64(n))
+	b.assertBatch(dst)
+	return nil
+}
+
+// sampleRefs runs the batched descent and sets dst.Size, Total and MinProb;
+// rows whose descent failed have sc.ok false. It returns the total in units.
+func (b *Buffer) sampleRefs(rng *rand.Rand, dst *Batch) (uint64, error) {
+	n := dst.Len()
+	size, err := b.checkSample(n)
+	if err != nil {
+		return 0, err
+	}
+	sc := &dst.scr
+	sc.size(n, len(b.stripes))
+	var total uint64
+	for s := range b.stripes {
+		r := clampNode(b.stripes[s].root.Load())
+		sc.roots[s] = r
+		total += r
+	}
+	if total == 0 {
+		return 0, fmt.Errorf("%w: %d items stored, all with priority 0", ErrZeroMass, size)
+	}
+	// Stratified targets, ascending, mapped to stripes in one merge pass.
+	st := newStrata(total, n)
+	s, cum := 0, uint64(0)
+	for j := range n {
+		u := st.next(rng)
+		for s < len(sc.roots)-1 && u >= cum+sc.roots[s] {
+			cum += sc.roots[s]
+			s++
+		}
+		sc.s[j], sc.u[j], sc.node[j], sc.ok[j] = int32(s), u-cum, 0, true
+	}
+	b.descend(sc)
+	for j := range n {
+		sc.slot[j] = 0 // a failed row's node index is partial: touch slot 0 instead
+		if sc.ok[j] {
+			sc.slot[j] = int32(b.lay.stripeOffset(int(sc.s[j])) + int(sc.node[j]))
+		}
+	}
 	dst.Size, dst.Total = size, b.q.priority(total)
 	dst.MinProb = 0
 	if m := b.minUnits(); m != emptyMin {
 		dst.MinProb = float64(m) / float64(total)
 	}
-	b.c.samples.Add(uint64(n))
-	b.assertBatch(dst)
-	return nil
+	return total, nil
 }
 
 func (b *Buffer) checkSample(n int) (size int, err error) {
@@ -266,33 +317,17 @@ func (b *Buffer) scan(sc *scratch, i, k int) {
 	base := int(sc.s[i])*b.lay.m[k] + int(sc.node[i])<<fanShift
 	grp := (*[fanout]atomic.Uint64)(b.tree[k][base : base+fanout])
 	u := sc.u[i]
-	// Branch-free: c counts children whose inclusive prefix is <= u; the
-	// prefix before child c is kept in pre. Only acc and c are carried from
-	// one child to the next. Every value is below 2^63 (see quantize.go), so
-	// the sign of u-acc tells acc > u.
-	var pre [fanout + 1]uint64
-	var acc uint64
-	c := 0
-	if k == 0 {
-		for x := range grp {
-			acc += grp[x].Load() & prioMask
-			pre[x+1] = acc
-			c += int(1 + int64(u-acc)>>63)
-		}
-	} else {
-		for x := range grp {
-			v := grp[x].Load()
-			acc += v &^ uint64(int64(v)>>63) // a transiently negative node reads as 0
-			pre[x+1] = acc
-			c += int(1 + int64(u-acc)>>63)
-		}
+	mask := uint64(prioMask)
+	if k != 0 {
+		mask = ^uint64(0)
 	}
-	before := pre[c&fanMask]
+	pre := &sc.pre
+	c := scanGroup(grp, u, mask, pre)
+	var before uint64
+	if c > 0 && c < fanout {
+		before = pre[c-1]
+	}
 	if c == fanout {
-		mask := uint64(prioMask)
-		if k != 0 {
-			mask = ^uint64(0)
-		}
 		c = -1
 		for x := fanout - 1; x >= 0; x-- {
 			if v := grp[x].Load() & mask; v != 0 && int64(v) > 0 {

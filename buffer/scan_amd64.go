@@ -1,0 +1,36 @@
+package buffer
+
+import "sync/atomic"
+
+// scan16AVX2 is in scan_amd64.s.
+//
+//go:noescape
+func scan16AVX2(grp *atomic.Uint64, u, mask uint64, pre *[fanout]uint64) (c uint64)
+
+func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
+func xgetbv0() (eax uint32)
+
+// hasAVX2 reports whether the CPU and the OS support AVX2 (CPUID leaf 1:
+// OSXSAVE and AVX; XCR0: XMM and YMM state; leaf 7: AVX2).
+var hasAVX2 = func() bool {
+	maxLeaf, _, _, _ := cpuid(0, 0)
+	if maxLeaf < 7 {
+		return false
+	}
+	_, _, ecx1, _ := cpuid(1, 0)
+	const osxsave, avx, popcnt = 1 << 27, 1 << 28, 1 << 23
+	if ecx1&osxsave == 0 || ecx1&avx == 0 || ecx1&popcnt == 0 || xgetbv0()&6 != 6 {
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	return ebx7&(1<<5) != 0
+}()
+
+// scanGroup counts the children of grp whose inclusive prefix sum (of the
+// masked, non-negative values) is <= u and writes the prefixes to pre.
+func scanGroup(grp *[fanout]atomic.Uint64, u, mask uint64, pre *[fanout]uint64) int {
+	if useAVX2 {
+		return int(scan16AVX2(&grp[0], u, mask, pre))
+	}
+	return scanGroupGo(grp, u, mask, pre)
+}

@@ -1,0 +1,12 @@
+//go:build !amd64
+
+package buffer
+
+import "sync/atomic"
+
+const hasAVX2 = false
+
+// scanGroup: see scan_amd64.go.
+func scanGroup(grp *[fanout]atomic.Uint64, u, mask uint64, pre *[fanout]uint64) int {
+	return scanGroupGo(grp, u, mask, pre)
+}
