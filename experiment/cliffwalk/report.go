@@ -1,6 +1,7 @@
 package cliffwalk
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"image/color"
@@ -65,11 +66,14 @@ func WriteTable(w io.Writer, res *Result) error {
 
 // WriteJSON writes res as indented JSON to path.
 func WriteJSON(res *Result, path string) error {
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // keep "->" readable in Notes
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(res); err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	return os.WriteFile(path, b.Bytes(), 0o644)
 }
 
 // Capped is the total number of runs of res that hit the update cap.
