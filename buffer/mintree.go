@@ -25,30 +25,36 @@ func (b *Buffer) minNode(k, s, j int) *atomic.Uint64 {
 
 // childMin is the minimum over the 16 children of node j of level k.
 func (b *Buffer) childMin(k, s, j int) uint64 {
-	m := emptyMin
 	if k == 1 || (k == b.nlev && b.nlev == 1) {
 		base := b.lay.node(0, s, j*fanout)
 		if k == b.nlev {
 			base = b.lay.node(0, s, 0)
 		}
-		for i := range fanout {
-			if v := b.tree[0][base+i].Load() & prioMask; v != 0 && v < m {
-				m = v
-			}
+		g := (*[fanout]atomic.Uint64)(b.tree[0][base : base+fanout])
+		// Branch-free, two independent chains: v-1 maps an empty leaf (0)
+		// to the largest value, which is emptyMin.
+		m0, m1 := emptyMin, emptyMin
+		for i := 0; i < fanout; i += 2 {
+			m0 = min(m0, g[i].Load()&prioMask-1)
+			m1 = min(m1, g[i+1].Load()&prioMask-1)
 		}
-		return m
+		m := min(m0, m1)
+		if m == emptyMin {
+			return emptyMin
+		}
+		return m + 1
 	}
-	var lv []atomic.Uint64
-	base := 0
+	base := b.lay.node(k-1, s, j*fanout)
 	if k == b.nlev {
-		lv, base = b.mins[k-1], b.lay.node(k-1, s, 0)
-	} else {
-		lv, base = b.mins[k-1], b.lay.node(k-1, s, j*fanout)
+		base = b.lay.node(k-1, s, 0)
 	}
-	for i := range fanout {
-		m = min(m, lv[base+i].Load())
+	g := (*[fanout]atomic.Uint64)(b.mins[k-1][base : base+fanout])
+	m0, m1 := emptyMin, emptyMin
+	for i := 0; i < fanout; i += 2 {
+		m0 = min(m0, g[i].Load())
+		m1 = min(m1, g[i+1].Load())
 	}
-	return m
+	return min(m0, m1)
 }
 
 // fixMin makes min node (k, s, j) agree with its children; it reports

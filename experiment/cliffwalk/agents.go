@@ -28,8 +28,8 @@ func Uniform() Agent {
 // beta for the Cliffwalk; these are its Atari values (ours).
 func Proportional(is bool) Agent {
 	label := "prop"
-	if !is {
-		label = "prop/no-IS"
+	if is {
+		label = "prop+IS"
 	}
 	return Replay{Label: label, New: func(buf *buffer.Buffer, betaSteps int64) (sampler.Selector, error) {
 		c := sampler.DefaultPERConfig(betaSteps)
@@ -53,8 +53,8 @@ func Proportional(is bool) Agent {
 // which is the paper's "sample a segment, then uniformly within it".
 func RankBased(is bool) Agent {
 	label := "rank"
-	if !is {
-		label = "rank/no-IS"
+	if is {
+		label = "rank+IS"
 	}
 	return rankAgent{Replay{Label: label, New: func(buf *buffer.Buffer, betaSteps int64) (sampler.Selector, error) {
 		c := sampler.DefaultRankConfig(betaSteps)
@@ -87,27 +87,28 @@ func RankSegments(n int, alpha float64) int {
 }
 
 // DefaultAgents are the agents of the default sweep, in column order:
-// uniform; proportional and rank-based PER with importance weights (as PER
-// applies them); the same two without importance weights (beta = 0), an
-// ablation, since the tabular Cliffwalk has no bias to correct; and the
-// oracle.
+// uniform; proportional and rank-based PER as in the paper's Cliffwalk
+// (Schaul et al. §3.1-3.3: stochastic prioritization only; the
+// importance-sampling correction is introduced afterwards, in §3.4); the
+// same two with PER's importance weights, an ablation; and the oracle.
 func DefaultAgents() []Agent {
 	return []Agent{
 		Uniform(),
-		Proportional(true), RankBased(true),
 		Proportional(false), RankBased(false),
+		Proportional(true), RankBased(true),
 		Oracle{},
 	}
 }
 
 // DefaultLegend explains DefaultAgents' labels, for output under the table.
 const DefaultLegend = `uniform     sampler.Uniform: every transition with probability 1/N
-prop        sampler.PER proportional: alpha 0.6, eps 1e-6, IS weights with beta 0.4->1
-            over -beta-steps updates, normalised by the buffer's largest weight
-rank        sampler.Rank: alpha 0.7, IS weights with beta 0.5->1 (as prop); each update
-            draws one row per equal-mass segment (RankSegments: min(32, 1/P(rank 1)))
-            and replays one of them at random
-*/no-IS     the same without importance weights (beta 0): an ablation
+prop        sampler.PER proportional: alpha 0.6, eps 1e-6, no importance weights (the
+            paper's Cliffwalk setting: IS correction comes later, in its section 3.4)
+rank        sampler.Rank: alpha 0.7; each update draws one row per equal-mass segment
+            (RankSegments: min(32, 1/P(rank 1))) and replays one of them at random
+*+IS        ablation: the same with PER's importance weights, beta 0.4->1 (prop) or
+            0.5->1 (rank) over -beta-steps updates, normalised by the buffer's largest
+            weight; they shrink exactly the steps on high-priority transitions
 oracle      replays the transition that most reduces MSE(Q, Q*) (O(N) per update)
 alpha and beta are PER's Atari values (ours): the paper gives none for the Cliffwalk.
 `

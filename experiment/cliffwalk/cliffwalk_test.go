@@ -274,7 +274,7 @@ func TestSmoke(t *testing.T) {
 	if len(med) != 6 {
 		t.Fatalf("agents %v, want the 6 defaults", res.Agents)
 	}
-	for _, name := range []string{"rank", "prop/no-IS", "rank/no-IS", "oracle"} {
+	for _, name := range []string{"prop", "rank", "rank+IS", "oracle"} {
 		if !(med[name] < med["uniform"]) {
 			t.Errorf("n=%d: %s needs a median of %v updates, uniform %v; want fewer", last.N, name, med[name], med["uniform"])
 		}
@@ -285,8 +285,8 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	for _, v := range []string{"prop", "rank"} {
-		if !(med[v] > med[v+"/no-IS"]) {
-			t.Errorf("n=%d: %s with importance weights %v, without %v; want the weights to slow it", last.N, v, med[v], med[v+"/no-IS"])
+		if !(med[v+"+IS"] > med[v]) {
+			t.Errorf("n=%d: %s with importance weights %v, without %v; want the weights to slow it", last.N, v, med[v+"+IS"], med[v])
 		}
 	}
 }

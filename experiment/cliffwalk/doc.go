@@ -39,9 +39,12 @@
 //
 //  1. alpha and beta: PER's Atari values (0.6 and 0.4→1 proportional, 0.7
 //     and 0.5→1 rank); beta anneals over Config.BetaSteps, not the cap.
-//  2. Importance weights are normalised by the buffer's largest weight (the
-//     project's default). They shrink exactly the steps on high-priority
-//     transitions, so DefaultAgents also runs both variants without them.
+//  2. The headline prop and rank columns replay without importance weights,
+//     as the paper's Cliffwalk does (its IS correction is introduced after
+//     it, in §3.4). The +IS columns add PER's weights, normalised by the
+//     buffer's largest weight (the project's default): they shrink exactly
+//     the steps on high-priority transitions, and proportional+IS only
+//     overtakes uniform from n = 11.
 //  3. Rank selection draws one row per equal-mass segment and replays one
 //     row at random (see RankBased); one row would be one segment, uniform.
 //  4. The oracle costs O(N) per update: one update changes one table entry,
