@@ -54,9 +54,10 @@ func (b *Buffer) UpdatePriorities(refs []Ref, prios []float64) (UpdateResult, er
 		s, l, li := b.leafIndex(int(r.Slot))
 		p := &leaves[li]
 		var d int64
+		var w uint64
 		applied := false
 		for {
-			w := p.Load()
+			w = p.Load()
 			if uint32(w>>prioBits) != r.Gen || r.Gen&1 == 1 || r.Gen == 0 {
 				break
 			}
@@ -86,7 +87,7 @@ func (b *Buffer) UpdatePriorities(refs []Ref, prios []float64) (UpdateResult, er
 		} else {
 			b.stripes[s].root.Add(uint64(d))
 		}
-		if b.mins != nil {
+		if b.mins != nil && !b.minUnaffected(s, l, w&prioMask, u) {
 			b.fixMinPath(s, l>>fanShift)
 		}
 	}
