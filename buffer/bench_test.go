@@ -168,12 +168,17 @@ func BenchmarkUpdate(b *testing.B) {
 }
 
 // BenchmarkInsert measures inserts of 44-byte transitions with their
-// priorities, one goroutine, single items and batches of 32.
+// priorities, one goroutine: single items and batches of 32 and 256, with
+// and without the min tree.
 func BenchmarkInsert(b *testing.B) {
 	for _, lg := range []int{17, 20} {
-		for _, n := range []int{1, 32} {
-			b.Run(fmt.Sprintf("N=2^%d/batch=%d", lg, n), func(b *testing.B) {
-				cfg := cartPole(1 << lg)
+		for _, c := range []struct {
+			n  int
+			mt bool
+		}{{1, true}, {32, true}, {256, true}, {32, false}, {256, false}} {
+			n := c.n
+			b.Run(fmt.Sprintf("N=2^%d/batch=%d/mintree=%v", lg, n, c.mt), func(b *testing.B) {
+				cfg := cartPole(1<<lg, func(cf *Config) { cf.NoMinTree = !c.mt })
 				buf := filled(b, cfg, 1)
 				t := makeTransitions(cfg, n)
 				for i := range n {

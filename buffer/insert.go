@@ -6,9 +6,9 @@ import (
 )
 
 // runMax is the longest run of consecutive slots written in one pass; it
-// bounds the stack arrays of writeRun. A run of 256 leaves touches at most 17
-// level-1 nodes.
-const runMax = 256
+// bounds writeRun's stack array (zeroed on every call, so it is kept small).
+// A run of 128 leaves touches at most 9 level-1 nodes.
+const runMax = 128
 
 // Insert stores every transition of t, or none: t is validated first
 // (column lengths against the Config, priorities finite and >= 0, discrete
@@ -53,56 +53,53 @@ func (b *Buffer) Insert(t *Transitions) error {
 // writeRun writes rows [row0, row0+r) of t into local slots [l0, l0+r) of
 // stripe s. r <= runMax and the run does not wrap.
 func (b *Buffer) writeRun(s, l0 int, t *Transitions, row0, r int) {
-	leaves := b.tree[0]
-	li0 := b.lay.node(0, s, l0)
-	var tags [runMax]uint64
+	leaves := b.tree[0][b.lay.node(0, s, l0):]
+	leaves = leaves[:r]
+	// ws holds, per slot, the claimed (old) word, then the new priority.
+	var ws [runMax]uint64
 
 	// Phase 1: claim each slot: odd tag, priority 0. From here on the slot
 	// is never sampled, write-backs to its old occupant fail their CAS, and
-	// readers copying it see the tag change. The old occupants' mass then
-	// leaves the tree in one aggregated pass, so descents steer away from the
-	// run while it is being written.
+	// readers copying it see the tag change. The tree still counts the old
+	// occupants' mass until phase 3 (one aggregated pass for the whole run):
+	// a descent that lands on the run meanwhile finds priority 0 there and is
+	// re-drawn, which costs far less than a second pass over the ancestors.
 	//
 	// A slot with an odd tag belongs to an inserter we lapped (it stalled for
-	// a whole stripe's worth of inserts). We wait for it, after removing the
-	// mass of the slots claimed so far, so no claimed slot's mass stays in the
-	// tree while we wait. Claims go in increasing slot order and runs never
-	// wrap, so two waiting inserters cannot wait on each other.
-	var d [runMax]int64
-	flushed := 0
-	for i := range r {
-		p := &leaves[li0+i]
+	// a whole stripe's worth of inserts). Before waiting for it we remove the
+	// mass of the slots claimed so far, so that no mass of ours goes stale in
+	// the tree while we wait. Claims go in increasing slot order and runs
+	// never wrap, so two waiting inserters cannot wait on each other.
+	flushed := 0 // ws[:flushed] have had their old mass removed already
+	for i := range leaves {
+		p := &leaves[i]
 		for {
 			w := p.Load()
-			g := w >> prioBits
-			if g&1 == 1 {
+			if w>>prioBits&1 == 1 {
 				if flushed < i {
-					b.addRun(s, l0+flushed, d[flushed:i])
+					b.addRunWords(s, l0+flushed, ws[flushed:i], -1)
+					for x := flushed; x < i; x++ {
+						ws[x] &^= prioMask // old mass gone: phase 3 adds the new in full
+					}
 					flushed = i
 				}
 				runtime.Gosched()
 				continue
 			}
-			if p.CompareAndSwap(w, (g+1)<<prioBits) {
-				tags[i], d[i] = g+1, -int64(w&prioMask)
+			if p.CompareAndSwap(w, (w>>prioBits+1)<<prioBits) {
+				ws[i] = w
 				break
 			}
 		}
 	}
-	b.addRun(s, l0+flushed, d[flushed:r])
 
 	// Phase 2: copy the columns.
 	b.copyIn(b.lay.stripeOffset(s)+l0, t, row0, r)
 
-	// Phase 3: publish: even tag, new priority.
-	var units [runMax]uint64
-	b.priorityUnits(t, row0, units[:r])
-	for i := range r {
-		leaves[li0+i].Store(nextGen(tags[i])<<prioBits | units[i])
-		d[i] = int64(units[i])
-	}
-
-	// Phase 4: the new mass enters the tree.
+	// Phase 3: publish each slot (even tag, new priority), then move the
+	// tree by new - old in one pass.
+	var d [runMax]int64
+	b.publish(leaves, ws[:r], d[:r], t, row0)
 	b.addRun(s, l0, d[:r])
 	if b.mins != nil {
 		jFirst, jLast := l0>>fanShift, (l0+r-1)>>fanShift
@@ -112,25 +109,80 @@ func (b *Buffer) writeRun(s, l0 int, t *Transitions, row0, r int) {
 	}
 }
 
+// publish stores the new words of a run: ws[i] holds the claimed word (its
+// old priority and the tag before the claim); d[i] receives the change of
+// priority, new - old, in units. It raises the running maximum and counts
+// clamped priorities.
+func (b *Buffer) publish(leaves []atomic.Uint64, ws []uint64, d []int64, t *Transitions, row0 int) {
+	if t.Priority == nil {
+		m := b.c.maxUnits.Load()
+		for i := range leaves {
+			leaves[i].Store(nextGen(ws[i]>>prioBits+1)<<prioBits | m)
+			d[i] = int64(m) - int64(ws[i]&prioMask)
+		}
+		return
+	}
+	var hi uint64
+	clamped := 0
+	for i := range leaves {
+		u, c := b.q.units(t.Priority[row0+i])
+		if c {
+			clamped++
+		}
+		leaves[i].Store(nextGen(ws[i]>>prioBits+1)<<prioBits | u)
+		d[i] = int64(u) - int64(ws[i]&prioMask)
+		hi = max(hi, u)
+	}
+	if clamped > 0 {
+		b.c.clamped.Add(uint64(clamped))
+	}
+	b.raiseMax(hi)
+}
+
+// addRunWords adds sign × (ws[i] & prioMask) to every ancestor of local leaf
+// l0+i of stripe s (see addRun).
+func (b *Buffer) addRunWords(s, l0 int, ws []uint64, sign int64) {
+	r := len(ws)
+	switch r {
+	case 0:
+		return
+	case 1:
+		b.addLeaf(s, l0, sign*int64(ws[0]&prioMask))
+		return
+	}
+	const groups = runMax/fanout + 2
+	var bufA, bufB [groups]int64
+	j0 := l0 >> fanShift
+	for i, w := range ws {
+		bufA[(l0+i)>>fanShift-j0] += sign * int64(w&prioMask)
+	}
+	b.addGroups(s, &bufA, &bufB, j0, (l0+r-1)>>fanShift-j0+1)
+}
+
 // addRun adds d[i] to every ancestor of local leaf l0+i of stripe s, with
-// one atomic add per touched ancestor (a run of 256 leaves touches at most 17
-// level-1 nodes and 2 nodes of each level above).
+// one atomic add per touched ancestor.
 func (b *Buffer) addRun(s, l0 int, d []int64) {
-	switch len(d) {
+	r := len(d)
+	switch r {
 	case 0:
 		return
 	case 1:
 		b.addLeaf(s, l0, d[0])
 		return
 	}
-	r := len(d)
-	var bufA, bufB [runMax/fanout + 2]int64
+	const groups = runMax/fanout + 2
+	var bufA, bufB [groups]int64
 	acc, next := &bufA, &bufB
 	j0 := l0 >> fanShift
 	for i := range r {
 		acc[(l0+i)>>fanShift-j0] += d[i]
 	}
-	cnt := (l0+r-1)>>fanShift - j0 + 1
+	b.addGroups(s, acc, next, j0, (l0+r-1)>>fanShift-j0+1)
+}
+
+// addGroups adds acc[x] to level-1 node j0+x of stripe s and the folded sums
+// to the levels above; next is scratch of the same size.
+func (b *Buffer) addGroups(s int, acc, next *[runMax/fanout + 2]int64, j0, cnt int) {
 	for k := 1; k <= b.nlev; k++ {
 		for x := range cnt {
 			if acc[x] != 0 {
@@ -160,28 +212,6 @@ func (b *Buffer) addLeaf(s, l int, d int64) {
 		b.tree[k][b.lay.node(k, s, l)].Add(uint64(d))
 	}
 	b.stripes[s].root.Add(uint64(d))
-}
-
-// priorityUnits fills units with the priorities of rows [row0, row0+len)
-// (t.Priority, or the maximum so far) and raises the running maximum.
-func (b *Buffer) priorityUnits(t *Transitions, row0 int, units []uint64) {
-	if t.Priority == nil {
-		m := b.c.maxUnits.Load()
-		for i := range units {
-			units[i] = m
-		}
-		return
-	}
-	var hi uint64
-	for i := range units {
-		u, clamped := b.q.units(t.Priority[row0+i])
-		if clamped {
-			b.c.clamped.Add(1)
-		}
-		units[i] = u
-		hi = max(hi, u)
-	}
-	b.raiseMax(hi)
 }
 
 // raiseMax makes the running maximum at least u.
