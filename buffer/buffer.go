@@ -44,7 +44,8 @@ type counters struct {
 	clamped    atomic.Uint64
 	nextStripe atomic.Uint64 // round-robin stripe choice of Insert
 	maxUnits   atomic.Uint64 // largest priority ever written, units
-	_          [2*cacheLine - 8*8]byte
+	fallbacks  atomic.Uint64 // rows that left their stratum (see redraw)
+	_          [2*cacheLine - 9*8]byte
 }
 
 // Buffer is a fixed-capacity prioritized replay buffer: struct-of-arrays
@@ -256,8 +257,12 @@ type Stats struct {
 	// PrioritiesClamped counts priorities above MaxPriority stored as
 	// MaxPriority.
 	PrioritiesClamped uint64
-	TotalPriority     float64
-	MaxPriority       float64
+	// StratumFallbacks counts sampled rows drawn over the whole mass rather
+	// than their stratum, because 64 draws in the stratum all met slots being
+	// written (an inserter descheduled mid-write). Rare; see Sample.
+	StratumFallbacks uint64
+	TotalPriority    float64
+	MaxPriority      float64
 	// MinPriority is the smallest non-zero stored priority (0 if none or no
 	// min tree).
 	MinPriority float64
@@ -275,6 +280,7 @@ func (b *Buffer) Stats() Stats {
 		StaleReads:        b.c.staleReads.Load(),
 		TornReads:         b.c.torn.Load(),
 		PrioritiesClamped: b.c.clamped.Load(),
+		StratumFallbacks:  b.c.fallbacks.Load(),
 		TotalPriority:     b.TotalPriority(),
 		MaxPriority:       b.MaxPriority(),
 	}

@@ -31,8 +31,9 @@ import (
 //	         elemBytes uint32 (4 or 8)
 //	         count     uint64 (number of values, fixed by the config)
 //	         data      count*elemBytes bytes, zero-padded to 8
-//	  counters  uint64 ×8: samples, updates, stale updates, stale reads,
-//	            torn reads, clamped, next stripe, running max priority (units)
+//	  counters  uint64 ×9: samples, updates, stale updates, stale reads,
+//	            torn reads, clamped, next stripe, running max priority (units),
+//	            stratum fallbacks
 //	  stripes   uint64 ×3 per stripe: cursor, written, inserts
 //	  leaves    uint64 per slot, in global slot order: gen<<40 | units
 //	  columns   obs, next_obs, action | action_vec, reward, discount, flags,
@@ -62,7 +63,7 @@ const (
 	ckChunk = 1 << 20
 
 	ckSectionHeader = 16
-	ckNumCounters   = 8
+	ckNumCounters   = 9
 )
 
 // Section ids.
@@ -145,6 +146,7 @@ func (b *Buffer) Save(w io.Writer) error {
 	counters := []uint64{
 		c.samples.Load(), c.updates.Load(), c.staleUpd.Load(), c.staleReads.Load(),
 		c.torn.Load(), c.clamped.Load(), c.nextStripe.Load(), c.maxUnits.Load(),
+		c.fallbacks.Load(),
 	}
 	writeSection(cw, ckIDCounters, counters)
 	st := make([]uint64, 0, 3*len(b.stripes))
@@ -305,6 +307,7 @@ func Load(r io.Reader) (*Buffer, error) {
 	c.clamped.Store(counters[5])
 	c.nextStripe.Store(counters[6])
 	c.maxUnits.Store(counters[7])
+	c.fallbacks.Store(counters[8])
 	for s := range b.stripes {
 		h := &b.stripes[s]
 		h.cursor.Store(stripeCtr[3*s])

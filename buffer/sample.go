@@ -12,6 +12,10 @@ import (
 // found only zero priorities because of concurrent overwrites).
 const maxRedraws = 256
 
+// wideAfter is the number of failed tries after which a row leaves its
+// stratum (see redraw).
+const wideAfter = 64
+
 // Sample draws dst.Len() items by stratified proportional sampling (PER,
 // Schaul et al. 2016 §3.3) and copies their data into dst: the total
 // priority mass T is split into B equal ranges and one target is drawn
@@ -20,7 +24,10 @@ const maxRedraws = 256
 // descent over the T read at the start. Items with priority 0 are never
 // drawn. Each copy is checked against the slot's generation; an item
 // overwritten while being copied is re-drawn in its stratum and counted in
-// Stats.TornReads.
+// Stats.TornReads. A row whose stratum met only slots being written for 64
+// draws (an inserter descheduled mid-write) is drawn over the whole mass
+// instead, counted in Stats.StratumFallbacks, so sampling never waits on a
+// writer.
 //
 // Errors: ErrEmpty (no items), ErrBatchSize (0 rows or more rows than
 // items), ErrZeroMass (every priority is 0), ErrRetries (a stratum kept
@@ -60,7 +67,7 @@ func (b *Buffer) Sample(rng *rand.Rand, dst *Batch) error {
 			if tries%8 == 0 {
 				runtime.Gosched() // let the writer that keeps tearing our reads finish
 			}
-			b.redraw(rng, sc, j, total, n)
+			b.redraw(rng, sc, j, total, n, tries)
 		}
 	}
 	b.c.samples.Add(uint64(n))
@@ -94,7 +101,7 @@ func (b *Buffer) SampleRefs(rng *rand.Rand, dst *Batch) error {
 			if tries%8 == 7 {
 				runtime.Gosched()
 			}
-			b.redraw(rng, sc, j, total, n)
+			b.redraw(rng, sc, j, total, n, tries)
 		}
 		w := sc.word[j]
 		dst.Refs[j] = Ref{Slot: uint32(b.lay.stripeOffset(int(sc.s[j])) + int(sc.node[j])), Gen: uint32(w >> prioBits)}
@@ -207,10 +214,22 @@ func mulDiv(a, b, c uint64) uint64 {
 	return q
 }
 
-// redraw draws a new target in row j's stratum and descends for it alone,
-// over the current stripe roots.
-func (b *Buffer) redraw(rng *rand.Rand, sc *scratch, j int, total uint64, n int) {
-	u := stratum(rng, total, j, n)
+// redraw draws a new target in row j's stratum and descends for it alone.
+// After wideAfter failed tries the target is drawn over the whole mass
+// instead: the stratum is then covered by slots being written (an inserter
+// was descheduled between claiming slots and removing their mass), and the
+// row should not wait on the scheduler. Such rows are counted in
+// Stats.StratumFallbacks.
+func (b *Buffer) redraw(rng *rand.Rand, sc *scratch, j int, total uint64, n, tries int) {
+	var u uint64
+	if tries < wideAfter {
+		u = stratum(rng, total, j, n)
+	} else {
+		if tries == wideAfter {
+			b.c.fallbacks.Add(1)
+		}
+		u = rng.Uint64N(total)
+	}
 	s, cum := 0, uint64(0)
 	for s < len(sc.roots)-1 && u >= cum+sc.roots[s] {
 		cum += sc.roots[s]
@@ -231,16 +250,19 @@ func (b *Buffer) redraw(rng *rand.Rand, sc *scratch, j int, total uint64, n int)
 // the 16 children instead of one scan per row (this is what makes the upper
 // levels, which all rows share, cheap).
 func (b *Buffer) descend(sc *scratch) {
+	const touchMinNodes = 4096 // 32 KiB: a level this small is read from L1/L2
 	n := len(sc.u)
 	for k := b.nlev - 1; k >= 0; k-- {
 		lv := b.tree[k]
 		mk := b.lay.m[k]
-		var sink uint64
-		for i := range n {
-			base := int(sc.s[i])*mk + int(sc.node[i])<<fanShift
-			sink += lv[base].Load() + lv[base+fanout/2].Load()
+		if len(lv) > touchMinNodes { // smaller levels stay in cache anyway
+			var sink uint64
+			for i := range n {
+				base := int(sc.s[i])*mk + int(sc.node[i])<<fanShift
+				sink += lv[base].Load() + lv[base+fanout/2].Load()
+			}
+			sc.sink += sink
 		}
-		sc.sink += sink
 		for i := 0; i < n; {
 			j := i + 1
 			for j < n && sc.s[j] == sc.s[i] && sc.node[j] == sc.node[i] {
@@ -249,6 +271,23 @@ func (b *Buffer) descend(sc *scratch) {
 			switch {
 			case j-i > 2:
 				b.walk(sc, i, j, k)
+			case k > 0:
+				// The common case, inlined: one row in an internal group.
+				for r := i; r < j; r++ {
+					if !sc.ok[r] {
+						continue
+					}
+					base := int(sc.s[r])*mk + int(sc.node[r])<<fanShift
+					grp := (*[fanout]atomic.Uint64)(lv[base : base+fanout])
+					u := sc.u[r]
+					c := scanGroup(grp, u, ^uint64(0), &sc.pre)
+					if c == 0 || c == fanout {
+						b.scan(sc, r, k) // first child, or the fallback
+						continue
+					}
+					sc.u[r] = u - sc.pre[c-1]
+					sc.node[r] = sc.node[r]<<fanShift + int32(c)
+				}
 			default:
 				for r := i; r < j; r++ {
 					if sc.ok[r] {

@@ -110,3 +110,44 @@ func TestConcurrentStress(t *testing.T) {
 		})
 	}
 }
+
+// TestSampleSurvivesStalledInserter simulates an inserter descheduled right
+// after claiming slots (odd generation, priority 0) but before removing
+// their mass from the tree: the mass of half the buffer is then reachable by
+// no descent. Sampling must still succeed, leaving the covered strata, and
+// count the rows that had to.
+func TestSampleSurvivesStalledInserter(t *testing.T) {
+	cfg := Config{Capacity: 64, Stripes: 1, ObsDim: 4}
+	b := mustNew(t, cfg)
+	if err := b.Insert(items(cfg, 0, 64, func(int) float64 { return 1 })); err != nil {
+		t.Fatal(err)
+	}
+	for slot := range 32 { // claim slots 0..31 the way phase 1 of writeRun does
+		_, _, li := b.leafIndex(slot)
+		w := b.tree[0][li].Load()
+		b.tree[0][li].Store((w>>prioBits + 1) << prioBits)
+	}
+	const seed = 3
+	rng := rand.New(rand.NewPCG(seed, 3))
+	bt := b.NewBatch(8)
+	for _, refsOnly := range []bool{false, true} {
+		var err error
+		if refsOnly {
+			err = b.SampleRefs(rng, bt)
+		} else {
+			err = b.Sample(rng, bt)
+		}
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		for j, r := range bt.Refs {
+			if r.Slot < 32 {
+				t.Fatalf("row %d drew slot %d, which is being written", j, r.Slot)
+			}
+		}
+	}
+	// Rows 0..3 of each batch fall in the covered half of the mass.
+	if got := b.Stats().StratumFallbacks; got != 8 {
+		t.Fatalf("StratumFallbacks = %d, want 8", got)
+	}
+}
