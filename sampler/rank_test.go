@@ -54,7 +54,7 @@ func TestRankConfigValidation(t *testing.T) {
 	buf := samplertest.NewBuffer(t, 8)
 	ok := sampler.DefaultRankConfig(10)
 	if ok.Alpha != 0.7 || ok.Beta != (sampler.Linear{Start: 0.5, End: 1, Steps: 10}) || ok.Eps != 1e-6 ||
-		ok.Normalize != buffer.NormalizeBuffer || ok.RefreshFraction != 0.1 {
+		ok.Normalize != buffer.NormalizeBuffer || ok.RefreshFraction != 1 {
 		t.Fatalf("DefaultRankConfig = %+v", ok)
 	}
 	nan := math.NaN()
