@@ -1,0 +1,104 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteText writes the report as a human-readable table.
+func (r *Report) WriteText(w io.Writer) error {
+	c := r.Config
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "apex bench: actors=%d batch=%d learner-batch=%d capacity=%d load=%gs solo=%gs seed=%d\n",
+		c.Actors, c.Batch, c.LearnerBatch, c.Capacity, c.DurationSec, soloSec(c), c.Seed)
+	fmt.Fprintf(&sb, "machine: %s %s/%s, GOMAXPROCS=%d, %d CPUs\n", r.GoVersion, r.GOOS, r.GOARCH, r.GOMAXPROCS, r.NumCPU)
+	fmt.Fprintf(&sb, "insert path: %s\n\n", r.InsertPath)
+
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
+	cols := []*Result{&r.Result}
+	head := fmt.Sprintf("apex (%d stripes)", r.Stripes)
+	if r.Baseline != nil {
+		cols = append(cols, r.Baseline)
+		head += "\tmutex baseline"
+	}
+	row := func(name string, f func(*Result) string) {
+		fmt.Fprintf(tw, "%s\t", name)
+		for _, res := range cols {
+			fmt.Fprintf(tw, "%s\t", f(res))
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprintf(tw, "\t%s\t\n", head)
+	row("inserts/s", func(x *Result) string { return si(x.InsertsPerSec) })
+	row("sampled transitions/s", func(x *Result) string { return si(x.SamplesPerSec) })
+	row("priority updates/s", func(x *Result) string { return si(x.UpdatesPerSec) })
+	row("learner steps/s", func(x *Result) string { return si(x.LearnerStepsPerSec) })
+	row("step p50 µs", func(x *Result) string { return fmt.Sprintf("%.1f", x.LearnerStepP50US) })
+	row("step p99 µs", func(x *Result) string { return fmt.Sprintf("%.1f", x.LearnerStepP99US) })
+	row("step p99.9 µs", func(x *Result) string { return fmt.Sprintf("%.1f", x.LearnerStepP999US) })
+	row("step max µs", func(x *Result) string { return fmt.Sprintf("%.1f", x.LearnerStepMaxUS) })
+	row("stale updates dropped", func(x *Result) string {
+		if !x.GenerationsTracked {
+			return "not tracked"
+		}
+		return fmt.Sprint(x.StaleUpdatesDropped)
+	})
+	row("failed learner steps", func(x *Result) string { return fmt.Sprint(x.FailedLearnerSteps) })
+	row("torn reads re-drawn", func(x *Result) string { return fmt.Sprint(x.TornReads) })
+	row("stratum fallbacks", func(x *Result) string { return fmt.Sprint(x.StratumFallbacks) })
+	row("process CPU, cores", func(x *Result) string { return fmt.Sprintf("%.2f", x.CPUCores) })
+	row("allocs / GCs in load", func(x *Result) string { return fmt.Sprintf("%d / %d", x.Mallocs, x.GCCycles) })
+	if r.SoloSamplesPerSec > 0 {
+		row("solo sampled/s", func(x *Result) string { return si(x.SoloSamplesPerSec) })
+		row("solo step p50 µs", func(x *Result) string { return fmt.Sprintf("%.1f", x.SoloLearnerStepP50US) })
+		row("solo step p99 µs", func(x *Result) string { return fmt.Sprintf("%.1f", x.SoloLearnerStepP99US) })
+		row("solo step p99.9 µs", func(x *Result) string { return fmt.Sprintf("%.1f", x.SoloLearnerStepP999US) })
+		row("under load / solo", func(x *Result) string { return fmt.Sprintf("%.2fx", x.LoadToSolo) })
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.ApexToBaseline > 0 {
+		fmt.Fprintf(&sb, "\napex / baseline learner rate: %.1fx under load", r.ApexToBaseline)
+		if r.ApexToBaselineSolo > 0 {
+			fmt.Fprintf(&sb, ", %.1fx solo", r.ApexToBaselineSolo)
+		}
+		sb.WriteString("\n")
+	}
+	sb.WriteString("\ntargets (apex):\n")
+	tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	for _, t := range r.Targets {
+		met := "MISSED"
+		if t.Met {
+			met = "met"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%.4g\t%s\n", t.Name, t.Want, t.Value, met)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, sb.String())
+	return err
+}
+
+func soloSec(c ConfigJSON) float64 {
+	if !c.Solo {
+		return 0
+	}
+	return c.SoloDurationSec
+}
+
+// si formats v with a K/M/G suffix.
+func si(v float64) string {
+	switch {
+	case v >= 1e9:
+		return fmt.Sprintf("%.2f G", v/1e9)
+	case v >= 1e6:
+		return fmt.Sprintf("%.2f M", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1f K", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}

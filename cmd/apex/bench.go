@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+
+	"github.com/apexrl/apex/bench"
+)
+
+const benchUsage = `usage: apex bench [flags]
+
+Load-tests the replay path: -actors goroutines fill batches of -batch
+CartPole-sized transitions (44 bytes) and send them over a bounded channel to
+-inserters goroutines that insert them into a full buffer of -capacity slots,
+while one learner loops over steps of sample(-learner-batch) + write-back of
+-learner-batch random priorities, for -duration. The same load then runs
+against a mutex baseline (a binary float64 sum tree under one sync.Mutex),
+and each learner is also timed alone (solo). Reports inserts/s, sampled
+transitions/s, priority updates/s, learner step latency percentiles, stale
+write-backs dropped, and the ratios under load/solo and apex/baseline.
+
+Typical: GOMAXPROCS=2 apex bench -actors=64 -duration=10s -json
+
+flags:
+`
+
+// runBench is `apex bench`: it parses flags, runs the load test and writes
+// the report (a table, or JSON with -json). Exit status: 0 success, 1 run
+// failure, 2 usage error.
+func runBench(args []string, stdout, stderr io.Writer) int {
+	def := bench.DefaultConfig()
+	cfg := def
+	fs := flag.NewFlagSet("apex bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.Actors, "actors", def.Actors, "number of actor goroutines (>= 1)")
+	fs.IntVar(&cfg.Batch, "batch", def.Batch, "transitions per actor batch (>= 1)")
+	fs.IntVar(&cfg.LearnerBatch, "learner-batch", def.LearnerBatch, "items sampled and priorities written back per learner step (1..capacity)")
+	fs.IntVar(&cfg.Capacity, "capacity", def.Capacity, fmt.Sprintf("buffer capacity in transitions, for both backends (1..%d)", bench.MaxCapacity))
+	fs.DurationVar(&cfg.Duration, "duration", def.Duration, "length of each backend's load phase (and solo phase unless -solo-duration is set)")
+	fs.DurationVar(&cfg.SoloDuration, "solo-duration", 0, "length of each backend's solo learner phase; 0 means -duration")
+	fs.IntVar(&cfg.Stripes, "stripes", def.Stripes, "apex buffer stripes: 0 for the buffer's default, else a power of two <= capacity")
+	fs.IntVar(&cfg.Inserters, "inserters", def.Inserters, "inserter goroutines draining the actors' channel; 0: actors call Insert directly")
+	fs.IntVar(&cfg.Queue, "queue", def.Queue, "capacity of the actors' channel, in batches (>= 1)")
+	fs.Uint64Var(&cfg.Seed, "seed", def.Seed, "seed of the learner's sampling and of the priorities written back")
+	fs.BoolVar(&cfg.Baseline, "baseline", def.Baseline, "also run the mutex baseline under the same load (-baseline=false skips it)")
+	fs.BoolVar(&cfg.Solo, "solo", def.Solo, "also time each learner alone, for the under-load/solo ratio (-solo=false skips it)")
+	asJSON := fs.Bool("json", false, "write the report as one JSON object instead of a table")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), benchUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return 0
+		}
+		return 2 // the flag package has printed the error and the usage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "apex bench: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "apex bench: invalid flags: %v (see apex bench -h)\n", err)
+		return 2
+	}
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "apex bench: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "apex bench: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "apex bench: %v\n", err)
+		return 1
+	}
+	rep.Flags = map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) { rep.Flags[f.Name] = f.Value.String() })
+
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "apex bench: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	if err := rep.WriteText(stdout); err != nil {
+		fmt.Fprintf(stderr, "apex bench: %v\n", err)
+		return 1
+	}
+	return 0
+}
