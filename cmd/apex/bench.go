@@ -102,6 +102,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // targets read "< 100", not "\u003c 100"
 		if err := enc.Encode(rep); err != nil {
 			fmt.Fprintf(stderr, "apex bench: %v\n", err)
 			return 1
