@@ -10,7 +10,11 @@
 // bounded channel to Config.Inserters inserter goroutines that call Insert,
 // while one learner goroutine loops over steps of Sample(LearnerBatch) +
 // UpdatePriorities(LearnerBatch), writing back random |δ|-like priorities
-// so the tree keeps changing. Before the load, each backend is filled to
+// so the tree keeps changing. The baseline gets the same actors, each
+// inserting under the baseline's mutex itself (Config.BaselineInserters 0,
+// what a Go user writes with a lock-protected buffer: the contention run of
+// performance.md §3), and then, for a like-for-like comparison of the data
+// structures, apex's own insert path (Config.BaselineSamePath). Before the load, each backend is filled to
 // capacity, and (with Config.Solo) the learner runs alone for a while so the
 // report can say how much of its solo rate it keeps under load.
 //
@@ -72,9 +76,20 @@ type Config struct {
 	// else a power of two <= Capacity.
 	Stripes int
 	// Inserters is the number of goroutines that receive the actors'
-	// batches from the bounded channel and insert them. 0 removes the
-	// channel: each actor then inserts its own batches directly.
+	// batches from the bounded channel and insert them into the apex buffer.
+	// 0 removes the channel: each actor then inserts its own batches
+	// directly.
 	Inserters int
+	// BaselineInserters is the same for the mutex baseline. The default, 0,
+	// has every actor call the baseline's Insert itself under its mutex:
+	// what a Go user writes today with a lock-protected buffer, and the
+	// contention run of the design notes (performance.md §3) that the
+	// issue's 20x target refers to.
+	BaselineInserters int
+	// BaselineSamePath also runs the baseline through apex's insert path
+	// (Inserters), so the two data structures are compared under one
+	// topology too (Report.BaselineSamePath).
+	BaselineSamePath bool
 	// Queue is the capacity of the actors' channel, in batches (>= 1).
 	Queue int
 	// Duration is how long each timed phase (the load, and the solo run
@@ -104,6 +119,8 @@ func DefaultConfig() Config {
 		Seed:         DefaultSeed,
 		Baseline:     true,
 		Solo:         true,
+		// BaselineInserters 0: actors lock the baseline directly.
+		BaselineSamePath: true,
 	}
 }
 
@@ -124,6 +141,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("stripes must be 0 or a power of two <= capacity (%d), got %d", c.Capacity, c.Stripes)
 	case c.Inserters < 0:
 		return fmt.Errorf("inserters must be >= 0, got %d", c.Inserters)
+	case c.BaselineInserters < 0:
+		return fmt.Errorf("baseline-inserters must be >= 0, got %d", c.BaselineInserters)
 	case c.Queue < 1:
 		return fmt.Errorf("queue must be >= 1, got %d", c.Queue)
 	case c.Duration <= 0:
@@ -159,6 +178,8 @@ func (c Config) soloDuration() time.Duration {
 type Result struct {
 	// Backend names the backend: "apex" or "mutex-baseline".
 	Backend string `json:"backend"`
+	// InsertPath describes how the actors' transitions reached it.
+	InsertPath string `json:"insert_path"`
 	// Stripes is the apex buffer's stripe count (0 for the baseline).
 	Stripes int `json:"stripes,omitempty"`
 	// GenerationsTracked says whether write-backs to overwritten slots are
@@ -228,18 +249,28 @@ type Target struct {
 // baseline's, with the same fields, under Baseline.
 type Report struct {
 	Result
-	// Baseline is the mutex baseline under the identical load (nil when
-	// Config.Baseline is false).
+	// Baseline is the mutex baseline under the same actor load, its
+	// transitions delivered as Config.BaselineInserters says (by default
+	// each actor inserts under the mutex itself); nil when Config.Baseline
+	// is false.
 	Baseline *Result `json:"baseline,omitempty"`
+	// BaselineSamePath is the mutex baseline under apex's own insert path
+	// (Config.Inserters), when Config.BaselineSamePath is set and the paths
+	// differ. Its solo figures are Baseline's (the learner alone does not
+	// depend on the insert path).
+	BaselineSamePath *Result `json:"baseline_same_path,omitempty"`
 	// ApexToBaseline is apex's learner rate (sampled transitions/s) over
 	// the baseline's, both under load.
 	ApexToBaseline float64 `json:"apex_to_baseline,omitempty"`
+	// ApexToBaselineSamePath is apex's learner rate over
+	// BaselineSamePath's: the data structures compared under one topology.
+	ApexToBaselineSamePath float64 `json:"apex_to_baseline_same_path,omitempty"`
 	// ApexToBaselineSolo is the same ratio with the learners alone.
 	ApexToBaselineSolo float64 `json:"apex_to_baseline_solo,omitempty"`
 	// Targets are the issue's goals and whether this run met them.
 	Targets []Target `json:"targets"`
 
-	// InsertPath describes how transitions reach the buffers.
+	// InsertPath describes how transitions reach the apex buffer.
 	InsertPath string `json:"insert_path"`
 	// Flags are the command-line flags of the run, set by the caller.
 	Flags      map[string]string `json:"flags,omitempty"`
@@ -255,24 +286,27 @@ type Report struct {
 
 // ConfigJSON is Config as reported, durations in seconds.
 type ConfigJSON struct {
-	Actors          int     `json:"actors"`
-	Batch           int     `json:"batch"`
-	LearnerBatch    int     `json:"learner_batch"`
-	Capacity        int     `json:"capacity"`
-	Stripes         int     `json:"stripes"`
-	Inserters       int     `json:"inserters"`
-	Queue           int     `json:"queue"`
-	DurationSec     float64 `json:"duration_sec"`
-	SoloDurationSec float64 `json:"solo_duration_sec"`
-	Seed            uint64  `json:"seed"`
-	Baseline        bool    `json:"baseline"`
-	Solo            bool    `json:"solo"`
+	Actors            int     `json:"actors"`
+	Batch             int     `json:"batch"`
+	LearnerBatch      int     `json:"learner_batch"`
+	Capacity          int     `json:"capacity"`
+	Stripes           int     `json:"stripes"`
+	Inserters         int     `json:"inserters"`
+	BaselineInserters int     `json:"baseline_inserters"`
+	BaselineSamePath  bool    `json:"baseline_same_path"`
+	Queue             int     `json:"queue"`
+	DurationSec       float64 `json:"duration_sec"`
+	SoloDurationSec   float64 `json:"solo_duration_sec"`
+	Seed              uint64  `json:"seed"`
+	Baseline          bool    `json:"baseline"`
+	Solo              bool    `json:"solo"`
 }
 
 // Run validates cfg, then measures the apex buffer and (unless
 // cfg.Baseline is false) the mutex baseline under the same load, each
 // preceded by its solo learner run (unless cfg.Solo is false). It takes
-// about 2·(Duration + SoloDuration) plus the fills. Cancelling ctx stops
+// about 2·(Duration + SoloDuration) + Duration (the baseline's second
+// insert path) plus the fills. Cancelling ctx stops
 // the run early with ctx's error. Run starts goroutines and waits for all
 // of them before it returns.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
@@ -280,7 +314,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{
-		InsertPath:      insertPath(cfg),
+		InsertPath:      insertPath(cfg, cfg.Inserters),
 		Config:          configJSON(cfg),
 		GOMAXPROCS:      runtime.GOMAXPROCS(0),
 		NumCPU:          runtime.NumCPU(),
@@ -299,21 +333,43 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apex: %w", err)
 	}
+	res.InsertPath = insertPath(cfg, cfg.Inserters)
 	rep.Result = res
 	ab = nil
 	runtime.GC() // release the apex buffer before the baseline's is built
 
 	if cfg.Baseline {
-		bb := newBaselineBackend(cfg)
-		res, err := measure(ctx, bb, cfg, tab)
+		bcfg := cfg
+		bcfg.Inserters = cfg.BaselineInserters
+		bb := newBaselineBackend(bcfg)
+		res, err := measure(ctx, bb, bcfg, tab)
 		if err != nil {
 			return nil, fmt.Errorf("baseline: %w", err)
 		}
+		res.InsertPath = insertPath(cfg, cfg.BaselineInserters)
 		rep.Baseline = &res
 		rep.ApexToBaseline = ratio(rep.SamplesPerSec, res.SamplesPerSec)
 		rep.ApexToBaselineSolo = ratio(rep.SoloSamplesPerSec, res.SoloSamplesPerSec)
 		bb = nil
 		runtime.GC()
+		if cfg.BaselineSamePath && cfg.BaselineInserters != cfg.Inserters {
+			scfg := cfg
+			scfg.Solo = false
+			sb := newBaselineBackend(scfg)
+			same, err := measure(ctx, sb, scfg, tab)
+			if err != nil {
+				return nil, fmt.Errorf("baseline (apex's insert path): %w", err)
+			}
+			same.InsertPath = insertPath(cfg, cfg.Inserters)
+			same.SoloDurationSec, same.SoloSamplesPerSec = res.SoloDurationSec, res.SoloSamplesPerSec
+			same.SoloLearnerStepP50US, same.SoloLearnerStepP99US = res.SoloLearnerStepP50US, res.SoloLearnerStepP99US
+			same.SoloLearnerStepP999US, same.SoloLearnerStepMaxUS = res.SoloLearnerStepP999US, res.SoloLearnerStepMaxUS
+			same.LoadToSolo = ratio(same.SamplesPerSec, same.SoloSamplesPerSec)
+			rep.BaselineSamePath = &same
+			rep.ApexToBaselineSamePath = ratio(rep.SamplesPerSec, same.SamplesPerSec)
+			sb = nil
+			runtime.GC()
+		}
 	}
 	rep.Targets = targets(rep)
 	return rep, nil
@@ -325,6 +381,9 @@ func ratio(a, b float64) float64 {
 	}
 	return a / b
 }
+
+// infoTarget marks a Target that is reported for context, not a goal.
+const infoTarget = "info"
 
 // targets checks the issue's goals for the apex figures.
 func targets(r *Report) []Target {
@@ -339,21 +398,25 @@ func targets(r *Report) []Target {
 	if r.ApexToBaseline > 0 {
 		t = append(t, Target{Name: "apex_to_baseline", Want: ">= 20", Value: r.ApexToBaseline, Met: r.ApexToBaseline >= 20})
 	}
+	if r.ApexToBaselineSamePath > 0 { // reported, not a target of the issue
+		t = append(t, Target{Name: "apex_to_baseline_same_path", Want: infoTarget, Value: r.ApexToBaselineSamePath, Met: true})
+	}
 	return t
 }
 
-func insertPath(cfg Config) string {
-	if cfg.Inserters == 0 {
+func insertPath(cfg Config, inserters int) string {
+	if inserters == 0 {
 		return fmt.Sprintf("%d actors call Insert directly with batches of %d", cfg.Actors, cfg.Batch)
 	}
 	return fmt.Sprintf("%d actors -> bounded channel (%d batches of %d) -> %d inserter goroutine(s), one Insert per batch",
-		cfg.Actors, cfg.Queue, cfg.Batch, cfg.Inserters)
+		cfg.Actors, cfg.Queue, cfg.Batch, inserters)
 }
 
 func configJSON(c Config) ConfigJSON {
 	return ConfigJSON{
 		Actors: c.Actors, Batch: c.Batch, LearnerBatch: c.LearnerBatch, Capacity: c.Capacity,
-		Stripes: c.Stripes, Inserters: c.Inserters, Queue: c.Queue,
+		Stripes: c.Stripes, Inserters: c.Inserters, BaselineInserters: c.BaselineInserters,
+		BaselineSamePath: c.BaselineSamePath, Queue: c.Queue,
 		DurationSec: c.Duration.Seconds(), SoloDurationSec: c.soloDuration().Seconds(),
 		Seed: c.Seed, Baseline: c.Baseline, Solo: c.Solo,
 	}

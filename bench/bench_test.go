@@ -56,9 +56,15 @@ func TestRunShort(t *testing.T) {
 	if rep.Backend != "apex" || rep.Baseline.Backend != "mutex-baseline" || !rep.GenerationsTracked || rep.Baseline.GenerationsTracked {
 		t.Errorf("backend identities: %q %v, %q %v", rep.Backend, rep.GenerationsTracked, rep.Baseline.Backend, rep.Baseline.GenerationsTracked)
 	}
-	if rep.Stripes == 0 || rep.ApexToBaseline <= 0 || rep.ApexToBaselineSolo <= 0 || len(rep.Targets) != 5 {
-		t.Errorf("stripes %d ratios %v %v targets %d", rep.Stripes, rep.ApexToBaseline, rep.ApexToBaselineSolo, len(rep.Targets))
+	if rep.Stripes == 0 || rep.ApexToBaseline <= 0 || rep.ApexToBaselineSolo <= 0 || rep.ApexToBaselineSamePath <= 0 || len(rep.Targets) != 6 {
+		t.Errorf("stripes %d ratios %v %v %v targets %d", rep.Stripes, rep.ApexToBaseline, rep.ApexToBaselineSolo, rep.ApexToBaselineSamePath, len(rep.Targets))
 	}
+	// By default the baseline's actors take its mutex themselves, and a
+	// second baseline run goes through apex's insert path.
+	if rep.Baseline.InsertPath == rep.InsertPath || rep.BaselineSamePath == nil || rep.BaselineSamePath.InsertPath != rep.InsertPath {
+		t.Errorf("insert paths: apex %q, baseline %q, same-path %+v", rep.InsertPath, rep.Baseline.InsertPath, rep.BaselineSamePath)
+	}
+	checkResult(t, "baseline (apex's path)", rep.BaselineSamePath, true)
 
 	raw, err := json.Marshal(rep)
 	if err != nil {

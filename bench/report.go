@@ -14,7 +14,14 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&sb, "apex bench: actors=%d batch=%d learner-batch=%d capacity=%d load=%gs solo=%gs seed=%d\n",
 		c.Actors, c.Batch, c.LearnerBatch, c.Capacity, c.DurationSec, soloSec(c), c.Seed)
 	fmt.Fprintf(&sb, "machine: %s %s/%s, GOMAXPROCS=%d, %d CPUs\n", r.GoVersion, r.GOOS, r.GOARCH, r.GOMAXPROCS, r.NumCPU)
-	fmt.Fprintf(&sb, "insert path: %s\n\n", r.InsertPath)
+	fmt.Fprintf(&sb, "insert path (apex): %s\n", r.InsertPath)
+	if r.Baseline != nil {
+		fmt.Fprintf(&sb, "insert path (baseline): %s\n", r.Baseline.InsertPath)
+	}
+	if r.BaselineSamePath != nil {
+		fmt.Fprintf(&sb, "insert path (baseline, apex's path): %s\n", r.BaselineSamePath.InsertPath)
+	}
+	sb.WriteString("\n")
 
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
 	cols := []*Result{&r.Result}
@@ -22,6 +29,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Baseline != nil {
 		cols = append(cols, r.Baseline)
 		head += "\tmutex baseline"
+	}
+	if r.BaselineSamePath != nil {
+		cols = append(cols, r.BaselineSamePath)
+		head += "\tbaseline, apex's path"
 	}
 	row := func(name string, f func(*Result) string) {
 		fmt.Fprintf(tw, "%s\t", name)
@@ -62,6 +73,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if r.ApexToBaseline > 0 {
 		fmt.Fprintf(&sb, "\napex / baseline learner rate: %.1fx under load", r.ApexToBaseline)
+		if r.ApexToBaselineSamePath > 0 {
+			fmt.Fprintf(&sb, " (%.1fx against the baseline on apex's insert path)", r.ApexToBaselineSamePath)
+		}
 		if r.ApexToBaselineSolo > 0 {
 			fmt.Fprintf(&sb, ", %.1fx solo", r.ApexToBaselineSolo)
 		}
@@ -71,7 +85,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 	for _, t := range r.Targets {
 		met := "MISSED"
-		if t.Met {
+		switch {
+		case t.Want == infoTarget:
+			met = "(not a target)"
+		case t.Met:
 			met = "met"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%.4g\t%s\n", t.Name, t.Want, t.Value, met)

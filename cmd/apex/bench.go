@@ -47,6 +47,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.SoloDuration, "solo-duration", 0, "length of each backend's solo learner phase; 0 means -duration")
 	fs.IntVar(&cfg.Stripes, "stripes", def.Stripes, "apex buffer stripes: 0 for the buffer's default, else a power of two <= capacity")
 	fs.IntVar(&cfg.Inserters, "inserters", def.Inserters, "inserter goroutines draining the actors' channel; 0: actors call Insert directly")
+	fs.IntVar(&cfg.BaselineInserters, "baseline-inserters", def.BaselineInserters, "the same for the mutex baseline; 0 (default): every actor inserts under its mutex, as a Go user would (performance.md §3)")
+	fs.BoolVar(&cfg.BaselineSamePath, "baseline-same-path", def.BaselineSamePath, "also run the baseline through apex's insert path (-inserters), comparing the data structures under one topology")
 	fs.IntVar(&cfg.Queue, "queue", def.Queue, "capacity of the actors' channel, in batches (>= 1)")
 	fs.Uint64Var(&cfg.Seed, "seed", def.Seed, "seed of the learner's sampling and of the priorities written back")
 	fs.BoolVar(&cfg.Baseline, "baseline", def.Baseline, "also run the mutex baseline under the same load (-baseline=false skips it)")
