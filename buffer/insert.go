@@ -98,9 +98,8 @@ func (b *Buffer) writeRun(s, l0 int, t *Transitions, row0, r int) {
 
 	// Phase 3: publish each slot (even tag, new priority); then the new mass
 	// enters the tree.
-	var d [runMax]int64
-	b.publish(leaves, ws[:r], d[:r], t, row0)
-	b.addRun(s, l0, d[:r])
+	b.publish(leaves, ws[:r], t, row0)
+	b.addRunWords(s, l0, ws[:r], 1)
 	if b.mins != nil {
 		jFirst, jLast := l0>>fanShift, (l0+r-1)>>fanShift
 		for j := jFirst; j <= jLast; j++ {
@@ -110,14 +109,14 @@ func (b *Buffer) writeRun(s, l0 int, t *Transitions, row0, r int) {
 }
 
 // publish stores the new words of a run: ws[i] holds the claimed word (the
-// tag before the claim); d[i] receives the new priority in units. It raises the running maximum and counts
+// tag before the claim) on entry and the new priority in units on return. It raises the running maximum and counts
 // clamped priorities.
-func (b *Buffer) publish(leaves []atomic.Uint64, ws []uint64, d []int64, t *Transitions, row0 int) {
+func (b *Buffer) publish(leaves []atomic.Uint64, ws []uint64, t *Transitions, row0 int) {
 	if t.Priority == nil {
 		m := b.c.maxUnits.Load()
 		for i := range leaves {
 			leaves[i].Store(nextGen(ws[i]>>prioBits+1)<<prioBits | m)
-			d[i] = int64(m)
+			ws[i] = m
 		}
 		return
 	}
@@ -129,7 +128,7 @@ func (b *Buffer) publish(leaves []atomic.Uint64, ws []uint64, d []int64, t *Tran
 			clamped++
 		}
 		leaves[i].Store(nextGen(ws[i]>>prioBits+1)<<prioBits | u)
-		d[i] = int64(u)
+		ws[i] = u
 		hi = max(hi, u)
 	}
 	if clamped > 0 {
@@ -156,27 +155,6 @@ func (b *Buffer) addRunWords(s, l0 int, ws []uint64, sign int64) {
 		bufA[(l0+i)>>fanShift-j0] += sign * int64(w&prioMask)
 	}
 	b.addGroups(s, &bufA, &bufB, j0, (l0+r-1)>>fanShift-j0+1)
-}
-
-// addRun adds d[i] to every ancestor of local leaf l0+i of stripe s, with
-// one atomic add per touched ancestor.
-func (b *Buffer) addRun(s, l0 int, d []int64) {
-	r := len(d)
-	switch r {
-	case 0:
-		return
-	case 1:
-		b.addLeaf(s, l0, d[0])
-		return
-	}
-	const groups = runMax/fanout + 2
-	var bufA, bufB [groups]int64
-	acc, next := &bufA, &bufB
-	j0 := l0 >> fanShift
-	for i := range r {
-		acc[(l0+i)>>fanShift-j0] += d[i]
-	}
-	b.addGroups(s, acc, next, j0, (l0+r-1)>>fanShift-j0+1)
 }
 
 // addGroups adds acc[x] to level-1 node j0+x of stripe s and the folded sums

@@ -87,20 +87,52 @@ func (b *Buffer) fixMinPath(s, j int) {
 	}
 }
 
-// minUnaffected reports whether a leaf change from units old to new (0 is
-// empty) provably leaves its level-1 min node as it is, so the 16-child
-// recompute can be skipped: with M the node read after the leaf write, old
-// was above M (so it was not the minimum M was computed from) and new is at
-// least M. Any CAS of the node after that read is followed by its writer's
-// re-read of the children, which sees the new value, so exactness at
-// quiescence is kept. About 7 in 8 random write-backs take this path.
-func (b *Buffer) minUnaffected(s, l int, old, new uint64) bool {
+// fixMinAfter repairs the min tree after leaf l of stripe s changed from
+// units old to new (0 is empty), choosing the cheapest safe path. With M the
+// level-1 node read after the leaf write:
+//   - new < M: the group's minimum is now at most new, whatever old was, so
+//     the node is lowered to new by CAS (retrying while it stays above new)
+//     and the next level likewise, climbing while a node was lowered; no
+//     children are read. A concurrent writer that raised a node re-reads its
+//     children after its own CAS and so sees new.
+//   - old > M and new >= M: old was not the minimum M came from, and new
+//     does not undercut it: nothing to do. Any later CAS of the node is
+//     followed by its writer's re-read of the children, which sees new.
+//   - otherwise (old may have been the minimum and new is not below it):
+//     recompute from the children (fixMinPath).
+//
+// Under PER most write-backs take the first two paths: a new item arrives at
+// the maximum priority and its write-back lowers its group's minimum.
+func (b *Buffer) fixMinAfter(s, l int, old, new uint64) {
 	key := func(v uint64) uint64 {
 		if v == 0 {
 			return emptyMin
 		}
 		return v
 	}
-	m := b.minNode(1, s, l>>fanShift).Load()
-	return key(old) > m && key(new) >= m
+	ko, kn := key(old), key(new)
+	j := l >> fanShift
+	m := b.minNode(1, s, j).Load()
+	switch {
+	case kn < m:
+		for k := 1; k <= b.nlev; k++ {
+			if k == b.nlev {
+				j = 0
+			}
+			node := b.minNode(k, s, j)
+			for {
+				cur := node.Load()
+				if kn >= cur {
+					return
+				}
+				if node.CompareAndSwap(cur, kn) {
+					break
+				}
+			}
+			j >>= fanShift
+		}
+	case ko > m:
+	default:
+		b.fixMinPath(s, j)
+	}
 }

@@ -87,8 +87,8 @@ func (b *Buffer) UpdatePriorities(refs []Ref, prios []float64) (UpdateResult, er
 		} else {
 			b.stripes[s].root.Add(uint64(d))
 		}
-		if b.mins != nil && !b.minUnaffected(s, l, w&prioMask, u) {
-			b.fixMinPath(s, l>>fanShift)
+		if b.mins != nil {
+			b.fixMinAfter(s, l, w&prioMask, u)
 		}
 	}
 	if local {
