@@ -1,5 +1,7 @@
 package buffer
 
+import "math/bits"
+
 // Tree layout.
 //
 // Each stripe owns a 16-ary sum tree over its leaves. All stripes' nodes of
@@ -23,11 +25,15 @@ const (
 type layout struct {
 	stripes   int
 	base, rem int   // stripe s holds base+1 slots if s < rem, else base
+	shift     int   // log2(base) when rem == 0 and base is a power of two, else -1
 	m         []int // nodes per stripe at each level; m[0] = leaves per stripe (padded)
 }
 
 func newLayout(capacity, stripes int) layout {
-	l := layout{stripes: stripes, base: capacity / stripes, rem: capacity % stripes}
+	l := layout{stripes: stripes, base: capacity / stripes, rem: capacity % stripes, shift: -1}
+	if l.rem == 0 && l.base&(l.base-1) == 0 {
+		l.shift = bits.TrailingZeros(uint(l.base))
+	}
 	maxCap := l.base
 	if l.rem > 0 {
 		maxCap++
@@ -63,7 +69,12 @@ func (l layout) stripeOffset(s int) int {
 }
 
 // locate maps a global slot to (stripe, local index). slot must be in range.
+// With power-of-two stripes (the default configurations) it is two shifts;
+// otherwise two divisions.
 func (l layout) locate(slot int) (s, local int) {
+	if l.shift >= 0 {
+		return slot >> l.shift, slot & (l.base - 1)
+	}
 	big := l.rem * (l.base + 1)
 	if slot < big {
 		return slot / (l.base + 1), slot % (l.base + 1)
