@@ -110,28 +110,8 @@ func New(cfg Config) (*Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, _ := newQuantizer(cfg.Capacity, cfg.MaxPriority)
-	b := &Buffer{cfg: cfg, q: q, lay: newLayout(cfg.Capacity, cfg.Stripes), width: cfg.ActionDim}
-	b.init, _ = q.units(cfg.InitialPriority)
-	b.c.maxUnits.Store(b.init)
-	b.nlev = b.lay.levels()
-	b.stripes = make([]stripe, cfg.Stripes)
-	b.tree = make([][]atomic.Uint64, b.nlev)
-	for k := range b.nlev {
-		b.tree[k] = make([]atomic.Uint64, cfg.Stripes*b.lay.m[k])
-	}
-	if !cfg.NoMinTree {
-		b.mins = make([][]atomic.Uint64, b.nlev)
-		for k := 1; k < b.nlev; k++ {
-			b.mins[k] = make([]atomic.Uint64, cfg.Stripes*b.lay.m[k])
-			for i := range b.mins[k] {
-				b.mins[k][i].Store(emptyMin)
-			}
-		}
-		for s := range b.stripes {
-			b.stripes[s].minRoot.Store(emptyMin)
-		}
-	}
+	b := &Buffer{cfg: cfg}
+	b.initIndex()
 	n := cfg.Capacity
 	b.obs = make([]float32, n*cfg.ObsDim)
 	b.nextObs = make([]float32, n*cfg.ObsDim)

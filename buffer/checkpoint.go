@@ -326,7 +326,7 @@ func Load(r io.Reader) (*Buffer, error) {
 }
 
 // initIndex sets up everything of a Buffer but its data columns from b.cfg
-// (validated): what New does before allocating the columns.
+// (validated): New and Load both start with it.
 func (b *Buffer) initIndex() {
 	cfg := &b.cfg
 	b.q, _ = newQuantizer(cfg.Capacity, cfg.MaxPriority)

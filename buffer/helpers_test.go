@@ -1,7 +1,9 @@
 package buffer
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -72,3 +74,21 @@ func chiSquare(t *testing.T, counts []int, probs []float64) (stat, q999 float64)
 func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
 
 func pow(x, y float64) float64 { return math.Pow(x, y) }
+
+// sampleInto draws a batch with Sample, or with SampleRefs followed by
+// GatherRef of every row (the two-step path), and fails if a live ref of
+// the batch cannot be read.
+func sampleInto(b *Buffer, rng *rand.Rand, bt *Batch, refsOnly bool) error {
+	if !refsOnly {
+		return b.Sample(rng, bt)
+	}
+	if err := b.SampleRefs(rng, bt); err != nil {
+		return err
+	}
+	for j, r := range bt.Refs {
+		if !b.GatherRef(bt, j, r) {
+			return fmt.Errorf("row %d: ref %v unreadable right after SampleRefs", j, r)
+		}
+	}
+	return nil
+}

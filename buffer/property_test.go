@@ -150,22 +150,10 @@ func TestBufferMatchesNaiveModel(t *testing.T) {
 				}
 				n := rapid.IntRange(1, size).Draw(rt, "n")
 				bt := b.NewBatch(n)
-				refsOnly := rapid.Bool().Draw(rt, "refsOnly")
-				var err error
-				if refsOnly {
-					err = b.SampleRefs(rng, bt)
-				} else {
-					err = b.Sample(rng, bt)
-				}
-				if err != nil {
+				if err := sampleInto(b, rng, bt, rapid.Bool().Draw(rt, "refsOnly")); err != nil {
 					rt.Fatal(err)
 				}
 				for j, r := range bt.Refs {
-					if refsOnly { // no data copied: read it through the ref
-						if !b.GatherRef(bt, j, r) {
-							rt.Fatalf("row %d: live ref %v unreadable", j, r)
-						}
-					}
 					if m.gen[r.Slot] != r.Gen || m.units[r.Slot] == 0 || int(bt.Reward[j]) != m.id[r.Slot] {
 						rt.Fatalf("row %d: ref %v reward %v; model gen %d units %d id %d", j, r, bt.Reward[j], m.gen[r.Slot], m.units[r.Slot], m.id[r.Slot])
 					}

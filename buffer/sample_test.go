@@ -38,20 +38,11 @@ func TestSampleMatchesProbabilities(t *testing.T) {
 			bt := b.NewBatch(32)
 			counts := make([]int, n)
 			for it := range 3000 {
-				refsOnly := it%2 == 1 // alternate Sample and SampleRefs + GatherRef
-				var err error
-				if refsOnly {
-					err = b.SampleRefs(rng, bt)
-				} else {
-					err = b.Sample(rng, bt)
-				}
-				if err != nil {
+				// alternate Sample and SampleRefs + GatherRef
+				if err := sampleInto(b, rng, bt, it%2 == 1); err != nil {
 					t.Fatal(err)
 				}
 				for j, r := range bt.Refs {
-					if refsOnly && !b.GatherRef(bt, j, r) {
-						t.Fatalf("row %d: live ref %v unreadable", j, r)
-					}
 					id := int(bt.Reward[j])
 					counts[id]++
 					if want := probs[id]; !near(bt.Prob[j], want, 1e-12) {

@@ -57,18 +57,28 @@ func TestConcurrentStress(t *testing.T) {
 							it--
 							continue
 						}
-						uniform := it%4 == 3
+						uniform, refsOnly := it%4 == 3, it%4 == 1
 						var err error
-						if uniform {
+						switch {
+						case uniform:
 							err = b.SampleUniform(rng, bt)
-						} else {
+						case refsOnly:
+							err = b.SampleRefs(rng, bt)
+						default:
 							err = b.Sample(rng, bt)
 						}
 						if err != nil {
 							errs <- fmt.Errorf("sample: %w", err)
 							return
 						}
-						for j := range bt.Refs {
+						for j, r := range bt.Refs {
+							// After SampleRefs the data are read in a second step, and
+							// the slot may be overwritten in between: GatherRef then
+							// refuses (counted as a stale read) and the row is skipped.
+							if refsOnly && !b.GatherRef(bt, j, r) {
+								prios[j] = 1
+								continue
+							}
 							id := bt.Reward[j]
 							o := bt.Obs[j*4 : j*4+4]
 							if o[0] != id || o[1] != id || o[2] != id || bt.NextObs[j*4] != id+0.5 || o[3] != float32(int(id)%5) {
