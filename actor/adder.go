@@ -1,0 +1,155 @@
+package actor
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/apexrl/apex/buffer"
+)
+
+// NStep turns an episode's steps into n-step transitions (Acme's Adder:
+// AddFirst, Add, Reset), the Ape-X learner's input:
+//
+//	(s_t, a_t, R_t = sum_{k<m} gamma^k r_{t+k}, discount gamma^m, s_{t+m})
+//
+// with m = N while the episode goes on. When the episode ends at step T:
+//   - terminated (a terminal state): every pending step gets the rewards up
+//     to T, discount 0 (nothing to bootstrap from) and FlagTerminal;
+//   - truncated (a time limit cut it): every pending step gets the rewards
+//     up to T and discount gamma^m for its m = T-t+1 rewards, and
+//     bootstraps from the last observation (FlagTruncated): a time limit is
+//     not a property of the state.
+//
+// Transitions are appended to a buffer.Transitions batch the caller owns
+// (Out); the caller sends it when full and calls ResetOut. Cost: O(N + obs
+// size) per Add. An NStep is not safe for concurrent use (one per actor).
+type NStep struct {
+	n      int
+	gamma  float64
+	obsDim int
+
+	// Pending steps of the current episode, a ring of n: obs[i] is s_t,
+	// act[i] a_t, rew[i] r_t, for t = head .. head+len-1.
+	obs     [][]float32
+	act     []int32
+	rew     []float64
+	head    int
+	pending int
+	last    []float32 // the most recent observation, s_{t+1}
+	started bool
+
+	// Episode bookkeeping stored with each transition.
+	episode  uint64
+	stepInEp int32
+
+	// Out receives the emitted transitions (Obs, NextObs, Action, Reward,
+	// Discount, Flags, EpisodeID, EpisodeStep).
+	Out buffer.Transitions
+}
+
+// NewNStep returns an adder of n-step returns with discount gamma for
+// observations of obsDim values. n >= 1, gamma in [0, 1], obsDim >= 1.
+func NewNStep(n int, gamma float64, obsDim int) (*NStep, error) {
+	switch {
+	case n < 1:
+		return nil, fmt.Errorf("actor: n-step length must be >= 1, got %d", n)
+	case !(gamma >= 0 && gamma <= 1):
+		return nil, fmt.Errorf("actor: discount gamma must be in [0, 1], got %v", gamma)
+	case obsDim < 1:
+		return nil, fmt.Errorf("actor: observation size must be >= 1, got %d", obsDim)
+	}
+	a := &NStep{n: n, gamma: gamma, obsDim: obsDim,
+		obs: make([][]float32, n), act: make([]int32, n), rew: make([]float64, n),
+		last: make([]float32, obsDim)}
+	for i := range a.obs {
+		a.obs[i] = make([]float32, obsDim)
+	}
+	return a, nil
+}
+
+// ErrNoEpisode is returned by Add before AddFirst (or after an episode
+// ended without a new AddFirst).
+var ErrNoEpisode = errors.New("actor: Add before AddFirst")
+
+// AddFirst starts an episode (numbered episode) at observation obs. Steps
+// still pending from an episode that was never ended are dropped: call Add
+// with terminated or truncated to flush an episode.
+func (a *NStep) AddFirst(episode uint64, obs []float32) error {
+	if len(obs) != a.obsDim {
+		return fmt.Errorf("actor: observation has %d values, want %d", len(obs), a.obsDim)
+	}
+	copy(a.last, obs)
+	a.head, a.pending, a.started = 0, 0, true
+	a.episode, a.stepInEp = episode, 0
+	return nil
+}
+
+// Add records action taken at the current observation, the reward it
+// earned and the next observation, and appends every transition that
+// became complete to Out. terminated and truncated end the episode (both
+// true counts as terminated); a new AddFirst must follow.
+func (a *NStep) Add(action int32, reward float64, next []float32, terminated, truncated bool) error {
+	if !a.started {
+		return ErrNoEpisode
+	}
+	if len(next) != a.obsDim {
+		return fmt.Errorf("actor: observation has %d values, want %d", len(next), a.obsDim)
+	}
+	if math.IsNaN(reward) || math.IsInf(reward, 0) {
+		return fmt.Errorf("actor: reward %v at episode %d step %d", reward, a.episode, a.stepInEp)
+	}
+	i := (a.head + a.pending) % a.n
+	copy(a.obs[i], a.last)
+	a.act[i], a.rew[i] = action, reward
+	a.pending++
+	copy(a.last, next)
+
+	switch {
+	case terminated:
+		for a.pending > 0 {
+			a.emit(0, buffer.FlagTerminal)
+		}
+		a.started = false
+	case truncated:
+		for a.pending > 0 {
+			a.emit(math.Pow(a.gamma, float64(a.pending)), buffer.FlagTruncated)
+		}
+		a.started = false
+	case a.pending == a.n:
+		a.emit(math.Pow(a.gamma, float64(a.n)), 0)
+	}
+	return nil
+}
+
+// emit appends the oldest pending step's transition, bootstrapping from the
+// last observation with the given discount, and drops it.
+func (a *NStep) emit(discount float64, flags uint32) {
+	var ret, g float64 = 0, 1
+	for k := range a.pending {
+		ret += g * a.rew[(a.head+k)%a.n]
+		g *= a.gamma
+	}
+	t := &a.Out
+	t.Obs = append(t.Obs, a.obs[a.head]...)
+	t.NextObs = append(t.NextObs, a.last...)
+	t.Action = append(t.Action, a.act[a.head])
+	t.Reward = append(t.Reward, float32(ret))
+	t.Discount = append(t.Discount, float32(discount))
+	t.Flags = append(t.Flags, flags)
+	t.EpisodeID = append(t.EpisodeID, a.episode)
+	t.EpisodeStep = append(t.EpisodeStep, a.stepInEp)
+	a.stepInEp++
+	a.head = (a.head + 1) % a.n
+	a.pending--
+}
+
+// ResetOut empties Out, keeping its storage (call it after handing a copy
+// of Out's contents on).
+func (a *NStep) ResetOut() {
+	t := &a.Out
+	t.Obs, t.NextObs, t.Action = t.Obs[:0], t.NextObs[:0], t.Action[:0]
+	t.Reward, t.Discount, t.Flags = t.Reward[:0], t.Discount[:0], t.Flags[:0]
+	t.EpisodeID, t.EpisodeStep = t.EpisodeID[:0], t.EpisodeStep[:0]
+	t.Priority = t.Priority[:0]
+}
