@@ -1,0 +1,188 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// ErrRateLimited is returned (wrapped) when a call waited longer than the
+// limiter's Timeout: the other side (inserters or the learner) stopped
+// making progress. Test with errors.Is.
+var ErrRateLimited = errors.New("runtime: rate limiter timeout")
+
+// RateLimiterConfig configures a RateLimiter with Reverb's
+// SampleToInsertRatio semantics.
+type RateLimiterConfig struct {
+	// SamplesPerInsert is how many times, on average, each inserted item is
+	// sampled over its lifetime (the replay ratio). > 0.
+	SamplesPerInsert float64
+	// MinSizeToSample: sampling waits until this many items have been
+	// inserted (learning starts). >= 1.
+	MinSizeToSample int64
+	// ErrorBuffer is how far the sample/insert balance may drift, in sampled
+	// items, before the side that is ahead waits: with
+	// error = (inserted - MinSizeToSample)·SamplesPerInsert - sampled,
+	// inserts wait while error > ErrorBuffer and samples while
+	// error < -ErrorBuffer. Must be >= max(1, SamplesPerInsert) (Reverb
+	// requires the range to be at least 2·max(1, SamplesPerInsert) wide, or
+	// calls could block each other forever).
+	ErrorBuffer float64
+	// Timeout bounds one wait; 0 waits as long as the context allows.
+	Timeout time.Duration
+}
+
+// RateLimiter keeps the learner's sampling and the actors' inserting at a
+// fixed ratio (Reverb's SampleToInsertRatio), so a run consumes data the
+// same way on 2 or 64 cores: a fast learner waits for data, fast actors wait
+// for the learner. Calls are made per batch; a batch is admitted when its
+// first item fits, so the balance may overshoot by one batch.
+//
+// Safe for concurrent use. Its lock guards a few counters and is held for
+// O(1) work; waiting callers block on a channel, under their context.
+type RateLimiter struct {
+	cfg              RateLimiterConfig
+	minDiff, maxDiff float64
+
+	mu       sync.Mutex
+	inserted int64
+	sampled  int64
+	wake     chan struct{} // closed (and replaced) whenever the counters move
+	stats    RateLimiterStats
+}
+
+// RateLimiterStats counts what the limiter did.
+type RateLimiterStats struct {
+	Inserted, Sampled int64
+	// InsertWaits and SampleWaits count calls that had to wait;
+	// InsertWait and SampleWait are the time they waited in total.
+	InsertWaits, SampleWaits int64
+	InsertWait, SampleWait   time.Duration
+	// Timeouts counts calls that gave up with ErrRateLimited.
+	Timeouts int64
+}
+
+// NewRateLimiter validates cfg.
+func NewRateLimiter(cfg RateLimiterConfig) (*RateLimiter, error) {
+	switch {
+	case !(cfg.SamplesPerInsert > 0) || math.IsInf(cfg.SamplesPerInsert, 0):
+		return nil, fmt.Errorf("runtime: rate limiter: SamplesPerInsert must be positive and finite, got %v", cfg.SamplesPerInsert)
+	case cfg.MinSizeToSample < 1:
+		return nil, fmt.Errorf("runtime: rate limiter: MinSizeToSample must be >= 1, got %d", cfg.MinSizeToSample)
+	case !(cfg.ErrorBuffer >= math.Max(1, cfg.SamplesPerInsert)) || math.IsInf(cfg.ErrorBuffer, 0):
+		return nil, fmt.Errorf("runtime: rate limiter: ErrorBuffer must be finite and >= max(1, SamplesPerInsert) = %v, got %v",
+			math.Max(1, cfg.SamplesPerInsert), cfg.ErrorBuffer)
+	case cfg.Timeout < 0:
+		return nil, fmt.Errorf("runtime: rate limiter: Timeout must not be negative, got %v", cfg.Timeout)
+	}
+	off := cfg.SamplesPerInsert * float64(cfg.MinSizeToSample)
+	return &RateLimiter{cfg: cfg, minDiff: off - cfg.ErrorBuffer, maxDiff: off + cfg.ErrorBuffer,
+		wake: make(chan struct{})}, nil
+}
+
+// diffLocked is inserted·SamplesPerInsert - sampled.
+func (r *RateLimiter) diffLocked() float64 {
+	return float64(r.inserted)*r.cfg.SamplesPerInsert - float64(r.sampled)
+}
+
+func (r *RateLimiter) canInsertLocked() bool {
+	return r.inserted < r.cfg.MinSizeToSample || r.diffLocked()+r.cfg.SamplesPerInsert <= r.maxDiff
+}
+
+func (r *RateLimiter) canSampleLocked() bool {
+	return r.inserted >= r.cfg.MinSizeToSample && r.diffLocked()-1 >= r.minDiff
+}
+
+// AwaitInsert waits until n more items may be inserted and records them. It
+// returns ctx's error if ctx ends first, or ErrRateLimited after Timeout.
+func (r *RateLimiter) AwaitInsert(ctx context.Context, n int) error {
+	return r.await(ctx, n, true)
+}
+
+// AwaitSample waits until n items may be sampled and records them. It
+// returns ctx's error if ctx ends first, or ErrRateLimited after Timeout.
+func (r *RateLimiter) AwaitSample(ctx context.Context, n int) error {
+	return r.await(ctx, n, false)
+}
+
+// CanSample reports, without waiting or recording, whether a sample would
+// be admitted now.
+func (r *RateLimiter) CanSample() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.canSampleLocked()
+}
+
+func (r *RateLimiter) await(ctx context.Context, n int, insert bool) error {
+	if n < 1 {
+		return fmt.Errorf("runtime: rate limiter: batch of %d items", n)
+	}
+	var start time.Time
+	var timeout <-chan time.Time
+	waited := false
+	for {
+		r.mu.Lock()
+		ok := r.canSampleLocked()
+		if insert {
+			ok = r.canInsertLocked()
+		}
+		if ok {
+			if insert {
+				r.inserted += int64(n)
+				r.stats.Inserted += int64(n)
+			} else {
+				r.sampled += int64(n)
+				r.stats.Sampled += int64(n)
+			}
+			if waited {
+				d := time.Since(start)
+				if insert {
+					r.stats.InsertWaits++
+					r.stats.InsertWait += d
+				} else {
+					r.stats.SampleWaits++
+					r.stats.SampleWait += d
+				}
+			}
+			close(r.wake)
+			r.wake = make(chan struct{})
+			r.mu.Unlock()
+			return nil
+		}
+		wake := r.wake
+		r.mu.Unlock()
+		if !waited {
+			waited, start = true, time.Now()
+			if r.cfg.Timeout > 0 {
+				t := time.NewTimer(r.cfg.Timeout)
+				defer t.Stop()
+				timeout = t.C
+			}
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeout:
+			r.mu.Lock()
+			r.stats.Timeouts++
+			ins, smp := r.inserted, r.sampled
+			r.mu.Unlock()
+			side := "sample"
+			if insert {
+				side = "insert"
+			}
+			return fmt.Errorf("%w: %s of %d items waited %v (inserted %d, sampled %d)", ErrRateLimited, side, n, r.cfg.Timeout, ins, smp)
+		}
+	}
+}
+
+// Stats returns a snapshot of the counters. O(1).
+func (r *RateLimiter) Stats() RateLimiterStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats
+}

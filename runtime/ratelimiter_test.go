@@ -1,0 +1,146 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestRateLimiterValidation(t *testing.T) {
+	for _, c := range []RateLimiterConfig{
+		{SamplesPerInsert: 0, MinSizeToSample: 1, ErrorBuffer: 1},
+		{SamplesPerInsert: math.Inf(1), MinSizeToSample: 1, ErrorBuffer: 1},
+		{SamplesPerInsert: 1, MinSizeToSample: 0, ErrorBuffer: 1},
+		{SamplesPerInsert: 4, MinSizeToSample: 1, ErrorBuffer: 3}, // < max(1, SPI)
+		{SamplesPerInsert: 0.5, MinSizeToSample: 1, ErrorBuffer: 0.9},
+		{SamplesPerInsert: 1, MinSizeToSample: 1, ErrorBuffer: 1, Timeout: -time.Second},
+	} {
+		if _, err := NewRateLimiter(c); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}
+
+// TestRateLimiterSemantics walks Reverb's two stages with non-blocking
+// probes: before MinSizeToSample only inserts pass; after it the balance
+// (inserted - MinSize)·SPI - sampled stays within ±ErrorBuffer.
+func TestRateLimiterSemantics(t *testing.T) {
+	r, err := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: 2, MinSizeToSample: 10, ErrorBuffer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if r.CanSample() {
+		t.Fatal("sampling allowed on an empty table")
+	}
+	for range 10 {
+		if err := r.AwaitInsert(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Stage 2: error = (10-10)·2 - 0 = 0; samples pass while error-1 >= -4.
+	n := 0
+	for r.CanSample() {
+		if err := r.AwaitSample(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 4 {
+		t.Fatalf("%d samples admitted with no new inserts, want 4 (the error buffer)", n)
+	}
+	// Inserts pass while error + SPI <= +4: error is -4 now, so 4 inserts.
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	ins := 0
+	for r.AwaitInsert(short, 1) == nil {
+		ins++
+	}
+	if ins != 4 {
+		t.Fatalf("%d inserts admitted, want 4 (from error -4 up to +4 in steps of 2)", ins)
+	}
+	st := r.Stats()
+	if st.Inserted != 14 || st.Sampled != 4 || st.InsertWaits != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestRateLimiterKeepsRatio runs a fast sampler and a fast inserter at once
+// and checks that the balance never leaves the error buffer by more than a
+// batch.
+func TestRateLimiterKeepsRatio(t *testing.T) {
+	cfg := RateLimiterConfig{SamplesPerInsert: 8, MinSizeToSample: 100, ErrorBuffer: 64}
+	r, err := NewRateLimiter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	const insBatch, smpBatch = 5, 32
+	var bad error
+	var mu sync.Mutex
+	check := func() {
+		r.mu.Lock()
+		e := float64(r.inserted-cfg.MinSizeToSample)*cfg.SamplesPerInsert - float64(r.sampled)
+		inserted := r.inserted
+		r.mu.Unlock()
+		if inserted >= cfg.MinSizeToSample && (e > cfg.ErrorBuffer+insBatch*cfg.SamplesPerInsert || e < -cfg.ErrorBuffer-smpBatch) {
+			mu.Lock()
+			bad = errors.New("balance out of range")
+			mu.Unlock()
+		}
+	}
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			if r.AwaitInsert(ctx, insBatch) == nil {
+				check()
+			}
+		}
+	})
+	wg.Go(func() {
+		for i := 0; i < 2000; i++ {
+			if err := r.AwaitSample(ctx, smpBatch); err != nil {
+				return
+			}
+			check()
+		}
+		cancel()
+	})
+	wg.Wait()
+	cancel()
+	if bad != nil {
+		t.Fatal(bad)
+	}
+	st := r.Stats()
+	want := float64(st.Sampled) / cfg.SamplesPerInsert
+	if got := float64(st.Inserted - cfg.MinSizeToSample); math.Abs(got-want) > (cfg.ErrorBuffer+smpBatch)/cfg.SamplesPerInsert+insBatch {
+		t.Fatalf("inserted %v beyond min size for %v sampled: ratio off (want ~%v)", got, st.Sampled, want)
+	}
+	if st.SampleWaits == 0 {
+		t.Fatal("the sampler never waited: the limiter did not limit")
+	}
+}
+
+func TestRateLimiterCancelAndTimeout(t *testing.T) {
+	r, _ := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 5, ErrorBuffer: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.AwaitSample(ctx, 1) }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait returned %v", err)
+	}
+	rt, _ := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 5, ErrorBuffer: 2, Timeout: 10 * time.Millisecond})
+	if err := rt.AwaitSample(context.Background(), 1); !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("timed-out wait returned %v, want ErrRateLimited", err)
+	}
+	if rt.Stats().Timeouts != 1 {
+		t.Fatalf("stats %+v", rt.Stats())
+	}
+	if err := rt.AwaitInsert(context.Background(), 0); err == nil {
+		t.Fatal("a batch of 0 items was accepted")
+	}
+}
