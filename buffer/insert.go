@@ -109,8 +109,8 @@ func (b *Buffer) writeRun(s, l0 int, t *Transitions, row0, r int) {
 }
 
 // publish stores the new words of a run: ws[i] holds the claimed word (the
-// tag before the claim) on entry and the new priority in units on return. It raises the running maximum and counts
-// clamped priorities.
+// tag before the claim) on entry and the new priority in units on return.
+// It raises the running maximum and counts clamped priorities.
 func (b *Buffer) publish(leaves []atomic.Uint64, ws []uint64, t *Transitions, row0 int) {
 	if t.Priority == nil {
 		m := b.c.maxUnits.Load()
