@@ -238,8 +238,10 @@ type Stats struct {
 	// MaxPriority.
 	PrioritiesClamped uint64
 	// StratumFallbacks counts sampled rows drawn over the whole mass rather
-	// than their stratum, because 64 draws in the stratum all met slots being
-	// written (an inserter descheduled mid-write). Rare; see Sample.
+	// than their stratum, because 64 draws in the stratum all failed: the
+	// slots there were being written (an inserter descheduled mid-write) or
+	// the stratum's mass had left the tree since the batch read it. Rare;
+	// see Sample.
 	StratumFallbacks uint64
 	TotalPriority    float64
 	MaxPriority      float64

@@ -622,7 +622,7 @@ func TestCheckpointCorruptions(t *testing.T) {
 		{"checksum trailer", func(d []byte) []byte { d[len(d)-1] ^= 1; return d }, "checksum mismatch"},
 		{"config invalid", func(d []byte) []byte {
 			return ckEditConfig(t, d, func(c *ckConfig) { c.ObsDim = 0 })
-		}, "ObsDim must be positive"},
+		}, "ObsDim must be in"},
 		{"config stripes not power of two", func(d []byte) []byte {
 			return ckEditConfig(t, d, func(c *ckConfig) { c.Stripes = 3 })
 		}, "power of two"},
@@ -649,9 +649,12 @@ func TestCheckpointCorruptions(t *testing.T) {
 		}, "truncated"},
 		{"config absurd width", func(d []byte) []byte {
 			return ckEditConfig(t, d, func(c *ckConfig) { c.Floats[0].Width = math.MaxInt / 2 })
-		}, "size limit"},
+		}, "Width must be in"},
 		{"config absurd obs", func(d []byte) []byte {
 			return ckEditConfig(t, d, func(c *ckConfig) { c.ObsDim = math.MaxInt })
+		}, "ObsDim must be in"},
+		{"config too large to load", func(d []byte) []byte {
+			return ckEditConfig(t, d, func(c *ckConfig) { c.Capacity, c.ObsDim = MaxCapacity, MaxWidth })
 		}, "size limit"},
 		{"config padding", func(d []byte) []byte {
 			for {

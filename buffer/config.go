@@ -48,6 +48,9 @@ const (
 	DefaultInitialPriority = 1.0
 	// MaxCapacity is the largest Capacity accepted (2^30 slots).
 	MaxCapacity = 1 << 30
+	// MaxWidth is the largest ObsDim, ActionDim or float-column width
+	// accepted (2^20 values per item).
+	MaxWidth = 1 << 20
 	// minMaxPriority and maxMaxPriority bound Config.MaxPriority so the
 	// fixed-point scale (see quantize.go) stays a normal float64.
 	minMaxPriority = 1e-30
@@ -139,8 +142,10 @@ func (c Config) validated() (Config, error) {
 		return c, fmt.Errorf("%w: Stripes must be a power of two, got %d", ErrConfig, c.Stripes)
 	case c.Stripes > c.Capacity:
 		return c, fmt.Errorf("%w: Stripes (%d) must not exceed Capacity (%d)", ErrConfig, c.Stripes, c.Capacity)
-	case c.ObsDim <= 0:
-		return c, fmt.Errorf("%w: ObsDim must be positive, got %d", ErrConfig, c.ObsDim)
+	case c.ObsDim <= 0 || c.ObsDim > MaxWidth:
+		return c, fmt.Errorf("%w: ObsDim must be in [1, %d], got %d", ErrConfig, MaxWidth, c.ObsDim)
+	case c.ActionDim > MaxWidth:
+		return c, fmt.Errorf("%w: ActionDim must be at most %d, got %d", ErrConfig, MaxWidth, c.ActionDim)
 	case c.Action != Discrete && c.Action != Continuous:
 		return c, fmt.Errorf("%w: unknown Action kind %d", ErrConfig, c.Action)
 	case c.Action == Continuous && c.ActionDim <= 0:
@@ -166,8 +171,8 @@ func (c Config) validated() (Config, error) {
 			return c, fmt.Errorf("%w: Floats[%d]: duplicate column name %q", ErrConfig, i, f.Name)
 		}
 		seen[f.Name] = true
-		if f.Width <= 0 {
-			return c, fmt.Errorf("%w: Floats[%d] (%q): Width must be positive, got %d", ErrConfig, i, f.Name, f.Width)
+		if f.Width <= 0 || f.Width > MaxWidth {
+			return c, fmt.Errorf("%w: Floats[%d] (%q): Width must be in [1, %d], got %d", ErrConfig, i, f.Name, MaxWidth, f.Width)
 		}
 	}
 	if _, err := newQuantizer(c.Capacity, c.MaxPriority); err != nil {

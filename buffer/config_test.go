@@ -20,7 +20,7 @@ func TestConfigValidation(t *testing.T) {
 		{"stripes not power of two", func(c *Config) { c.Stripes = 6 }, "power of two"},
 		{"negative stripes", func(c *Config) { c.Stripes = -2 }, "power of two"},
 		{"stripes above capacity", func(c *Config) { c.Capacity, c.Stripes = 4, 8 }, "must not exceed Capacity"},
-		{"zero obs", func(c *Config) { c.ObsDim = 0 }, "ObsDim must be positive"},
+		{"zero obs", func(c *Config) { c.ObsDim = 0 }, "ObsDim must be in"},
 		{"continuous without dim", func(c *Config) { c.Action = Continuous }, "ActionDim > 0"},
 		{"discrete with dim", func(c *Config) { c.ActionDim = 3 }, "ActionDim 0 or 1"},
 		{"unknown action kind", func(c *Config) { c.Action = 7 }, "unknown Action kind"},
@@ -32,7 +32,7 @@ func TestConfigValidation(t *testing.T) {
 		{"huge max priority", func(c *Config) { c.MaxPriority = 1e300 }, "MaxPriority must be in"},
 		{"initial above max", func(c *Config) { c.MaxPriority, c.InitialPriority = 2, 3 }, "InitialPriority"},
 		{"float column without name", func(c *Config) { c.Floats = []FloatColumn{{Width: 2}} }, "no name"},
-		{"float column zero width", func(c *Config) { c.Floats = []FloatColumn{{Name: "mu"}} }, "Width must be positive"},
+		{"float column zero width", func(c *Config) { c.Floats = []FloatColumn{{Name: "mu"}} }, "Width must be in"},
 		{"duplicate float column", func(c *Config) { c.Floats = []FloatColumn{{"mu", 1}, {"mu", 2}} }, "duplicate"},
 	}
 	for _, tc := range cases {

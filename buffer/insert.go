@@ -20,7 +20,8 @@ const runMax = 128
 // of consecutive slots (split across stripes only if it is larger than a
 // stripe), overwriting that stripe's oldest items.
 //
-// Cost: O(n) column copies plus 2 atomic operations per item and
+// Cost: O(n) column copies plus, per item, an atomic load, a CAS and an
+// atomic store (the generation protocol), and
 // O(n/16 + depth) atomic adds for the tree. Safe for concurrent use; an
 // inserter waits only if it laps a slot another inserter is still writing
 // (possible only when one inserter stalls for a whole stripe's worth of

@@ -296,3 +296,45 @@ func TestPriorityQuantisation(t *testing.T) {
 		t.Fatalf("MinPriority = %v %v, want the resolution %v (0 is excluded)", m, ok, res)
 	}
 }
+
+func TestForeignBatchRejected(t *testing.T) {
+	cfg := Config{Capacity: 16, ObsDim: 2}
+	b := mustNew(t, cfg)
+	if err := b.Insert(items(cfg, 0, 16, func(int) float64 { return 1 })); err != nil {
+		t.Fatal(err)
+	}
+	other := mustNew(t, Config{Capacity: 16, ObsDim: 3})
+	foreign := other.NewBatch(4)
+	rng := rand.New(rand.NewPCG(1, 1))
+	for name, f := range map[string]func() error{
+		"Sample":        func() error { return b.Sample(rng, foreign) },
+		"SampleUniform": func() error { return b.SampleUniform(rng, foreign) },
+	} {
+		if err := f(); !errors.Is(err, ErrShape) || !strings.Contains(err.Error(), "column Obs has 12 values, want 8") {
+			t.Errorf("%s with another buffer's batch: %v, want ErrShape naming the column", name, err)
+		}
+	}
+	// SampleRefs needs only Refs and Prob, so any batch of the right length works.
+	if err := b.SampleRefs(rng, foreign); err != nil {
+		t.Errorf("SampleRefs: %v", err)
+	}
+	broken := b.NewBatch(4)
+	broken.Prob = broken.Prob[:3]
+	if err := b.SampleRefs(rng, broken); !errors.Is(err, ErrShape) {
+		t.Errorf("SampleRefs with a short Prob: %v, want ErrShape", err)
+	}
+	for name, f := range map[string]func(){
+		"GatherRef row out of range": func() { b.GatherRef(b.NewBatch(2), 2, Ref{}) },
+		"GatherSlot foreign batch":   func() { b.GatherSlot(foreign, 0, 0) },
+		"GatherSlot negative row":    func() { b.GatherSlot(b.NewBatch(2), -1, 0) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}

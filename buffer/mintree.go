@@ -88,13 +88,18 @@ func (b *Buffer) fixMinPath(s, j int) {
 }
 
 // fixMinAfter repairs the min tree after leaf l of stripe s changed from
-// units old to new (0 is empty), choosing the cheapest safe path. With M the
-// level-1 node read after the leaf write:
+// units old to new (0 is empty) by a write that left the word written in the
+// leaf, choosing the cheapest safe path. With M the level-1 node read after
+// the leaf write:
 //   - new < M: the group's minimum is now at most new, whatever old was, so
-//     the node is lowered to new by CAS (retrying while it stays above new)
-//     and the next level likewise, climbing while a node was lowered; no
-//     children are read. A concurrent writer that raised a node re-reads its
-//     children after its own CAS and so sees new.
+//     each node up the path is lowered to new by CAS (retrying while it stays
+//     above new), climbing while a node was lowered; no children are read.
+//     That is only right while the leaf still holds new: if another writer
+//     changed the leaf meanwhile, its own repair may have finished before our
+//     CASes landed, so we then re-derive every level we lowered from its
+//     children (fixMin, CAS-then-verify) and keep climbing while values
+//     change. A leaf change after that check is followed by its writer's
+//     repair, which sees our lowered nodes and climbs through them.
 //   - old > M and new >= M: old was not the minimum M came from, and new
 //     does not undercut it: nothing to do. Any later CAS of the node is
 //     followed by its writer's re-read of the children, which sees new.
@@ -103,7 +108,7 @@ func (b *Buffer) fixMinPath(s, j int) {
 //
 // Under PER most write-backs take the first two paths: a new item arrives at
 // the maximum priority and its write-back lowers its group's minimum.
-func (b *Buffer) fixMinAfter(s, l int, old, new uint64) {
+func (b *Buffer) fixMinAfter(s, l int, old, new uint64, leaf *atomic.Uint64, written uint64) {
 	key := func(v uint64) uint64 {
 		if v == 0 {
 			return emptyMin
@@ -115,21 +120,43 @@ func (b *Buffer) fixMinAfter(s, l int, old, new uint64) {
 	m := b.minNode(1, s, j).Load()
 	switch {
 	case kn < m:
-		for k := 1; k <= b.nlev; k++ {
+		lowered := 0 // levels 1..lowered were lowered to kn
+		for k, jk := 1, j; k <= b.nlev; k++ {
 			if k == b.nlev {
-				j = 0
+				jk = 0
 			}
-			node := b.minNode(k, s, j)
+			node := b.minNode(k, s, jk)
+			stop := false
 			for {
 				cur := node.Load()
 				if kn >= cur {
-					return
+					stop = true
+					break
 				}
 				if node.CompareAndSwap(cur, kn) {
 					break
 				}
 			}
-			j >>= fanShift
+			if stop {
+				break
+			}
+			lowered = k
+			jk >>= fanShift
+		}
+		if lowered == 0 || leaf.Load() == written {
+			return
+		}
+		// The leaf moved on: re-derive every lowered level, then climb on.
+		changed := false
+		for k := 1; k <= b.nlev; k++ {
+			jk := j >> (fanShift * (k - 1))
+			if k == b.nlev {
+				jk = 0
+			}
+			changed = b.fixMin(k, s, jk)
+			if k >= lowered && !changed {
+				return
+			}
 		}
 	case ko > m:
 	default:

@@ -38,7 +38,7 @@ const wideAfter = 64
 // first call with a given dst. Safe for concurrent use with every other
 // method.
 func (b *Buffer) Sample(rng *rand.Rand, dst *Batch) error {
-	total, err := b.sampleRefs(rng, dst)
+	total, err := b.sampleRefs(rng, dst, true)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (b *Buffer) Sample(rng *rand.Rand, dst *Batch) error {
 				tag := w >> prioBits
 				if b.readRow(dst, j, g, b.lay.node(0, st, l), tag) {
 					dst.Refs[j] = Ref{Slot: uint32(g), Gen: uint32(tag)}
-					dst.Prob[j] = float64(w&prioMask) / float64(total)
+					dst.Prob[j] = prob(w&prioMask, total)
 					break
 				}
 				b.c.torn.Add(1)
@@ -87,7 +87,7 @@ func (b *Buffer) Sample(rng *rand.Rand, dst *Batch) error {
 // with a given dst. Safe for concurrent use with every other method; a
 // descent that meets a node changed under it clamps to a valid child.
 func (b *Buffer) SampleRefs(rng *rand.Rand, dst *Batch) error {
-	total, err := b.sampleRefs(rng, dst)
+	total, err := b.sampleRefs(rng, dst, false)
 	if err != nil {
 		return err
 	}
@@ -105,7 +105,7 @@ func (b *Buffer) SampleRefs(rng *rand.Rand, dst *Batch) error {
 		}
 		w := sc.word[j]
 		dst.Refs[j] = Ref{Slot: uint32(b.lay.stripeOffset(int(sc.s[j])) + int(sc.node[j])), Gen: uint32(w >> prioBits)}
-		dst.Prob[j] = float64(w&prioMask) / float64(total)
+		dst.Prob[j] = prob(w&prioMask, total)
 	}
 	b.c.samples.Add(uint64(n))
 	b.assertBatch(dst)
@@ -114,20 +114,18 @@ func (b *Buffer) SampleRefs(rng *rand.Rand, dst *Batch) error {
 
 // sampleRefs runs the batched descent and sets dst.Size, Total and MinProb;
 // rows whose descent failed have sc.ok false. It returns the total in units.
-func (b *Buffer) sampleRefs(rng *rand.Rand, dst *Batch) (uint64, error) {
+func (b *Buffer) sampleRefs(rng *rand.Rand, dst *Batch, data bool) (uint64, error) {
 	n := dst.Len()
 	size, err := b.checkSample(n)
 	if err != nil {
 		return 0, err
 	}
+	if err := b.checkBatch(dst, data); err != nil {
+		return 0, err
+	}
 	sc := &dst.scr
 	sc.size(n, len(b.stripes))
-	var total uint64
-	for s := range b.stripes {
-		r := clampNode(b.stripes[s].root.Load())
-		sc.roots[s] = r
-		total += r
-	}
+	total := b.stripeMasses(sc.roots)
 	if total == 0 {
 		return 0, fmt.Errorf("%w: %d items stored, all with priority 0", ErrZeroMass, size)
 	}
@@ -141,8 +139,9 @@ func (b *Buffer) sampleRefs(rng *rand.Rand, dst *Batch) (uint64, error) {
 			s++
 		}
 		sc.s[j], sc.u[j], sc.node[j], sc.ok[j] = int32(s), u-cum, 0, true
+		sc.vsel[j] = sc.roots[s]
 	}
-	b.descend(sc)
+	b.descend(sc, rng)
 	for j := range n {
 		sc.slot[j] = 0 // a failed row's node index is partial: touch slot 0 instead
 		if sc.ok[j] {
@@ -170,6 +169,33 @@ func (b *Buffer) checkSample(n int) (size int, err error) {
 	return size, nil
 }
 
+// stripeMasses writes each stripe's mass into dst and returns their sum.
+// A stripe's mass is the sum of its 16 top-level nodes, not its root:
+// UpdatePriorities adds each call's root deltas once, at its end, so during
+// a call the root can disagree with the tree below it by the whole call's
+// change, and targets falling in that gap would all clamp to one item. The
+// top level is at most one item's delta away from its children. O(16·Stripes)
+// loads of one cached array.
+func (b *Buffer) stripeMasses(dst []uint64) uint64 {
+	top := b.tree[b.nlev-1]
+	mt := b.lay.m[b.nlev-1]
+	mask := ^uint64(0)
+	if b.nlev == 1 { // the top level is the leaves: drop their generation bits
+		mask = prioMask
+	}
+	var total uint64
+	for s := range dst {
+		var m uint64
+		grp := top[s*mt : s*mt+fanout]
+		for x := range grp {
+			m += clampNode(grp[x].Load() & mask)
+		}
+		dst[s] = m
+		total += m
+	}
+	return total
+}
+
 // stratum draws a target uniformly in [total*j/n, total*(j+1)/n), exactly
 // (128-bit products, no float rounding).
 func stratum(rng *rand.Rand, total uint64, j, n int) uint64 {
@@ -180,6 +206,11 @@ func stratum(rng *rand.Rand, total uint64, j, n int) uint64 {
 	}
 	return lo + rng.Uint64N(hi-lo)
 }
+
+// prob is an item's probability as drawn: its priority over the total read
+// at the start. A concurrent write-back can raise the item above that total
+// between the two reads; the probability is then capped at 1.
+func prob(units, total uint64) float64 { return float64(min(units, total)) / float64(total) }
 
 // strata yields one target per stratum, in order, with the bounds
 // floor(total*j/n) kept incrementally (no division per row).
@@ -239,7 +270,8 @@ func (b *Buffer) redraw(rng *rand.Rand, sc *scratch, j int, total uint64, n, tri
 	// Targets beyond a stripe's current root (it shrank since the snapshot)
 	// are clamped inside the descent.
 	sc.s[j], sc.u[j], sc.node[j], sc.ok[j] = int32(s), u, 0, true
-	b.descendOne(sc, j)
+	sc.vsel[j] = sc.roots[s]
+	b.descendOne(sc, j, rng)
 }
 
 // descend advances every row's descent level by level: first a pass that
@@ -249,7 +281,7 @@ func (b *Buffer) redraw(rng *rand.Rand, sc *scratch, j int, total uint64, n, tri
 // their residuals ascend: such a run is resolved with one merge walk over
 // the 16 children instead of one scan per row (this is what makes the upper
 // levels, which all rows share, cheap).
-func (b *Buffer) descend(sc *scratch) {
+func (b *Buffer) descend(sc *scratch, rng *rand.Rand) {
 	const touchMinNodes = 4096 // 32 KiB: a level this small is read from L1/L2
 	n := len(sc.u)
 	for k := b.nlev - 1; k >= 0; k-- {
@@ -270,7 +302,7 @@ func (b *Buffer) descend(sc *scratch) {
 			}
 			switch {
 			case j-i > 2:
-				b.walk(sc, i, j, k)
+				b.walk(sc, i, j, k, rng)
 			case k > 0:
 				// The common case, inlined: one row in an internal group.
 				for r := i; r < j; r++ {
@@ -282,16 +314,17 @@ func (b *Buffer) descend(sc *scratch) {
 					u := sc.u[r]
 					c := scanGroup(grp, u, ^uint64(0), &sc.pre)
 					if c == 0 || c == fanout {
-						b.scan(sc, r, k) // first child, or the fallback
+						b.scan(sc, r, k, rng) // first child, or the overshoot path
 						continue
 					}
 					sc.u[r] = u - sc.pre[c-1]
+					sc.vsel[r] = sc.pre[c] - sc.pre[c-1]
 					sc.node[r] = sc.node[r]<<fanShift + int32(c)
 				}
 			default:
 				for r := i; r < j; r++ {
 					if sc.ok[r] {
-						b.scan(sc, r, k)
+						b.scan(sc, r, k, rng)
 					}
 				}
 			}
@@ -302,7 +335,7 @@ func (b *Buffer) descend(sc *scratch) {
 
 // walk resolves rows [i, j), which share their parent node and have
 // ascending residuals, in one pass over the parent's 16 children at level k.
-func (b *Buffer) walk(sc *scratch, i, j, k int) {
+func (b *Buffer) walk(sc *scratch, i, j, k int, rng *rand.Rand) {
 	base := int(sc.s[i])*b.lay.m[k] + int(sc.node[i])<<fanShift
 	grp := (*[fanout]atomic.Uint64)(b.tree[k][base : base+fanout])
 	mask := uint64(prioMask)
@@ -324,7 +357,7 @@ func (b *Buffer) walk(sc *scratch, i, j, k int) {
 			v &^= uint64(int64(v) >> 63)
 		}
 		if u-cum >= v { // beyond the group's current sum: fall back
-			b.scan(sc, r, k)
+			b.scan(sc, r, k, rng)
 			continue
 		}
 		if k == 0 {
@@ -335,24 +368,29 @@ func (b *Buffer) walk(sc *scratch, i, j, k int) {
 			}
 		}
 		sc.u[r] = u - cum
+		sc.vsel[r] = v
 		sc.node[r] = sc.node[r]<<fanShift + int32(c)
 	}
 }
 
 // descendOne runs row i's descent alone.
-func (b *Buffer) descendOne(sc *scratch, i int) {
+func (b *Buffer) descendOne(sc *scratch, i int, rng *rand.Rand) {
 	for k := b.nlev - 1; k >= 0 && sc.ok[i]; k-- {
-		b.scan(sc, i, k)
+		b.scan(sc, i, k, rng)
 	}
 }
 
 // scan picks, in row i's current node group at level k, the child whose
 // cumulative range holds the row's residual target. If the group sums to
-// less than the target (its parent was read before concurrent decrements
-// reached it) the last non-zero child is taken; a group that is all zero
-// fails the row (it is re-drawn). At the leaves, a chosen slot that is being
-// written (priority 0 when re-read) also fails the row.
-func (b *Buffer) scan(sc *scratch, i, k int) {
+// less than the target (write-backs lowered priorities after the level
+// above was read), the target is rescaled to the same relative position in
+// the group's current sum (u·sum/v, v the group's value as read a level
+// up), which keeps the stratification instead of piling the difference onto
+// the last child or drawing it away from the end of the range; a group
+// that is all zero fails the row (it is re-drawn). At the leaves, a
+// chosen slot that is being written (priority 0 when re-read) also fails the
+// row.
+func (b *Buffer) scan(sc *scratch, i, k int, rng *rand.Rand) {
 	base := int(sc.s[i])*b.lay.m[k] + int(sc.node[i])<<fanShift
 	grp := (*[fanout]atomic.Uint64)(b.tree[k][base : base+fanout])
 	u := sc.u[i]
@@ -362,23 +400,27 @@ func (b *Buffer) scan(sc *scratch, i, k int) {
 	}
 	pre := &sc.pre
 	c := scanGroup(grp, u, mask, pre)
-	var before uint64
-	if c > 0 && c < fanout {
-		before = pre[c-1]
-	}
-	if c == fanout {
-		c = -1
-		for x := fanout - 1; x >= 0; x-- {
-			if v := grp[x].Load() & mask; v != 0 && int64(v) > 0 {
-				c, before, u = x, 0, v-1
-				break
-			}
-		}
-		if c < 0 {
+	if c == fanout { // overshoot: rescale the target into the group's sum
+		sum := pre[fanout-1]
+		if sum == 0 {
 			sc.ok[i] = false
 			return
 		}
+		if v := sc.vsel[i]; v > sum && u < v {
+			u = mulDiv(u, sum, v) // the same relative position, now < sum
+		} else {
+			u = rng.Uint64N(sum)
+		}
+		c = 0
+		for c < fanout-1 && pre[c] <= u {
+			c++
+		}
 	}
+	var before uint64
+	if c > 0 {
+		before = pre[c-1]
+	}
+	sc.vsel[i] = pre[c] - before
 	if k == 0 {
 		w := grp[c].Load()
 		if w&prioMask == 0 {
@@ -400,19 +442,31 @@ func (b *Buffer) SampleUniform(rng *rand.Rand, dst *Batch) error {
 	if _, err := b.checkSample(n); err != nil {
 		return err
 	}
+	if err := b.checkBatch(dst, true); err != nil {
+		return err
+	}
 	sc := &dst.scr
 	sc.size(n, len(b.stripes))
-	var size, total uint64
+	// Draw over the claimed slots (cursor), not the completed count
+	// (written): while a stripe first fills, a stalled inserter's claimed
+	// slots may precede completed ones. Slots not written yet are re-drawn,
+	// so the draw is uniform over the stored items; Prob is 1/Size.
+	var claimed, size uint64
 	for s := range b.stripes {
-		c := min(b.stripes[s].written.Load(), uint64(b.lay.stripeCap(s)))
-		sc.roots[s] = c
-		size += c
+		st := &b.stripes[s]
+		c := uint64(b.lay.stripeCap(s))
+		size += min(st.written.Load(), c)
+		sc.roots[s] = min(st.cursor.Load(), c)
+		claimed += sc.roots[s]
+	}
+	var total uint64 // reported in dst.Total only
+	for s := range b.stripes {
 		total += clampNode(b.stripes[s].root.Load())
 	}
 	for j := range n {
 		tries := 0
 		for {
-			r := rng.Uint64N(size)
+			r := rng.Uint64N(claimed)
 			s := 0
 			for r >= sc.roots[s] {
 				r -= sc.roots[s]

@@ -112,7 +112,8 @@ func (t *Transitions) check(cfg *Config) error {
 type Ref struct {
 	Slot uint32
 	// Gen is the slot's generation tag: 24 bits that change on every
-	// overwrite (wrapping after 2^23 overwrites of the same slot).
+	// overwrite, always even for a stored item (wrapping after 2^23-1
+	// overwrites of the same slot).
 	Gen uint32
 }
 
@@ -146,6 +147,7 @@ type scratch struct {
 	u     []uint64 // residual target per row
 	s     []int32  // stripe per row
 	node  []int32  // node index per row (leaf index at the end)
+	vsel  []uint64 // the value of the node the row descends into, as read a level up
 	slot  []int32  // global slot per row
 	word  []uint64 // leaf word chosen per row
 	ok    []bool
@@ -158,11 +160,12 @@ func (sc *scratch) size(rows, stripes int) {
 		sc.u = make([]uint64, rows)
 		sc.s = make([]int32, rows)
 		sc.node = make([]int32, rows)
+		sc.vsel = make([]uint64, rows)
 		sc.slot = make([]int32, rows)
 		sc.word = make([]uint64, rows)
 		sc.ok = make([]bool, rows)
 	}
-	sc.u, sc.s, sc.node, sc.slot, sc.word, sc.ok = sc.u[:rows], sc.s[:rows], sc.node[:rows], sc.slot[:rows], sc.word[:rows], sc.ok[:rows]
+	sc.u, sc.s, sc.node, sc.vsel, sc.slot, sc.word, sc.ok = sc.u[:rows], sc.s[:rows], sc.node[:rows], sc.vsel[:rows], sc.slot[:rows], sc.word[:rows], sc.ok[:rows]
 	if cap(sc.roots) < stripes {
 		sc.roots = make([]uint64, stripes)
 	}

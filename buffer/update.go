@@ -88,7 +88,7 @@ func (b *Buffer) UpdatePriorities(refs []Ref, prios []float64) (UpdateResult, er
 			b.stripes[s].root.Add(uint64(d))
 		}
 		if b.mins != nil {
-			b.fixMinAfter(s, l, w&prioMask, u)
+			b.fixMinAfter(s, l, w&prioMask, u, p, w&^prioMask|u)
 		}
 	}
 	if local {

@@ -1,4 +1,4 @@
-//go:build race
+//go:build race || !(amd64 || 386)
 
 package buffer
 
@@ -7,8 +7,12 @@ import (
 	"unsafe"
 )
 
-// copyCol copies element by element with atomic operations so the race
-// detector understands the sequence-lock protocol (see copy_norace.go).
+// raceBuild reports whether the race detector is on.
+const raceBuild = race
+
+// copyCol copies element by element with atomic operations, so the race
+// detector understands the sequence-lock protocol and weakly ordered CPUs
+// cannot complete a load after the tag's re-check (see copy_norace.go).
 func copyCol[T any](dst, src []T) {
 	n := min(len(dst), len(src))
 	if n == 0 {
