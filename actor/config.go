@@ -1,0 +1,203 @@
+package actor
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/apexrl/apex/buffer"
+)
+
+// Defaults used when a Config field is zero (Horgan et al. 2018, "Distributed
+// Prioritized Experience Replay", arXiv 1803.00933, §4.1 and appendix).
+const (
+	// DefaultEpsilonBase and DefaultEpsilonAlpha give actor i of N the
+	// exploration rate eps_i = 0.4^(1 + 7·i/(N−1)) (Ape-X §4.1).
+	DefaultEpsilonBase  = 0.4
+	DefaultEpsilonAlpha = 7.0
+	// DefaultNStep is the n of the n-step returns (Ape-X DQN: 3).
+	DefaultNStep = 3
+	// DefaultGamma is the discount (Ape-X DQN: 0.99).
+	DefaultGamma = 0.99
+	// DefaultLocalBatch is the number of transitions an actor hands over at
+	// once (Ape-X: a local buffer of 50, flushed with its priorities).
+	DefaultLocalBatch = 50
+	// DefaultRefreshEvery is the number of environment steps between two
+	// parameter refreshes from the Store (Ape-X: every 400 frames).
+	DefaultRefreshEvery = 400
+	// DefaultStatsWindow is the number of recent episodes MeanReturn
+	// averages over.
+	DefaultStatsWindow = 100
+)
+
+// ErrConfig: a Config field is out of range, or the environment and the
+// network do not fit together. Errors from Validate and New wrap it.
+var ErrConfig = errors.New("actor: invalid config")
+
+// Config configures one Ape-X actor. The zero value of each field selects
+// its documented default, so Config{ID: i, NumActors: n, Seed: s} is the
+// paper's setting. Validate reports the first field out of range.
+type Config struct {
+	// ID is this actor's index, 0 <= ID < NumActors. It picks the actor's
+	// exploration rate, seeds its generator together with Seed, is stored in
+	// the ActorID column and makes its EpisodeIDs unique across actors.
+	ID int
+	// NumActors is the number of actors N sharing the epsilon schedule
+	// (>= 1). 0 means 1.
+	NumActors int
+
+	// EpsilonBase and EpsilonAlpha set the per-actor exploration rate
+	// eps_i = EpsilonBase^(1 + EpsilonAlpha·i/(N−1)) (see Epsilon). With
+	// N = 1 the single actor gets EpsilonBase (0.4): the formula's first
+	// actor. EpsilonBase in (0, 1], 0 means 0.4; EpsilonAlpha finite and
+	// >= 0, 0 means 7 (use FixedEpsilon for other shapes).
+	EpsilonBase  float64
+	EpsilonAlpha float64
+	// FixedEpsilon, when set, replaces the schedule by Epsilon for this
+	// actor (evaluation, tests, a greedy actor with Epsilon 0).
+	FixedEpsilon bool
+	// Epsilon is the exploration rate used when FixedEpsilon is set, in
+	// [0, 1].
+	Epsilon float64
+
+	// NStep is the n of the n-step returns (>= 1). 0 means 3.
+	NStep int
+	// Gamma is the per-step discount in (0, 1]. 0 means 0.99.
+	Gamma float64
+	// LocalBatch is the number of n-step transitions Fill hands over at
+	// once, with their initial priorities (>= 1). 0 means 50.
+	LocalBatch int
+	// RefreshEvery is the number of environment steps between two reads of
+	// the Store (>= 1); a read copies the parameters only when their
+	// version changed. 0 means 400.
+	RefreshEvery int
+	// StatsWindow is the number of recent episodes Stats().MeanReturn
+	// averages over (>= 1). 0 means 100.
+	StatsWindow int
+
+	// Columns selects the optional buffer columns Fill fills; it must match
+	// the buffer's Config (ColumnsOf), because a buffer rejects a column it
+	// does not store.
+	Columns Columns
+
+	// Seed seeds the actor's generator (exploration and episode seeds),
+	// together with ID: the same (Seed, ID) and the same parameter
+	// snapshots give the same transitions.
+	Seed uint64
+}
+
+// Columns says which optional columns of buffer.Transitions an actor
+// fills, besides the required Obs, NextObs, Action, Reward, Discount and
+// the optional Flags and Priority that it always fills (Priority only once
+// it has parameters and a Selector; see Actor.Fill).
+type Columns struct {
+	// Episode: EpisodeID and EpisodeStep (the step t of s_t within its
+	// episode, from 0).
+	Episode bool
+	// GlobalStep: the actor's own environment-step count when a_t was
+	// taken (from 0; per actor, not summed over actors).
+	GlobalStep bool
+	// ActorID: Config.ID.
+	ActorID bool
+	// StateHash: the environment's exact state codes of s_t and of the
+	// bootstrap state (StateHash, NextStateHash); the environment must
+	// implement envs.StateHasher.
+	StateHash bool
+}
+
+// ColumnsOf returns the optional columns a buffer with config c stores, so
+// that an actor fills exactly those.
+func ColumnsOf(c buffer.Config) Columns {
+	return Columns{Episode: c.Episode, GlobalStep: c.GlobalStep, ActorID: c.ActorID, StateHash: c.StateHash}
+}
+
+// Epsilon returns Ape-X's exploration rate of actor i among n,
+// base^(1 + alpha·i/(n−1)) (Horgan et al. 2018, §4.1): actor 0 gets base,
+// actor n−1 gets base^(1+alpha), and the exponents in between are evenly
+// spaced. For n = 1 it returns base (the exponent's i/(n−1) is taken as 0).
+// It panics unless 0 <= i < n.
+func Epsilon(base, alpha float64, i, n int) float64 {
+	if i < 0 || i >= n {
+		panic(fmt.Sprintf("actor: Epsilon: actor %d of %d", i, n))
+	}
+	if n == 1 {
+		return base
+	}
+	return math.Pow(base, 1+alpha*float64(i)/float64(n-1))
+}
+
+// withDefaults returns c with zero fields replaced by their defaults.
+func (c Config) withDefaults() Config {
+	if c.NumActors == 0 {
+		c.NumActors = 1
+	}
+	if c.EpsilonBase == 0 {
+		c.EpsilonBase = DefaultEpsilonBase
+	}
+	if c.EpsilonAlpha == 0 {
+		c.EpsilonAlpha = DefaultEpsilonAlpha
+	}
+	if c.NStep == 0 {
+		c.NStep = DefaultNStep
+	}
+	if c.Gamma == 0 {
+		c.Gamma = DefaultGamma
+	}
+	if c.LocalBatch == 0 {
+		c.LocalBatch = DefaultLocalBatch
+	}
+	if c.RefreshEvery == 0 {
+		c.RefreshEvery = DefaultRefreshEvery
+	}
+	if c.StatsWindow == 0 {
+		c.StatsWindow = DefaultStatsWindow
+	}
+	return c
+}
+
+// Validate fills in the defaults and reports the first field out of range
+// (wrapping ErrConfig).
+func (c Config) Validate() error {
+	_, err := c.validated()
+	return err
+}
+
+func (c Config) validated() (Config, error) {
+	c = c.withDefaults()
+	bad := func(format string, args ...any) (Config, error) {
+		return c, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
+	}
+	switch {
+	case c.NumActors < 1:
+		return bad("NumActors must be >= 1, got %d", c.NumActors)
+	case c.ID < 0 || c.ID >= c.NumActors:
+		return bad("ID must be in [0, NumActors=%d), got %d", c.NumActors, c.ID)
+	case !(c.EpsilonBase > 0 && c.EpsilonBase <= 1):
+		return bad("EpsilonBase must be in (0, 1], got %v", c.EpsilonBase)
+	case !(c.EpsilonAlpha >= 0) || math.IsInf(c.EpsilonAlpha, 1):
+		return bad("EpsilonAlpha must be finite and >= 0, got %v", c.EpsilonAlpha)
+	case c.FixedEpsilon && !(c.Epsilon >= 0 && c.Epsilon <= 1):
+		return bad("Epsilon must be in [0, 1], got %v", c.Epsilon)
+	case !c.FixedEpsilon && c.Epsilon != 0:
+		return bad("Epsilon (%v) is only used with FixedEpsilon", c.Epsilon)
+	case c.NStep < 1:
+		return bad("NStep must be >= 1, got %d", c.NStep)
+	case !(c.Gamma > 0 && c.Gamma <= 1):
+		return bad("Gamma must be in (0, 1], got %v", c.Gamma)
+	case c.LocalBatch < 1:
+		return bad("LocalBatch must be >= 1, got %d", c.LocalBatch)
+	case c.RefreshEvery < 1:
+		return bad("RefreshEvery must be >= 1, got %d", c.RefreshEvery)
+	case c.StatsWindow < 1:
+		return bad("StatsWindow must be >= 1, got %d", c.StatsWindow)
+	}
+	return c, nil
+}
+
+// epsilon is the exploration rate c gives (c validated).
+func (c Config) epsilon() float64 {
+	if c.FixedEpsilon {
+		return c.Epsilon
+	}
+	return Epsilon(c.EpsilonBase, c.EpsilonAlpha, c.ID, c.NumActors)
+}
