@@ -1,0 +1,237 @@
+package learner
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"math/rand/v2"
+	"reflect"
+
+	"github.com/apexrl/apex/model"
+)
+
+// Checkpoint format, version 1. Integers are little endian.
+//
+//	magic    8 bytes "APEXDQNL"
+//	version  uint32 (1)
+//	hdrLen   uint32: length of the JSON header (at most 1 MiB)
+//	header   hdrLen bytes of JSON: dqnHeader (config, step, counters, RNG)
+//	crc      uint32 CRC-32C (Castagnoli) of every byte before it
+//	online   the online network, model.Net.Save's format (own checksum)
+//	target   the target network, the same format
+//	adam     the optimizer, model.Adam.Save's format (own checksum)
+//
+// The learner's state is all of that; the buffer (items, priorities) and
+// the sampler stage (whose state lives in the buffer, or is a function of
+// the step, like PER's beta) are checkpointed by their own packages.
+const (
+	ckMagic     = "APEXDQNL"
+	ckVersion   = 1
+	ckFixed     = 16
+	ckMaxHeader = 1 << 20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// dqnHeader is the JSON header of a checkpoint.
+type dqnHeader struct {
+	Config DQNConfig `json:"config"`
+	Steps  uint64    `json:"steps"`
+	// RNG is the sampling stream's PCG state (rand.PCG.MarshalBinary).
+	RNG   []byte   `json:"rng"`
+	Stats DQNStats `json:"stats"`
+}
+
+// Save writes the learner's state to w: its configuration, step count,
+// counters and sampling RNG state, the online and target networks and
+// Adam's moments (format above). Load on a learner built with the same
+// configuration and network shape continues the run bit for bit, given the
+// same buffer contents. Call it while Step is not running. Cost:
+// O(parameters); it builds each part in memory and writes it with one
+// Write.
+func (l *DQN) Save(w io.Writer) error {
+	rng, err := l.pcg.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("learner: Save: %w", err)
+	}
+	st := l.Stats()
+	st.Loss, st.MeanAbsTD, st.MeanQ, st.GradNorm = finite0(st.Loss), finite0(st.MeanAbsTD), finite0(st.MeanQ), finite0(st.GradNorm)
+	js, err := json.Marshal(dqnHeader{Config: l.cfg, Steps: l.steps, RNG: rng, Stats: st})
+	if err != nil {
+		return fmt.Errorf("learner: Save: %w", err)
+	}
+	head := make([]byte, 0, ckFixed+len(js)+4)
+	head = append(head, ckMagic...)
+	head = binary.LittleEndian.AppendUint32(head, ckVersion)
+	head = binary.LittleEndian.AppendUint32(head, uint32(len(js)))
+	head = append(head, js...)
+	head = binary.LittleEndian.AppendUint32(head, crc32.Checksum(head, castagnoli))
+	if _, err := w.Write(head); err != nil {
+		return fmt.Errorf("learner: Save: %w", err)
+	}
+	if err := l.net.Save(w); err != nil {
+		return fmt.Errorf("learner: Save: online network: %w", err)
+	}
+	if err := l.target.Save(w); err != nil {
+		return fmt.Errorf("learner: Save: target network: %w", err)
+	}
+	if err := l.adam.Save(w); err != nil {
+		return fmt.Errorf("learner: Save: optimizer: %w", err)
+	}
+	return nil
+}
+
+// Load restores a state written by Save into l, then publishes the
+// restored parameters (versioned by the restored step count) to the Store.
+// It reads exactly the checkpoint's bytes from r, so other data may follow.
+//
+// The checkpoint must come from a learner with the same configuration
+// (after defaults) and the same network shape; otherwise the error wraps
+// ErrMismatch and says what differs. A stream that is not a valid
+// checkpoint (empty, truncated, wrong magic or version, bad checksum,
+// inconsistent contents) is an error wrapping ErrCorrupt (and the model
+// package's ErrCorrupt for a damaged network or optimizer). Networks with
+// a NaN or infinite parameter are refused (model.ErrNonFinite). On any
+// error l is left unchanged. Call it while Step is not running.
+func (l *DQN) Load(r io.Reader) error {
+	var fixed [ckFixed]byte
+	if n, err := io.ReadFull(r, fixed[:]); err != nil {
+		if n == 0 && errors.Is(err, io.EOF) {
+			return errorf(ErrCorrupt, "empty input")
+		}
+		return errorf(ErrCorrupt, "header truncated after %d bytes: %w", n, err)
+	}
+	if string(fixed[:8]) != ckMagic {
+		return errorf(ErrCorrupt, "bad magic %q (want %q): not a DQN learner checkpoint", fixed[:8], ckMagic)
+	}
+	if v := binary.LittleEndian.Uint32(fixed[8:]); v != ckVersion {
+		return errorf(ErrCorrupt, "unknown version %d (this build reads %d)", v, ckVersion)
+	}
+	hdrLen := binary.LittleEndian.Uint32(fixed[12:])
+	if hdrLen == 0 || hdrLen > ckMaxHeader {
+		return errorf(ErrCorrupt, "header length %d out of range (1..%d)", hdrLen, ckMaxHeader)
+	}
+	rest := make([]byte, int(hdrLen)+4)
+	if n, err := io.ReadFull(r, rest); err != nil {
+		return errorf(ErrCorrupt, "header truncated: %d of %d bytes: %w", n, len(rest), unexpected(err))
+	}
+	crc := crc32.Update(crc32.Checksum(fixed[:], castagnoli), castagnoli, rest[:hdrLen])
+	if got := binary.LittleEndian.Uint32(rest[hdrLen:]); got != crc {
+		return errorf(ErrCorrupt, "header checksum %08x, computed %08x", got, crc)
+	}
+	var h dqnHeader
+	dec := json.NewDecoder(bytes.NewReader(rest[:hdrLen]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&h); err != nil {
+		return errorf(ErrCorrupt, "header: %w", err)
+	}
+	saved, err := h.Config.Validate()
+	if err != nil {
+		return errorf(ErrCorrupt, "saved config: %w", err)
+	}
+	if diff := configDiff(saved, l.cfg); diff != "" {
+		return errorf(ErrMismatch, "config differs: %s", diff)
+	}
+	pcg := new(rand.PCG)
+	if err := pcg.UnmarshalBinary(h.RNG); err != nil {
+		return errorf(ErrCorrupt, "RNG state: %w", err)
+	}
+
+	online, err := l.loadNet(r, "online network")
+	if err != nil {
+		return err
+	}
+	target, err := l.loadNet(r, "target network")
+	if err != nil {
+		return err
+	}
+	adam, err := model.LoadAdam(r)
+	if err != nil {
+		return fmt.Errorf("%w: optimizer: %w", ErrCorrupt, err)
+	}
+	if adam.Len() != l.net.NumParams() {
+		return errorf(ErrCorrupt, "optimizer holds %d parameters, the network %d", adam.Len(), l.net.NumParams())
+	}
+	if ac := adam.Config(); ac != l.adam.Config() {
+		return errorf(ErrCorrupt, "optimizer config %+v does not match the saved learner config (%+v)", ac, l.adam.Config())
+	}
+	if adam.Steps() != h.Steps {
+		return errorf(ErrCorrupt, "optimizer has taken %d steps, the learner %d", adam.Steps(), h.Steps)
+	}
+
+	// Everything read and checked: commit.
+	l.net.CopyFrom(online)
+	l.target.CopyFrom(target)
+	l.adam = adam
+	*l.pcg = *pcg
+	l.steps = h.Steps
+	c, s := &l.stats, h.Stats
+	c.steps.Store(h.Steps)
+	c.loss.Store(floatBits(s.Loss))
+	c.meanAbsTD.Store(floatBits(s.MeanAbsTD))
+	c.meanQ.Store(floatBits(s.MeanQ))
+	c.gradNorm.Store(floatBits(s.GradNorm))
+	c.writeBacks.Store(s.WriteBacks)
+	c.stale.Store(s.StaleWriteBacks)
+	c.publishes.Store(s.Publishes)
+	c.version.Store(s.Version)
+	c.targetUpdates.Store(s.TargetUpdates)
+	l.publish()
+	return nil
+}
+
+// loadNet reads one network and checks it fits l.
+func (l *DQN) loadNet(r io.Reader, what string) (*model.Net, error) {
+	n, err := model.LoadNet(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, what, err)
+	}
+	if !n.SameShape(l.net) {
+		return nil, errorf(ErrMismatch, "%s: saved shape %+v, the learner's %+v", what, n.Config(), l.net.Config())
+	}
+	if err := n.CheckFinite(); err != nil {
+		return nil, fmt.Errorf("learner: checkpoint's %s: %w", what, err)
+	}
+	return n, nil
+}
+
+// configDiff lists the top-level fields in which a and b differ, or "".
+func configDiff(a, b DQNConfig) string {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	var s string
+	for i := range va.NumField() {
+		fa, fb := va.Field(i).Interface(), vb.Field(i).Interface()
+		if !reflect.DeepEqual(fa, fb) {
+			if s != "" {
+				s += ", "
+			}
+			s += fmt.Sprintf("%s saved %+v, learner %+v", va.Type().Field(i).Name, fa, fb)
+		}
+	}
+	return s
+}
+
+// unexpected turns a clean EOF in the middle of a checkpoint into
+// io.ErrUnexpectedEOF.
+func unexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func floatBits(f float64) uint64 { return math.Float64bits(f) }
+
+// finite0 is f, or 0 when f is NaN or infinite (JSON has no encoding for
+// those; a diagnostic counter is not worth failing a checkpoint over).
+func finite0(f float64) float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0
+	}
+	return f
+}

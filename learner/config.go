@@ -1,0 +1,176 @@
+package learner
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/apexrl/apex/model"
+)
+
+// Defaults of DQNConfig, chosen for classic control (CartPole, Acrobot,
+// MountainCar: observations of 2–6 values, a 4→64→64→2 network of about
+// 4.5k parameters) on a small CPU machine. Ape-X's Atari values are given
+// beside each for comparison (Horgan et al. 2018, arXiv:1803.00933, App. C).
+const (
+	// DefaultBatch is 64 transitions per step. Ape-X replays 512 per step
+	// on a GPU, where a larger batch costs almost nothing more; on a CPU a
+	// step costs about linearly in the batch (about 0.4 ms at 64 and 1.6 ms
+	// at 256 for the 4→64→64→2 network, see the package doc), so at a fixed
+	// sample-to-insert ratio a batch of 64 buys four times as many updates
+	// as 256. Classic-control targets are smooth and low-dimensional and
+	// gain more from update count than from lower gradient variance: the
+	// common DQN settings for them use 32–128 (cleanrl's CartPole DQN 128,
+	// SB3 zoo 64).
+	DefaultBatch = 64
+	// DefaultLR is Adam's step size. Ape-X uses 0.00025/4 with centred
+	// RMSProp for convolutional Atari networks; small MLPs on classic
+	// control train well and fast at Adam's own default 1e-3.
+	DefaultLR = 1e-3
+	// DefaultClipNorm clips the gradient's global L2 norm to 10: it only
+	// acts on the rare large TD errors of early training and of new
+	// max-priority items (Huber already bounds each sample's gradient by
+	// its weight), as Stable-Baselines3's DQN does (max_grad_norm 10).
+	DefaultClipNorm = 10
+	// DefaultTargetEvery copies the online network into the target network
+	// every 500 learner steps. Ape-X uses 2500 with 512-transition batches;
+	// 500 is cleanrl's CartPole DQN setting and, at about 2.5k updates/s
+	// on the development machine, refreshes the target about five times a
+	// second while the regression targets stand still for hundreds of
+	// updates.
+	DefaultTargetEvery = 500
+	// DefaultPublishEvery publishes the online parameters to the actors'
+	// Store every 10 learner steps. A publish copies every parameter into
+	// a fresh immutable snapshot (it cannot be recycled: actors may still
+	// hold it): measured on the 4→64→64→2 network, about 8 µs (2% of a
+	// B=64 step) and 40 KiB of garbage, which after every step is ~100 MB/s
+	// for the collector on a machine the actors share. Every 10 steps both
+	// are ten times smaller, and the snapshot the actors see is at most 9
+	// updates (about 4 ms) older than the learner's network, far below the
+	// staleness of the actors' own refresh (Ape-X: every 400 environment
+	// steps per actor, a fraction of a second here).
+	DefaultPublishEvery = 10
+)
+
+// DQNConfig configures the Double DQN learner. The zero value of a field
+// selects its default (the Default* constants); Validate fills them in and
+// reports the first field out of range.
+//
+// The discount factor is not here: the buffer's Discount column holds γ^m
+// for an m-step return (0 at a termination), written by the actors' n-step
+// adder, and the learner uses it as given.
+type DQNConfig struct {
+	// Batch is the number of transitions sampled per step (> 0). Default
+	// DefaultBatch (64); Ape-X: 512.
+	Batch int `json:"batch"`
+	// LR is Adam's step size (> 0, finite). Default DefaultLR (1e-3).
+	LR float64 `json:"lr"`
+	// ClipNorm clips the gradient's global L2 norm before each Adam step.
+	// 0 selects DefaultClipNorm (10); a negative value disables clipping.
+	ClipNorm float64 `json:"clip_norm"`
+	// Adam holds Adam's remaining hyper-parameters (Beta1, Beta2, Eps; zero
+	// values are Kingma & Ba's 0.9, 0.999, 1e-8). Its LR and ClipNorm must
+	// be left 0: set the fields above.
+	Adam model.AdamConfig `json:"adam"`
+	// Loss is the per-sample regression loss on Q(s, a). The zero value is
+	// Huber with Delta 1 (DQN, Ape-X).
+	Loss model.Loss `json:"loss"`
+	// TargetEvery is the number of learner steps between hard copies of
+	// the online network into the target network, when Tau is 0 (>= 1).
+	// Default DefaultTargetEvery (500); Ape-X: 2500.
+	TargetEvery int `json:"target_every"`
+	// Tau, when > 0, replaces the hard copies by a Polyak update after
+	// every step, θ_target ← τ·θ + (1−τ)·θ_target (TargetEvery is then
+	// unused). In [0, 1]; 0 (the default) means hard copies.
+	Tau float64 `json:"tau"`
+	// PublishEvery is the number of learner steps between publishes of the
+	// online parameters to the Store the actors read (>= 1). Default
+	// DefaultPublishEvery (10).
+	PublishEvery int `json:"publish_every"`
+	// Seed seeds the learner's sampling stream (PCG). The same seed, the
+	// same buffer contents and the same configuration give the same run.
+	Seed uint64 `json:"seed"`
+}
+
+// maxBatch bounds Batch so the scratch allocation stays sane.
+const maxBatch = 1 << 20
+
+// Validate returns c with the defaults filled in, or an error wrapping
+// ErrConfig that names the field out of range.
+func (c DQNConfig) Validate() (DQNConfig, error) {
+	fin := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	if c.Batch == 0 {
+		c.Batch = DefaultBatch
+	}
+	if c.LR == 0 {
+		c.LR = DefaultLR
+	}
+	if c.ClipNorm == 0 {
+		c.ClipNorm = DefaultClipNorm
+	}
+	if c.TargetEvery == 0 {
+		c.TargetEvery = DefaultTargetEvery
+	}
+	if c.PublishEvery == 0 {
+		c.PublishEvery = DefaultPublishEvery
+	}
+	switch {
+	case c.Batch < 0 || c.Batch > maxBatch:
+		return c, errorf(ErrConfig, "Batch = %d (must be in 1..%d)", c.Batch, maxBatch)
+	case !(c.LR > 0) || !fin(c.LR):
+		return c, errorf(ErrConfig, "LR = %g (must be > 0 and finite)", c.LR)
+	case !fin(c.ClipNorm):
+		return c, errorf(ErrConfig, "ClipNorm = %g (must be finite; negative disables clipping)", c.ClipNorm)
+	case c.Adam.LR != 0:
+		return c, errorf(ErrConfig, "Adam.LR = %g (must be 0: set DQNConfig.LR)", c.Adam.LR)
+	case c.Adam.ClipNorm != 0:
+		return c, errorf(ErrConfig, "Adam.ClipNorm = %g (must be 0: set DQNConfig.ClipNorm)", c.Adam.ClipNorm)
+	case c.TargetEvery < 0:
+		return c, errorf(ErrConfig, "TargetEvery = %d (must be >= 1)", c.TargetEvery)
+	case !(c.Tau >= 0 && c.Tau <= 1):
+		return c, errorf(ErrConfig, "Tau = %g (must be in [0, 1]; 0 selects hard copies every TargetEvery steps)", c.Tau)
+	case c.PublishEvery < 0:
+		return c, errorf(ErrConfig, "PublishEvery = %d (must be >= 1)", c.PublishEvery)
+	}
+	if err := c.Loss.Validate(); err != nil {
+		return c, errorf(ErrConfig, "Loss: %w", err)
+	}
+	a, err := c.adamConfig().Validate()
+	if err != nil {
+		return c, errorf(ErrConfig, "Adam: %w", err)
+	}
+	c.Adam = model.AdamConfig{Beta1: a.Beta1, Beta2: a.Beta2, Eps: a.Eps}
+	return c, nil
+}
+
+// adamConfig is the optimizer configuration c describes.
+func (c DQNConfig) adamConfig() model.AdamConfig {
+	a := c.Adam
+	a.LR = c.LR
+	a.ClipNorm = max(c.ClipNorm, 0)
+	return a
+}
+
+// Sentinel errors. Errors returned by this package wrap one of these (or
+// the model, buffer or sampler error they come from) with %w and say what
+// was wrong.
+var (
+	// ErrConfig: a DQNConfig field is out of range, or NewDQN's parts do
+	// not fit together (network, buffer, batch).
+	ErrConfig = errors.New("learner: invalid config")
+	// ErrCorrupt: a learner checkpoint that cannot be read back (empty,
+	// truncated, bad magic, unknown version, bad checksum, inconsistent
+	// contents).
+	ErrCorrupt = errors.New("learner: corrupt checkpoint")
+	// ErrMismatch: a valid checkpoint written by a learner with another
+	// configuration or network shape than the one loading it.
+	ErrMismatch = errors.New("learner: checkpoint does not match the learner")
+	// ErrAction: a sampled transition's action is outside the network's
+	// action range (a buffer without Config.NumActions accepts any int32).
+	ErrAction = errors.New("learner: action out of range")
+)
+
+// errorf wraps sentinel with a formatted reason.
+func errorf(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)
+}

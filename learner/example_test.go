@@ -1,0 +1,79 @@
+package learner_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/learner"
+	"github.com/apexrl/apex/model"
+	"github.com/apexrl/apex/runtime"
+	"github.com/apexrl/apex/sampler"
+)
+
+// The runtime drives a DQN through its Stepper interface.
+var _ runtime.Stepper = (*learner.DQN)(nil)
+
+// Example wires an Ape-X learner by hand, as an embedder would: the
+// network (whose Config the actors share), the replay buffer, a PER
+// stage, the Store the actors read, then a few steps. In a real run the
+// runtime calls Step from its learner goroutine while actors insert.
+func Example() {
+	netCfg := model.Config{In: 4, Hidden: []int{64, 64}, Out: 2} // CartPole-sized
+	net, err := model.NewNet(netCfg, rand.New(rand.NewPCG(1, 0)))
+	if err != nil {
+		panic(err)
+	}
+	buf, err := buffer.New(buffer.Config{Capacity: 1 << 14, ObsDim: netCfg.In, NumActions: netCfg.Out})
+	if err != nil {
+		panic(err)
+	}
+	per, err := sampler.NewPER(buf, sampler.DefaultPERConfig(100_000)) // beta 0.4 → 1 over 1e5 steps
+	if err != nil {
+		panic(err)
+	}
+	var store model.Store // actors Load from it
+	l, err := learner.NewDQN(learner.DQNConfig{Batch: 32, Seed: 1}, net, buf, per, per, &store)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("actors start from version", store.Load().Version())
+
+	// What actors would send: 3-step transitions (Reward the discounted
+	// 3-step return, Discount γ³, or 0 where the episode terminated).
+	rng := rand.New(rand.NewPCG(2, 0))
+	const n = 256
+	tr := buffer.Transitions{
+		Obs:      make([]float32, n*4),
+		NextObs:  make([]float32, n*4),
+		Action:   make([]int32, n),
+		Reward:   make([]float32, n),
+		Discount: make([]float32, n),
+	}
+	for i := range n {
+		for j := range 4 {
+			tr.Obs[i*4+j] = float32(rng.NormFloat64())
+			tr.NextObs[i*4+j] = float32(rng.NormFloat64())
+		}
+		tr.Action[i] = int32(rng.IntN(2))
+		tr.Reward[i] = 1 + 0.99 + 0.99*0.99
+		tr.Discount[i] = 0.99 * 0.99 * 0.99
+	}
+	if err := buf.Insert(&tr); err != nil { // new items get the maximum priority
+		panic(err)
+	}
+
+	for range 20 {
+		if err := l.Step(context.Background()); err != nil {
+			panic(err) // a *model.NonFiniteError names the step and the value
+		}
+	}
+	st := l.Stats()
+	fmt.Println("steps", st.Steps, "publishes", st.Publishes, "version", store.Load().Version())
+	fmt.Println("priorities written back", st.WriteBacks, "stale", st.StaleWriteBacks)
+	// Output:
+	// actors start from version 0
+	// steps 20 publishes 3 version 20
+	// priorities written back 640 stale 0
+}
