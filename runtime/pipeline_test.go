@@ -40,8 +40,8 @@ func (c *counter) Fill(ctx context.Context, t *buffer.Transitions) error {
 	return nil
 }
 
-// sampler is a Stepper that samples a batch from the buffer.
-type sampler struct {
+// fakeLearner is a Stepper that samples a batch from the buffer.
+type fakeLearner struct {
 	buf   *buffer.Buffer
 	bt    *buffer.Batch
 	rng   *rand.Rand
@@ -50,7 +50,7 @@ type sampler struct {
 	steps int
 }
 
-func (s *sampler) Step(ctx context.Context) error {
+func (s *fakeLearner) Step(ctx context.Context) error {
 	s.steps++
 	if s.steps == s.fail {
 		return errors.New("boom")
@@ -61,7 +61,7 @@ func (s *sampler) Step(ctx context.Context) error {
 	return s.buf.Sample(s.rng, s.bt)
 }
 
-func newParts(t *testing.T, actors, batch int) (*buffer.Buffer, []Source, *atomic.Int64, *sampler) {
+func newParts(t *testing.T, actors, batch int) (*buffer.Buffer, []Source, *atomic.Int64, *fakeLearner) {
 	buf, err := buffer.New(buffer.Config{Capacity: 1 << 14, ObsDim: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func newParts(t *testing.T, actors, batch int) (*buffer.Buffer, []Source, *atomi
 	for i := range srcs {
 		srcs[i] = &counter{next: i << 20, size: batch, produced: &produced}
 	}
-	return buf, srcs, &produced, &sampler{buf: buf, bt: buf.NewBatch(16), rng: rand.New(rand.NewPCG(1, 2))}
+	return buf, srcs, &produced, &fakeLearner{buf: buf, bt: buf.NewBatch(16), rng: rand.New(rand.NewPCG(1, 2))}
 }
 
 // TestPipelineStoresEveryAcceptedBatch stops a run by MaxSteps and by

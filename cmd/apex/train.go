@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/apexrl/apex/envs"
+	"github.com/apexrl/apex/runtime"
+)
+
+const trainUsage = `usage: apex [train] [flags]
+
+Trains a Double-DQN agent with Ape-X: -actors goroutines step their own
+environment copies with per-actor epsilon-greedy exploration, compute initial
+priorities with their copy of the network and send n-step transitions to the
+replay buffer; one learner samples prioritized batches, learns and writes
+priorities back. Prints progress every few seconds, evaluates the greedy
+policy periodically, and writes results.json and curve.png to -out.
+
+flags:
+`
+
+// runTrain parses the train flags, trains, and writes the results.
+func runTrain(args []string, stdout, stderr io.Writer) int {
+	def := runtime.DefaultTrainConfig()
+	cfg := def
+	fs := flag.NewFlagSet("apex", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.Actors, "actors", def.Actors, "actor goroutines (>= 1)")
+	fs.StringVar(&cfg.Env, "env", def.Env, "environment: "+strings.Join(envs.Names(), ", "))
+	fs.StringVar(&cfg.Sampler, "sampler", def.Sampler, "replay selection stage: "+strings.Join(runtime.Samplers, ", "))
+	fs.Int64Var(&cfg.Steps, "steps", 0, "stop after this many learner steps (0: no limit)")
+	fs.DurationVar(&cfg.Duration, "duration", def.Duration, "stop after this much wall time (0: no limit)")
+	fs.Float64Var(&cfg.TargetReturn, "target-return", 0, "stop once solved: a periodic evaluation and a confirming final evaluation reach this mean return (0: the environment's published threshold, if -stop-when-solved)")
+	fs.BoolVar(&cfg.StopWhenSolved, "stop-when-solved", def.StopWhenSolved, "stop at the environment's published solved threshold (CartPole-v1 475, Acrobot-v1 -100, MountainCar-v0 -110) when -target-return is 0")
+	fs.Uint64Var(&cfg.Seed, "seed", def.Seed, "random seed")
+	fs.IntVar(&cfg.Batch, "batch", 0, "learner batch size (0: the learner's default)")
+	fs.Float64Var(&cfg.LR, "lr", 0, "Adam learning rate (0: the learner's default)")
+	fs.IntVar(&cfg.NStep, "n-step", def.NStep, "n-step return length")
+	fs.Float64Var(&cfg.ReplayRatio, "replay-ratio", def.ReplayRatio, "sampled transitions per inserted transition (the rate limiter keeps it)")
+	fs.IntVar(&cfg.Capacity, "capacity", def.Capacity, "replay capacity in transitions")
+	fs.BoolVar(&cfg.Dueling, "dueling", false, "dueling Q head")
+	out := fs.String("out", "out/train", "directory for results.json and curve.png")
+	progressEvery := fs.Duration("progress", 5*time.Second, "time between progress lines")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), trainUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "apex: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if !slices.Contains(envs.Names(), cfg.Env) {
+		fmt.Fprintf(stderr, "apex: unknown -env %q (valid: %s)\n", cfg.Env, strings.Join(envs.Names(), ", "))
+		return 2
+	}
+	if !slices.Contains(runtime.Samplers, cfg.Sampler) {
+		fmt.Fprintf(stderr, "apex: unknown -sampler %q (valid: %s)\n", cfg.Sampler, strings.Join(runtime.Samplers, ", "))
+		return 2
+	}
+	tr, err := runtime.NewTrainer(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "apex: %v\n", err)
+		return 2
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	done := make(chan struct{})
+	go progress(tr, stdout, *progressEvery, done)
+	res, err := tr.Run(ctx)
+	close(done)
+	if err != nil {
+		fmt.Fprintf(stderr, "apex: %v\n", err)
+		return 1
+	}
+	if err := writeResults(*out, res); err != nil {
+		fmt.Fprintf(stderr, "apex: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "final greedy evaluation: %.1f (mean of %d episodes) after %.0fs, %d env steps (%.0f/s), %d learner steps (%.0f/s)\nwrote %s and %s\n",
+		res.FinalReturn, len(res.FinalReturns), res.Seconds, res.EnvSteps, res.EnvStepsPerSec, res.LearnerSteps, res.UpdatesPerSec,
+		filepath.Join(*out, "results.json"), filepath.Join(*out, "curve.png"))
+	return 0
+}
+
+// progress prints a line every period until done is closed.
+func progress(tr *runtime.Trainer, w io.Writer, period time.Duration, done <-chan struct{}) {
+	if period <= 0 {
+		return
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var last runtime.TrainStats
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		st := tr.Stats()
+		dt := st.Seconds - last.Seconds
+		eval := "-"
+		if st.Evaluated {
+			eval = fmt.Sprintf("%.1f", st.LastEval)
+		}
+		remaining := ""
+		if d := tr.Config().Duration; d > 0 {
+			remaining = fmt.Sprintf(" remaining %.0fs", max(0, d.Seconds()-st.Seconds))
+		}
+		fmt.Fprintf(w, "%6.0fs env %8d (%6.0f/s) updates %7d (%5.0f/s) buffer %7d eval %s%s\n",
+			st.Seconds, st.EnvSteps, float64(st.EnvSteps-last.EnvSteps)/dt, st.LearnerSteps,
+			float64(st.LearnerSteps-last.LearnerSteps)/dt, st.BufferSize, eval, remaining)
+		last = st
+	}
+}
+
+// writeResults writes results.json and curve.png into dir.
+func writeResults(dir string, res *runtime.TrainResult) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("apex: %s, %d actors, %s replay", res.Config.Env, res.Config.Actors, res.Config.Sampler)
+	p.X.Label.Text = "seconds"
+	p.Y.Label.Text = "greedy evaluation return"
+	xy := make(plotter.XYs, len(res.Curve))
+	for i, c := range res.Curve {
+		xy[i] = plotter.XY{X: c.Seconds, Y: c.MeanReturn}
+	}
+	if len(xy) > 0 {
+		line, pts, err := plotter.NewLinePoints(xy)
+		if err != nil {
+			return err
+		}
+		p.Add(line, pts)
+	}
+	return p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(dir, "curve.png"))
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestTrainWritesResults(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := run([]string{"-actors=2", "-steps=60", "-duration=0", "-capacity=2000", "-progress=0", "-out", dir}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Config       struct{ Env string } `json:"config"`
+		LearnerSteps int64                `json:"learner_steps"`
+		FinalReturns []float64            `json:"final_returns"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Config.Env != "CartPole-v1" || res.LearnerSteps != 60 || len(res.FinalReturns) != 20 {
+		t.Fatalf("results.json: %s", raw)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "curve.png")); err != nil || st.Size() == 0 {
+		t.Fatalf("curve.png: %v", err)
+	}
+	if !strings.Contains(out.String(), "final greedy evaluation") {
+		t.Fatalf("output: %s", out.String())
+	}
+}
+
+func TestTrainBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-env=Nope-v0"}, "valid: "},
+		{[]string{"-sampler=greedy"}, "valid: per, rank, uniform"},
+		{[]string{"-actors=x"}, "invalid value"},
+		{[]string{"train", "extra"}, "unexpected argument"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"train", "-h"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "-replay-ratio") {
+		t.Errorf("train -h: exit %d, %q", code, out.String())
+	}
+}

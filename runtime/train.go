@@ -1,0 +1,399 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/apexrl/apex/actor"
+	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/envs"
+	"github.com/apexrl/apex/learner"
+	"github.com/apexrl/apex/model"
+	"github.com/apexrl/apex/sampler"
+)
+
+// Samplers are the selection stages TrainConfig.Sampler accepts.
+var Samplers = []string{"per", "rank", "uniform"}
+
+// TrainConfig is one Ape-X training run. The zero value of a field selects
+// the default noted on it (see DefaultTrainConfig).
+type TrainConfig struct {
+	Env     string `json:"env"`     // registered environment (envs.Names); "CartPole-v1"
+	Actors  int    `json:"actors"`  // actor goroutines; 64
+	Sampler string `json:"sampler"` // "per", "rank" or "uniform"; "per"
+	// Steps stops the run after this many learner steps; Duration after
+	// this much wall time; whichever comes first (at least one is needed).
+	Steps    int64         `json:"steps"`
+	Duration time.Duration `json:"duration_ns"`
+	// TargetReturn, if non-zero, stops the run once it is solved: a
+	// periodic evaluation reaches TargetReturn and a confirming evaluation of
+	// FinalEpisodes episodes of the same parameters does too (that
+	// evaluation is then the final result). StopWhenSolved with TargetReturn
+	// 0 takes the environment's published threshold (SolvedReturn).
+	TargetReturn   float64 `json:"target_return"`
+	StopWhenSolved bool    `json:"stop_when_solved"`
+	Seed           uint64  `json:"seed"`
+
+	Batch       int     `json:"batch"`        // learner batch; learner's default
+	LR          float64 `json:"lr"`           // Adam learning rate; learner's default
+	NStep       int     `json:"n_step"`       // 3
+	Gamma       float64 `json:"gamma"`        // 0.99
+	ReplayRatio float64 `json:"replay_ratio"` // sampled items per inserted item; 4
+	Capacity    int     `json:"capacity"`     // replay capacity; 100000
+	Hidden      []int   `json:"hidden"`       // hidden widths; [64 64]
+	Dueling     bool    `json:"dueling"`
+	// MinSizeToSample is the replay size before learning starts; 1000.
+	MinSizeToSample int `json:"min_size_to_sample"`
+	// EvalEvery is the time between periodic greedy evaluations (5 s) of
+	// EvalEpisodes episodes (5); the final evaluation runs FinalEpisodes (20).
+	EvalEvery     time.Duration `json:"eval_every_ns"`
+	EvalEpisodes  int           `json:"eval_episodes"`
+	FinalEpisodes int           `json:"final_episodes"`
+}
+
+// SolvedReturn holds Gymnasium's published reward thresholds (the
+// environments' spec.reward_threshold): the mean return at which a task
+// counts as solved.
+var SolvedReturn = map[string]float64{"CartPole-v1": 475, "Acrobot-v1": -100, "MountainCar-v0": -110}
+
+// DefaultTrainConfig is the configuration `apex` trains with by default.
+func DefaultTrainConfig() TrainConfig {
+	return TrainConfig{Env: "CartPole-v1", Actors: 64, Sampler: "per", Duration: 3 * time.Minute, StopWhenSolved: true,
+		NStep: 3, Gamma: 0.99, ReplayRatio: 4, Capacity: 100_000, Hidden: []int{64, 64},
+		MinSizeToSample: 1000, EvalEvery: 5 * time.Second, EvalEpisodes: 5, FinalEpisodes: 20}
+}
+
+// withDefaults fills zero fields.
+func (c TrainConfig) withDefaults() TrainConfig {
+	d := DefaultTrainConfig()
+	if c.Env == "" {
+		c.Env = d.Env
+	}
+	if c.Actors == 0 {
+		c.Actors = d.Actors
+	}
+	if c.Sampler == "" {
+		c.Sampler = d.Sampler
+	}
+	if c.NStep == 0 {
+		c.NStep = d.NStep
+	}
+	if c.Gamma == 0 {
+		c.Gamma = d.Gamma
+	}
+	if c.ReplayRatio == 0 {
+		c.ReplayRatio = d.ReplayRatio
+	}
+	if c.Capacity == 0 {
+		c.Capacity = d.Capacity
+	}
+	if c.Hidden == nil {
+		c.Hidden = d.Hidden
+	}
+	if c.MinSizeToSample == 0 {
+		c.MinSizeToSample = d.MinSizeToSample
+	}
+	if c.EvalEvery == 0 {
+		c.EvalEvery = d.EvalEvery
+	}
+	if c.EvalEpisodes == 0 {
+		c.EvalEpisodes = d.EvalEpisodes
+	}
+	if c.FinalEpisodes == 0 {
+		c.FinalEpisodes = d.FinalEpisodes
+	}
+	if c.TargetReturn == 0 && c.StopWhenSolved {
+		c.TargetReturn = SolvedReturn[c.Env] // 0 (never) when no threshold is published
+	}
+	return c
+}
+
+// EvalPoint is one greedy evaluation during training.
+type EvalPoint struct {
+	Seconds      float64 `json:"seconds"`
+	LearnerSteps int64   `json:"learner_steps"`
+	EnvSteps     int64   `json:"env_steps"`
+	MeanReturn   float64 `json:"mean_return"`
+}
+
+// TrainResult is what a run leaves behind.
+type TrainResult struct {
+	Config          TrainConfig `json:"config"`
+	Seconds         float64     `json:"seconds"`
+	LearnerSteps    int64       `json:"learner_steps"`
+	EnvSteps        int64       `json:"env_steps"`
+	EnvStepsPerSec  float64     `json:"env_steps_per_sec"`
+	UpdatesPerSec   float64     `json:"updates_per_sec"`
+	FinalReturn     float64     `json:"final_return"`
+	FinalReturns    []float64   `json:"final_returns"`
+	Curve           []EvalPoint `json:"curve"`
+	StoppedByTarget bool        `json:"stopped_by_target"`
+}
+
+// TrainStats is a snapshot of a running Trainer, for progress and metrics.
+type TrainStats struct {
+	Seconds      float64
+	EnvSteps     int64
+	Episodes     int64
+	LearnerSteps int64
+	BufferSize   int
+	LastEval     float64 // NaN-free: 0 until the first evaluation
+	Evaluated    bool
+	Learner      learner.DQNStats
+	Buffer       buffer.Stats
+	Pipeline     PipelineStats
+	Limiter      RateLimiterStats
+}
+
+// Trainer runs one Ape-X training run: it owns every goroutine of it.
+type Trainer struct {
+	cfg      TrainConfig
+	buf      *buffer.Buffer
+	dqn      *learner.DQN
+	actors   []*actor.Actor
+	store    *model.Store
+	limiter  *RateLimiter
+	pipe     Pipeline
+	netCfg   model.Config
+	start    time.Time
+	lastEval atomic.Pointer[EvalPoint]
+
+	mu    sync.Mutex
+	curve []EvalPoint
+}
+
+// NewTrainer validates cfg (unknown environments and samplers are errors
+// listing the valid names) and builds every part of the run.
+func NewTrainer(cfg TrainConfig) (*Trainer, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Steps <= 0 && cfg.Duration <= 0 {
+		return nil, errors.New("runtime: train: set Steps or Duration (or both)")
+	}
+	if cfg.Actors < 1 {
+		return nil, fmt.Errorf("runtime: train: Actors must be >= 1, got %d", cfg.Actors)
+	}
+	probe, err := envs.Make(cfg.Env)
+	if err != nil {
+		return nil, err
+	}
+	disc, ok := probe.ActionSpace().(envs.Discrete)
+	if !ok {
+		return nil, fmt.Errorf("runtime: train: %s has a continuous action space; the DQN learner needs discrete actions", cfg.Env)
+	}
+	obsDim := len(probe.ObservationSpace().Low)
+	buf, err := buffer.New(buffer.Config{Capacity: cfg.Capacity, ObsDim: obsDim, NumActions: disc.N, Episode: true})
+	if err != nil {
+		return nil, err
+	}
+	var sel sampler.Selector
+	var wt sampler.Weighter
+	betaSteps := cfg.Steps
+	switch cfg.Sampler {
+	case "per":
+		p, err := sampler.NewPER(buf, sampler.DefaultPERConfig(betaSteps))
+		if err != nil {
+			return nil, err
+		}
+		sel, wt = p, p
+	case "rank":
+		r, err := sampler.NewRank(buf, sampler.DefaultRankConfig(betaSteps))
+		if err != nil {
+			return nil, err
+		}
+		sel, wt = r, r
+	case "uniform":
+		u := sampler.NewUniform(buf)
+		sel, wt = u, u
+	default:
+		return nil, fmt.Errorf("runtime: train: unknown sampler %q (valid: %v)", cfg.Sampler, Samplers)
+	}
+	netCfg := model.Config{In: obsDim, Hidden: cfg.Hidden, Out: disc.N, Dueling: cfg.Dueling}
+	net, err := model.NewNet(netCfg, rand.New(rand.NewPCG(cfg.Seed, 0x5eed)))
+	if err != nil {
+		return nil, err
+	}
+	store := &model.Store{}
+	dqn, err := learner.NewDQN(learner.DQNConfig{Batch: cfg.Batch, LR: cfg.LR, Seed: cfg.Seed}, net, buf, sel, wt, store)
+	if err != nil {
+		return nil, err
+	}
+	lcfg := dqn.Config()
+	lim, err := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: cfg.ReplayRatio, MinSizeToSample: int64(cfg.MinSizeToSample),
+		ErrorBuffer: max(cfg.ReplayRatio, 1) * float64(2*lcfg.Batch)})
+	if err != nil {
+		return nil, err
+	}
+	tr := &Trainer{cfg: cfg, buf: buf, dqn: dqn, store: store, limiter: lim, netCfg: netCfg}
+	for i := range cfg.Actors {
+		env, err := envs.Make(cfg.Env)
+		if err != nil {
+			return nil, err
+		}
+		anet, err := model.NewNet(netCfg, nil)
+		if err != nil {
+			return nil, err
+		}
+		a, err := actor.New(actor.Config{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma,
+			Columns: actor.ColumnsOf(buf.Config()), Seed: cfg.Seed}, env, anet, store, sel)
+		if err != nil {
+			return nil, err
+		}
+		tr.actors = append(tr.actors, a)
+	}
+	return tr, nil
+}
+
+// Config is the run's configuration, defaults filled in.
+func (t *Trainer) Config() TrainConfig { return t.cfg }
+
+// Run trains until Steps, Duration, TargetReturn or ctx, then runs the
+// final evaluation and returns the result. Every goroutine it starts has
+// ended when it returns. An error from any part (a non-finite loss, an
+// invalid action, ...) stops the whole run.
+func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
+	t.start = time.Now()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	if t.cfg.Duration > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(runCtx, t.cfg.Duration)
+		defer cancel()
+	}
+	g, gctx := errgroup.WithContext(runCtx)
+	var solved atomic.Pointer[finalEval]
+	sources := make([]Source, len(t.actors))
+	for i, a := range t.actors {
+		sources[i] = a
+	}
+	g.Go(func() error {
+		defer stop() // the pipeline ended (Steps, or an error): stop the evaluator
+		return t.pipe.Run(gctx, t.buf, sources, t.dqn, PipelineConfig{Queue: 2 * len(t.actors),
+			LearnerBatch: t.dqn.Config().Batch, Limiter: t.limiter, MaxSteps: t.cfg.Steps})
+	})
+	g.Go(func() (err error) {
+		defer recoverTo(&err, "evaluator")
+		env, err := envs.Make(t.cfg.Env)
+		if err != nil {
+			return err
+		}
+		net, err := model.NewNet(t.netCfg, nil)
+		if err != nil {
+			return err
+		}
+		tick := time.NewTicker(t.cfg.EvalEvery)
+		defer tick.Stop()
+		for i := uint64(1); ; i++ {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-tick.C:
+			}
+			if t.store.Load() == nil {
+				continue // nothing published yet
+			}
+			mean, _, err := actor.Evaluate(gctx, env, net, t.store, t.cfg.EvalEpisodes, t.cfg.Seed^i<<32)
+			if err != nil {
+				if gctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("evaluator: %w", err)
+			}
+			t.record(mean)
+			if t.cfg.TargetReturn == 0 || mean < t.cfg.TargetReturn {
+				continue
+			}
+			// Confirm on the same parameters (net holds them; no store) with
+			// the full final evaluation before stopping.
+			cmean, crets, err := actor.Evaluate(gctx, env, net, nil, t.cfg.FinalEpisodes, t.cfg.Seed+0xf1a1)
+			if err != nil {
+				if gctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("evaluator: %w", err)
+			}
+			if cmean >= t.cfg.TargetReturn {
+				solved.Store(&finalEval{mean: cmean, returns: crets})
+				stop()
+				return nil
+			}
+		}
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	res := &TrainResult{Config: t.cfg}
+	var mean float64
+	var rets []float64
+	if f := solved.Load(); f != nil {
+		res.StoppedByTarget = true
+		mean, rets = f.mean, f.returns
+	} else {
+		// Final greedy evaluation of the last published parameters.
+		env, err := envs.Make(t.cfg.Env)
+		if err != nil {
+			return nil, err
+		}
+		net, err := model.NewNet(t.netCfg, nil)
+		if err != nil {
+			return nil, err
+		}
+		if t.store.Load() == nil {
+			t.store.Publish(t.dqn.Net().Snapshot(0)) // learning never started: evaluate the initial net
+		}
+		mean, rets, err = actor.Evaluate(context.Background(), env, net, t.store, t.cfg.FinalEpisodes, t.cfg.Seed+0xf1a1)
+		if err != nil {
+			return nil, fmt.Errorf("final evaluation: %w", err)
+		}
+	}
+	st := t.Stats()
+	res.Seconds, res.LearnerSteps, res.EnvSteps = st.Seconds, st.LearnerSteps, st.EnvSteps
+	res.EnvStepsPerSec = float64(st.EnvSteps) / st.Seconds
+	res.UpdatesPerSec = float64(st.LearnerSteps) / st.Seconds
+	res.FinalReturn, res.FinalReturns = mean, rets
+	t.record(mean)
+	t.mu.Lock()
+	res.Curve = append([]EvalPoint(nil), t.curve...)
+	t.mu.Unlock()
+	return res, nil
+}
+
+// finalEval is an evaluation that confirmed the target.
+type finalEval struct {
+	mean    float64
+	returns []float64
+}
+
+func (t *Trainer) record(mean float64) {
+	st := t.Stats()
+	p := EvalPoint{Seconds: st.Seconds, LearnerSteps: st.LearnerSteps, EnvSteps: st.EnvSteps, MeanReturn: mean}
+	t.lastEval.Store(&p)
+	t.mu.Lock()
+	t.curve = append(t.curve, p)
+	t.mu.Unlock()
+}
+
+// Stats returns a snapshot of the run. Safe for concurrent use.
+func (t *Trainer) Stats() TrainStats {
+	st := TrainStats{Pipeline: t.pipe.Stats(), Learner: t.dqn.Stats(), Buffer: t.buf.Stats(), Limiter: t.limiter.Stats()}
+	if !t.start.IsZero() {
+		st.Seconds = time.Since(t.start).Seconds()
+	}
+	for _, a := range t.actors {
+		as := a.Stats()
+		st.EnvSteps += as.Steps
+		st.Episodes += as.Episodes
+	}
+	st.LearnerSteps = st.Pipeline.LearnerSteps
+	st.BufferSize = st.Buffer.Size
+	if p := t.lastEval.Load(); p != nil {
+		st.LastEval, st.Evaluated = p.MeanReturn, true
+	}
+	return st
+}
