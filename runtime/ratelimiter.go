@@ -186,3 +186,22 @@ func (r *RateLimiter) Stats() RateLimiterStats {
 	defer r.mu.Unlock()
 	return r.stats
 }
+
+// limiterState is the balance a checkpoint keeps.
+type limiterState struct{ inserted, sampled int64 }
+
+func (r *RateLimiter) snapshot() limiterState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return limiterState{r.inserted, r.sampled}
+}
+
+// restore sets the balance of a resumed run, so learning continues where it
+// stopped instead of waiting for MinSizeToSample new inserts.
+func (r *RateLimiter) restore(inserted, sampled int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inserted, r.sampled = inserted, sampled
+	close(r.wake)
+	r.wake = make(chan struct{})
+}

@@ -56,6 +56,14 @@ type TrainConfig struct {
 	EvalEvery     time.Duration `json:"eval_every_ns"`
 	EvalEpisodes  int           `json:"eval_episodes"`
 	FinalEpisodes int           `json:"final_episodes"`
+
+	// Checkpoint, if set, is the file Run writes when it ends (also when it
+	// ends with an error, for diagnosis): replay buffer, learner (networks,
+	// optimizer, step, RNG) and counters; ResumeTrainer continues from it.
+	Checkpoint string `json:"checkpoint"`
+	// Resumes counts how often the run was resumed (set by ResumeTrainer);
+	// actors draw fresh episode seeds on each resume.
+	Resumes uint64 `json:"resumes"`
 }
 
 // SolvedReturn holds Gymnasium's published reward thresholds (the
@@ -164,6 +172,7 @@ type Trainer struct {
 	netCfg   model.Config
 	start    time.Time
 	lastEval atomic.Pointer[EvalPoint]
+	base     counterBase // what earlier segments of a resumed run did
 
 	mu    sync.Mutex
 	curve []EvalPoint
@@ -171,7 +180,11 @@ type Trainer struct {
 
 // NewTrainer validates cfg (unknown environments and samplers are errors
 // listing the valid names) and builds every part of the run.
-func NewTrainer(cfg TrainConfig) (*Trainer, error) {
+func NewTrainer(cfg TrainConfig) (*Trainer, error) { return newTrainer(cfg, nil) }
+
+// newTrainer builds a Trainer around buf (a restored replay buffer) or, if
+// buf is nil, a new one.
+func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Steps <= 0 && cfg.Duration <= 0 {
 		return nil, errors.New("runtime: train: set Steps or Duration (or both)")
@@ -188,9 +201,14 @@ func NewTrainer(cfg TrainConfig) (*Trainer, error) {
 		return nil, fmt.Errorf("runtime: train: %s has a continuous action space; the DQN learner needs discrete actions", cfg.Env)
 	}
 	obsDim := len(probe.ObservationSpace().Low)
-	buf, err := buffer.New(buffer.Config{Capacity: cfg.Capacity, ObsDim: obsDim, NumActions: disc.N, Episode: true})
-	if err != nil {
-		return nil, err
+	bcfg := buffer.Config{Capacity: cfg.Capacity, ObsDim: obsDim, NumActions: disc.N, Episode: true}
+	if buf == nil {
+		if buf, err = buffer.New(bcfg); err != nil {
+			return nil, err
+		}
+	} else if got := buf.Config(); got.Capacity != cfg.Capacity || got.ObsDim != obsDim || got.NumActions != disc.N {
+		return nil, fmt.Errorf("runtime: train: the restored buffer (capacity %d, %d observations, %d actions) does not fit %s with capacity %d",
+			got.Capacity, got.ObsDim, got.NumActions, cfg.Env, cfg.Capacity)
 	}
 	var sel sampler.Selector
 	var wt sampler.Weighter
@@ -241,7 +259,7 @@ func NewTrainer(cfg TrainConfig) (*Trainer, error) {
 			return nil, err
 		}
 		a, err := actor.New(actor.Config{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma,
-			Columns: actor.ColumnsOf(buf.Config()), Seed: cfg.Seed}, env, anet, store, sel)
+			Columns: actor.ColumnsOf(buf.Config()), Seed: cfg.Seed + cfg.Resumes<<40}, env, anet, store, sel)
 		if err != nil {
 			return nil, err
 		}
@@ -274,8 +292,12 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 	}
 	g.Go(func() error {
 		defer stop() // the pipeline ended (Steps, or an error): stop the evaluator
+		steps := t.cfg.Steps
+		if steps > 0 {
+			steps = max(1, steps-t.base.LearnerSteps) // what is left of a resumed run
+		}
 		return t.pipe.Run(gctx, t.buf, sources, t.dqn, PipelineConfig{Queue: 2 * len(t.actors),
-			LearnerBatch: t.dqn.Config().Batch, Limiter: t.limiter, MaxSteps: t.cfg.Steps})
+			LearnerBatch: t.dqn.Config().Batch, Limiter: t.limiter, MaxSteps: steps})
 	})
 	g.Go(func() (err error) {
 		defer recoverTo(&err, "evaluator")
@@ -326,6 +348,12 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 		}
 	})
 	if err := g.Wait(); err != nil {
+		if t.cfg.Checkpoint != "" { // for diagnosis: the state that failed
+			if cerr := t.SaveCheckpoint(t.cfg.Checkpoint); cerr != nil {
+				return nil, fmt.Errorf("%w (and the checkpoint failed: %v)", err, cerr)
+			}
+			return nil, fmt.Errorf("%w (checkpoint written to %s)", err, t.cfg.Checkpoint)
+		}
 		return nil, err
 	}
 	res := &TrainResult{Config: t.cfg}
@@ -361,7 +389,21 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 	t.mu.Lock()
 	res.Curve = append([]EvalPoint(nil), t.curve...)
 	t.mu.Unlock()
+	if t.cfg.Checkpoint != "" {
+		if err := t.SaveCheckpoint(t.cfg.Checkpoint); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// counterBase holds the counters of the segments a resumed run already
+// completed.
+type counterBase struct {
+	Seconds      float64 `json:"seconds"`
+	EnvSteps     int64   `json:"env_steps"`
+	Episodes     int64   `json:"episodes"`
+	LearnerSteps int64   `json:"learner_steps"`
 }
 
 // finalEval is an evaluation that confirmed the target.
@@ -382,15 +424,17 @@ func (t *Trainer) record(mean float64) {
 // Stats returns a snapshot of the run. Safe for concurrent use.
 func (t *Trainer) Stats() TrainStats {
 	st := TrainStats{Pipeline: t.pipe.Stats(), Learner: t.dqn.Stats(), Buffer: t.buf.Stats(), Limiter: t.limiter.Stats()}
+	st.Seconds = t.base.Seconds
 	if !t.start.IsZero() {
-		st.Seconds = time.Since(t.start).Seconds()
+		st.Seconds += time.Since(t.start).Seconds()
 	}
+	st.EnvSteps, st.Episodes = t.base.EnvSteps, t.base.Episodes
 	for _, a := range t.actors {
 		as := a.Stats()
 		st.EnvSteps += as.Steps
 		st.Episodes += as.Episodes
 	}
-	st.LearnerSteps = st.Pipeline.LearnerSteps
+	st.LearnerSteps = t.base.LearnerSteps + st.Pipeline.LearnerSteps
 	st.BufferSize = st.Buffer.Size
 	if p := t.lastEval.Load(); p != nil {
 		st.LastEval, st.Evaluated = p.MeanReturn, true

@@ -1,0 +1,128 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func smallRun(path string) TrainConfig {
+	return TrainConfig{Actors: 2, Steps: 120, Capacity: 3000, MinSizeToSample: 200, EvalEvery: time.Hour,
+		EvalEpisodes: 1, FinalEpisodes: 2, Seed: 3, Checkpoint: path}
+}
+
+func savedBuffer(t *testing.T, tr *Trainer) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := tr.buf.Save(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestCheckpointResumeRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.ckpt")
+	tr, err := NewTrainer(smallRun(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantBuf := savedBuffer(t, tr)
+	st := tr.Stats()
+
+	re, err := ResumeTrainer(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(savedBuffer(t, re), wantBuf) {
+		t.Fatal("the resumed replay buffer differs (contents, priorities, generations or counters)")
+	}
+	for name, pair := range map[string][2][]float64{
+		"online": {tr.dqn.Net().Params(), re.dqn.Net().Params()},
+		"target": {tr.dqn.Target().Params(), re.dqn.Target().Params()},
+	} {
+		if !slices.Equal(pair[0], pair[1]) {
+			t.Fatalf("the resumed %s network differs", name)
+		}
+	}
+	// Load publishes the restored weights once; every other counter is as saved.
+	ws, gs := tr.dqn.Stats(), re.dqn.Stats()
+	gs.Publishes--
+	if ws != gs {
+		t.Fatalf("learner counters: resumed %+v, saved %+v", gs, ws)
+	}
+	rs := re.Stats()
+	if rs.LearnerSteps != st.LearnerSteps || rs.EnvSteps != st.EnvSteps || rs.Episodes != st.Episodes || re.cfg.Resumes != 1 {
+		t.Fatalf("counters: resumed %+v, saved %+v", rs, st)
+	}
+	if re.limiter.snapshot() != tr.limiter.snapshot() {
+		t.Fatal("the rate limiter's balance was not restored")
+	}
+	// The resumed run continues to its new total of learner steps.
+	re2, err := ResumeTrainer(path, func(c *TrainConfig) { c.Steps = 200 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := re2.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.LearnerSteps != 200 || res.EnvSteps <= st.EnvSteps {
+		t.Fatalf("resumed run: %d learner steps, %d env steps (saved %d)", res.LearnerSteps, res.EnvSteps, st.EnvSteps)
+	}
+}
+
+func TestCheckpointErrors(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "run.ckpt")
+	tr, err := NewTrainer(smallRun(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	write := func(b []byte) string {
+		n++
+		p := filepath.Join(dir, fmt.Sprintf("bad%d.ckpt", n))
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)/2] ^= 0x40
+	hdr := bytes.Clone(good)
+	hdr[20] ^= 1
+	for name, c := range map[string]struct {
+		path string
+		over func(*TrainConfig)
+		want string
+	}{
+		"missing":      {filepath.Join(dir, "nope.ckpt"), nil, "no such file"},
+		"not ours":     {write([]byte("hello, world, not a checkpoint")), nil, "bad magic"},
+		"truncated":    {write(good[:len(good)-100]), nil, "truncated"},
+		"byte flipped": {write(flipped), nil, "checksum"},
+		"header":       {write(hdr), nil, "header"},
+		"other env":    {path, func(c *TrainConfig) { c.Env = "Acrobot-v1" }, "cannot change"},
+	} {
+		_, err := ResumeTrainer(c.path, c.over)
+		if !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want ErrCheckpoint mentioning %q", name, err, c.want)
+		}
+	}
+}
