@@ -64,6 +64,15 @@ type TrainConfig struct {
 	// Resumes counts how often the run was resumed (set by ResumeTrainer);
 	// actors draw fresh episode seeds on each resume.
 	Resumes uint64 `json:"resumes"`
+
+	// Deterministic runs a single actor and the learner in lockstep on one
+	// goroutine (insert a local batch, then learn while the rate limiter
+	// admits samples) and evaluates every EvalEverySteps learner steps, so
+	// the same seed and Steps give the same run, bit for bit. It needs
+	// Actors = 1 and Steps > 0 (a Duration would cut the run at a
+	// wall-clock moment).
+	Deterministic  bool  `json:"deterministic"`
+	EvalEverySteps int64 `json:"eval_every_steps"` // 1000
 }
 
 // SolvedReturn holds Gymnasium's published reward thresholds (the
@@ -116,6 +125,9 @@ func (c TrainConfig) withDefaults() TrainConfig {
 	}
 	if c.FinalEpisodes == 0 {
 		c.FinalEpisodes = d.FinalEpisodes
+	}
+	if c.EvalEverySteps == 0 {
+		c.EvalEverySteps = 1000
 	}
 	if c.TargetReturn == 0 && c.StopWhenSolved {
 		c.TargetReturn = SolvedReturn[c.Env] // 0 (never) when no threshold is published
@@ -191,6 +203,10 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 	}
 	if cfg.Actors < 1 {
 		return nil, fmt.Errorf("runtime: train: Actors must be >= 1, got %d", cfg.Actors)
+	}
+	if cfg.Deterministic && (cfg.Actors != 1 || cfg.Steps <= 0 || cfg.Duration > 0) {
+		return nil, fmt.Errorf("runtime: train: the deterministic mode needs Actors = 1, Steps > 0 and no Duration (got %d actors, %d steps, %v)",
+			cfg.Actors, cfg.Steps, cfg.Duration)
 	}
 	probe, err := envs.Make(cfg.Env)
 	if err != nil {
@@ -284,8 +300,14 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 		runCtx, cancel = context.WithTimeout(runCtx, t.cfg.Duration)
 		defer cancel()
 	}
-	g, gctx := errgroup.WithContext(runCtx)
 	var solved atomic.Pointer[finalEval]
+	if t.cfg.Deterministic {
+		if err := t.runLockstep(runCtx, &solved); err != nil {
+			return nil, t.failed(err)
+		}
+		return t.finish(&solved)
+	}
+	g, gctx := errgroup.WithContext(runCtx)
 	sources := make([]Source, len(t.actors))
 	for i, a := range t.actors {
 		sources[i] = a
@@ -348,14 +370,25 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 		}
 	})
 	if err := g.Wait(); err != nil {
-		if t.cfg.Checkpoint != "" { // for diagnosis: the state that failed
-			if cerr := t.SaveCheckpoint(t.cfg.Checkpoint); cerr != nil {
-				return nil, fmt.Errorf("%w (and the checkpoint failed: %v)", err, cerr)
-			}
-			return nil, fmt.Errorf("%w (checkpoint written to %s)", err, t.cfg.Checkpoint)
-		}
-		return nil, err
+		return nil, t.failed(err)
 	}
+	return t.finish(&solved)
+}
+
+// failed writes the diagnostic checkpoint of a failed run, if configured.
+func (t *Trainer) failed(err error) error {
+	if t.cfg.Checkpoint == "" {
+		return err
+	}
+	if cerr := t.SaveCheckpoint(t.cfg.Checkpoint); cerr != nil {
+		return fmt.Errorf("%w (and the checkpoint failed: %v)", err, cerr)
+	}
+	return fmt.Errorf("%w (checkpoint written to %s)", err, t.cfg.Checkpoint)
+}
+
+// finish runs the final evaluation (unless the target was confirmed),
+// writes the checkpoint if configured and returns the result.
+func (t *Trainer) finish(solved *atomic.Pointer[finalEval]) (*TrainResult, error) {
 	res := &TrainResult{Config: t.cfg}
 	var mean float64
 	var rets []float64
@@ -440,4 +473,75 @@ func (t *Trainer) Stats() TrainStats {
 		st.LastEval, st.Evaluated = p.MeanReturn, true
 	}
 	return st
+}
+
+// runLockstep is the deterministic mode's loop: one actor and the learner
+// on this goroutine, evaluations every EvalEverySteps learner steps.
+func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalEval]) error {
+	a := t.actors[0]
+	env, err := envs.Make(t.cfg.Env)
+	if err != nil {
+		return err
+	}
+	net, err := model.NewNet(t.netCfg, nil)
+	if err != nil {
+		return err
+	}
+	batch := &buffer.Transitions{}
+	n := t.dqn.Config().Batch
+	steps := t.base.LearnerSteps
+	nextEval := (steps/t.cfg.EvalEverySteps + 1) * t.cfg.EvalEverySteps
+	for evals := uint64(1); steps < t.cfg.Steps; {
+		if ctx.Err() != nil {
+			return nil
+		}
+		resetTransitions(batch)
+		if err := a.Fill(ctx, batch); err != nil {
+			return fmt.Errorf("actor 0: %w", err)
+		}
+		if ctx.Err() != nil {
+			t.pipe.discarded.Add(int64(batch.Len()))
+			return nil
+		}
+		if err := t.limiter.AwaitInsert(ctx, batch.Len()); err != nil {
+			return err
+		}
+		if err := t.buf.Insert(batch); err != nil {
+			return fmt.Errorf("inserter: %w", err)
+		}
+		t.pipe.batches.Add(1)
+		t.pipe.items.Add(int64(batch.Len()))
+		for steps < t.cfg.Steps && t.limiter.CanSample() {
+			if err := t.limiter.AwaitSample(ctx, n); err != nil {
+				return err
+			}
+			if err := t.dqn.Step(ctx); err != nil {
+				return fmt.Errorf("learner step %d: %w", steps, err)
+			}
+			t.pipe.steps.Add(1)
+			steps++
+			if steps < nextEval {
+				continue
+			}
+			nextEval += t.cfg.EvalEverySteps
+			mean, _, err := actor.Evaluate(ctx, env, net, t.store, t.cfg.EvalEpisodes, t.cfg.Seed^evals<<32)
+			evals++
+			if err != nil {
+				return fmt.Errorf("evaluator: %w", err)
+			}
+			t.record(mean)
+			if t.cfg.TargetReturn == 0 || mean < t.cfg.TargetReturn {
+				continue
+			}
+			cmean, crets, err := actor.Evaluate(ctx, env, net, nil, t.cfg.FinalEpisodes, t.cfg.Seed+0xf1a1)
+			if err != nil {
+				return fmt.Errorf("evaluator: %w", err)
+			}
+			if cmean >= t.cfg.TargetReturn {
+				solved.Store(&finalEval{mean: cmean, returns: crets})
+				return nil
+			}
+		}
+	}
+	return nil
 }

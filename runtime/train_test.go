@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +65,40 @@ func TestTrainerConfigErrors(t *testing.T) {
 		if _, err := NewTrainer(*cfg); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%+v: got %v, want an error mentioning %q", *cfg, err, want)
 		}
+	}
+}
+
+func TestDeterministicModeRepeats(t *testing.T) {
+	run := func(seed uint64) (*TrainResult, []float64) {
+		tr, err := NewTrainer(TrainConfig{Actors: 1, Deterministic: true, Steps: 300, Capacity: 4000,
+			MinSizeToSample: 200, EvalEverySteps: 100, EvalEpisodes: 2, FinalEpisodes: 3, Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := tr.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, tr.dqn.Net().Params()
+	}
+	a, pa := run(5)
+	b, pb := run(5)
+	if !slices.Equal(pa, pb) {
+		t.Fatal("same seed, different network parameters")
+	}
+	if a.LearnerSteps != 300 || a.EnvSteps != b.EnvSteps || !slices.Equal(a.FinalReturns, b.FinalReturns) || len(a.Curve) != len(b.Curve) {
+		t.Fatalf("same seed, different runs:\n%+v\n%+v", a, b)
+	}
+	for i := range a.Curve {
+		x, y := a.Curve[i], b.Curve[i]
+		if x.MeanReturn != y.MeanReturn || x.LearnerSteps != y.LearnerSteps || x.EnvSteps != y.EnvSteps {
+			t.Fatalf("evaluation %d differs: %+v vs %+v", i, x, y)
+		}
+	}
+	if _, pc := run(6); slices.Equal(pa, pc) {
+		t.Fatal("another seed gave the same parameters")
+	}
+	if _, err := NewTrainer(TrainConfig{Actors: 2, Deterministic: true, Steps: 10}); err == nil {
+		t.Fatal("the deterministic mode accepted 2 actors")
 	}
 }
