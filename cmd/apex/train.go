@@ -57,6 +57,8 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.Dueling, "dueling", false, "dueling Q head")
 	out := fs.String("out", "out/train", "directory for results.json and curve.png")
 	progressEvery := fs.Duration("progress", 5*time.Second, "time between progress lines")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics and pprof (/debug/pprof/) on this loopback host:port, e.g. 127.0.0.1:9090 (empty: off)")
+	metricsRemote := fs.Bool("metrics-allow-remote", false, "allow a non-loopback -metrics-addr (exposes /metrics and pprof to the network)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), trainUsage)
 		fs.PrintDefaults()
@@ -81,10 +83,28 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "apex: unknown -sampler %q (valid: %s)\n", cfg.Sampler, strings.Join(runtime.Samplers, ", "))
 		return 2
 	}
+	if *metricsAddr != "" {
+		if err := checkMetricsAddr(*metricsAddr, *metricsRemote); err != nil {
+			fmt.Fprintf(stderr, "apex: %v\n", err)
+			return 2
+		}
+	}
 	tr, err := runtime.NewTrainer(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "apex: %v\n", err)
 		return 2
+	}
+	var metrics *metricsServer
+	if *metricsAddr != "" {
+		reg, err := newMetricsRegistry(tr.Stats, tr.Config())
+		if err == nil {
+			metrics, err = startMetricsServer(*metricsAddr, reg)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "apex: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "metrics on http://%[1]s/metrics, pprof on http://%[1]s/debug/pprof/\n", metrics.Addr())
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -92,6 +112,11 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	go progress(tr, stdout, *progressEvery, done)
 	res, err := tr.Run(ctx)
 	close(done)
+	if metrics != nil {
+		if cerr := metrics.Close(metricsShutdownTimeout); cerr != nil {
+			fmt.Fprintf(stderr, "apex: %v\n", cerr)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "apex: %v\n", err)
 		return 1

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/apexrl/apex/runtime"
+)
+
+// This file is the only place apex imports Prometheus (style.md §12): the
+// core packages expose Stats() snapshots, and trainCollector turns one
+// runtime.TrainStats snapshot into const metrics on every scrape.
+//
+// Why a custom Collector rather than one CounterFunc/GaugeFunc per metric:
+// each Func would call Trainer.Stats() on its own (some 35 calls a scrape,
+// each summing over every actor and every buffer stripe), and the values of
+// one scrape would come from different instants (samples could exceed
+// inserts, the learner step count could disagree with the loss). Collect
+// takes one snapshot and emits every metric from it, so a scrape is one
+// consistent view at the cost of one Stats() call.
+
+// metricsShutdownTimeout bounds how long the end of training waits for
+// in-flight scrapes and profiles before closing their connections.
+const metricsShutdownTimeout = 5 * time.Second
+
+// metricKind is a metric's Prometheus type.
+type metricKind int
+
+const (
+	counter metricKind = iota
+	gauge
+)
+
+// trainMetric is one metric read from a TrainStats snapshot.
+type trainMetric struct {
+	name, help string
+	kind       metricKind
+	value      func(*runtime.TrainStats) float64
+}
+
+// trainMetrics lists every metric trainCollector emits, named
+// apex_<subsystem>_<name>_<unit> with base units; counters end in _total.
+var trainMetrics = []trainMetric{
+	{"apex_train_elapsed_seconds", "Wall time since the training run started.", gauge,
+		func(s *runtime.TrainStats) float64 { return s.Seconds }},
+
+	{"apex_actor_env_steps_total", "Environment steps taken by all actors.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.EnvSteps) }},
+	{"apex_actor_episodes_total", "Episodes finished by all actors.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Episodes) }},
+
+	{"apex_learner_steps_total", "Completed learner steps (gradient updates).", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.LearnerSteps) }},
+	{"apex_learner_loss", "Weighted loss of the last learner step.", gauge,
+		func(s *runtime.TrainStats) float64 { return s.Learner.Loss }},
+	{"apex_learner_td_error_abs", "Mean absolute TD error of the last learner batch.", gauge,
+		func(s *runtime.TrainStats) float64 { return s.Learner.MeanAbsTD }},
+	{"apex_learner_q_value", "Mean Q(s, a) of the last learner batch, before the update.", gauge,
+		func(s *runtime.TrainStats) float64 { return s.Learner.MeanQ }},
+	{"apex_learner_grad_norm", "L2 norm of the last learner step's gradient, before clipping.", gauge,
+		func(s *runtime.TrainStats) float64 { return s.Learner.GradNorm }},
+	{"apex_learner_write_backs_total", "Priorities written back by the learner and applied.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Learner.WriteBacks) }},
+	{"apex_learner_stale_write_backs_total", "Priority write-backs dropped because the slot had been overwritten since it was sampled.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Learner.StaleWriteBacks) }},
+	{"apex_learner_publishes_total", "Parameter snapshots published to the actors.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Learner.Publishes) }},
+	{"apex_learner_target_updates_total", "Target network updates (hard copies or Polyak steps).", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Learner.TargetUpdates) }},
+
+	{"apex_replay_size", "Items stored in the replay buffer.", gauge,
+		func(s *runtime.TrainStats) float64 { return float64(s.Buffer.Size) }},
+	{"apex_replay_capacity", "Replay buffer capacity in items.", gauge,
+		func(s *runtime.TrainStats) float64 { return float64(s.Buffer.Capacity) }},
+	{"apex_replay_inserts_total", "Items inserted into the replay buffer.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Buffer.Inserts) }},
+	{"apex_replay_samples_total", "Items returned by replay sampling.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Buffer.Samples) }},
+	{"apex_replay_priority_updates_total", "Priority updates applied to the replay buffer.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Buffer.Updates) }},
+	{"apex_replay_stale_updates_total", "Priority updates dropped because the slot had been overwritten since it was sampled.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Buffer.StaleUpdates) }},
+	{"apex_replay_stale_reads_total", "Reads by reference dropped because the slot had been overwritten since it was sampled.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Buffer.StaleReads) }},
+	{"apex_replay_torn_reads_total", "Sampled items re-drawn because the slot was overwritten while being copied.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Buffer.TornReads) }},
+	{"apex_replay_priorities_clamped_total", "Priorities above the maximum stored as the maximum.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Buffer.PrioritiesClamped) }},
+	{"apex_replay_stratum_fallbacks_total", "Sampled rows drawn over the whole priority mass instead of their stratum.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Buffer.StratumFallbacks) }},
+	{"apex_replay_priority_mass", "Sum of the stored priorities (the sum trees' total).", gauge,
+		func(s *runtime.TrainStats) float64 { return s.Buffer.TotalPriority }},
+	{"apex_replay_priority_max", "Largest stored priority.", gauge,
+		func(s *runtime.TrainStats) float64 { return s.Buffer.MaxPriority }},
+	{"apex_replay_priority_min", "Smallest non-zero stored priority (0 if none).", gauge,
+		func(s *runtime.TrainStats) float64 { return s.Buffer.MinPriority }},
+
+	{"apex_pipeline_batches_total", "Actor batches stored in the replay buffer by the inserter.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Pipeline.Batches) }},
+	{"apex_pipeline_items_total", "Items stored in the replay buffer by the inserter.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Pipeline.Items) }},
+	{"apex_pipeline_discarded_total", "Items produced by actors but not handed over when the run stopped.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Pipeline.Discarded) }},
+
+	{"apex_ratelimiter_inserted_total", "Items admitted for insertion by the rate limiter.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Limiter.Inserted) }},
+	{"apex_ratelimiter_sampled_total", "Items admitted for sampling by the rate limiter.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Limiter.Sampled) }},
+	{"apex_ratelimiter_insert_waits_total", "Insert calls that had to wait for the rate limiter.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Limiter.InsertWaits) }},
+	{"apex_ratelimiter_sample_waits_total", "Sample calls that had to wait for the rate limiter.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Limiter.SampleWaits) }},
+	{"apex_ratelimiter_insert_wait_seconds_total", "Time insert calls waited for the rate limiter.", counter,
+		func(s *runtime.TrainStats) float64 { return s.Limiter.InsertWait.Seconds() }},
+	{"apex_ratelimiter_sample_wait_seconds_total", "Time sample calls waited for the rate limiter.", counter,
+		func(s *runtime.TrainStats) float64 { return s.Limiter.SampleWait.Seconds() }},
+	{"apex_ratelimiter_timeouts_total", "Rate limiter calls that gave up with a timeout.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Limiter.Timeouts) }},
+}
+
+// trainCollector is a prometheus.Collector over a TrainStats source: each
+// Collect takes one snapshot and emits every metric from it as a const
+// metric.
+type trainCollector struct {
+	stats    func() runtime.TrainStats
+	descs    []*prometheus.Desc
+	info     *prometheus.Desc
+	infoVals []string
+	eval     *prometheus.Desc
+}
+
+// newTrainCollector returns a collector over stats for a run configured
+// by cfg (its environment, sampler and actor count label apex_train_info).
+func newTrainCollector(stats func() runtime.TrainStats, cfg runtime.TrainConfig) *trainCollector {
+	c := &trainCollector{stats: stats,
+		info: prometheus.NewDesc("apex_train_info", "The training run's configuration (value 1).",
+			[]string{"env", "sampler", "actors"}, nil),
+		infoVals: []string{cfg.Env, cfg.Sampler, strconv.Itoa(cfg.Actors)},
+		eval: prometheus.NewDesc("apex_eval_return",
+			"Mean return of the last greedy evaluation (absent until the first one).", nil, nil),
+	}
+	for _, m := range trainMetrics {
+		c.descs = append(c.descs, prometheus.NewDesc(m.name, m.help, nil, nil))
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *trainCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.info
+	ch <- c.eval
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: one Stats() call per scrape.
+func (c *trainCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, c.infoVals...)
+	if st.Evaluated {
+		ch <- prometheus.MustNewConstMetric(c.eval, prometheus.GaugeValue, st.LastEval)
+	}
+	for i, m := range trainMetrics {
+		vt := prometheus.GaugeValue
+		if m.kind == counter {
+			vt = prometheus.CounterValue
+		}
+		ch <- prometheus.MustNewConstMetric(c.descs[i], vt, m.value(&st))
+	}
+}
+
+// newMetricsRegistry returns a private registry (never the global one)
+// holding the Go runtime and process collectors and a trainCollector over
+// stats.
+func newMetricsRegistry(stats func() runtime.TrainStats, cfg runtime.TrainConfig) (*prometheus.Registry, error) {
+	reg := prometheus.NewRegistry()
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newTrainCollector(stats, cfg),
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+// metricsHandler serves /metrics from reg and net/http/pprof under
+// /debug/pprof/.
+func metricsHandler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+// checkMetricsAddr validates a -metrics-addr value: host:port with a
+// loopback host (localhost or a loopback IP literal) unless allowRemote.
+// An empty host (":9090", every interface) is not loopback.
+func checkMetricsAddr(addr string, allowRemote bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("invalid -metrics-addr %q: %v (want host:port, e.g. 127.0.0.1:9090)", addr, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("invalid -metrics-addr %q: bad port %q", addr, port)
+	}
+	if allowRemote {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("-metrics-addr %q is not a loopback address: /metrics and pprof would be reachable from the network; "+
+		"use 127.0.0.1:PORT, [::1]:PORT or localhost:PORT, or pass -metrics-allow-remote to serve on it anyway", addr)
+}
+
+// metricsServer serves metricsHandler on one listener until Close.
+type metricsServer struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan error // Serve's result
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// startMetricsServer listens on addr (already checked by checkMetricsAddr)
+// and serves /metrics from reg, and pprof, in a goroutine that Close ends.
+func startMetricsServer(addr string, reg *prometheus.Registry) (*metricsServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	// No WriteTimeout: /debug/pprof/profile and /trace stream for their
+	// ?seconds= (30 s by default) and refuse to run past a WriteTimeout.
+	m := &metricsServer{srv: &http.Server{Handler: metricsHandler(reg), ReadHeaderTimeout: 10 * time.Second},
+		ln: ln, done: make(chan error, 1)}
+	go func() { m.done <- m.srv.Serve(ln) }()
+	return m, nil
+}
+
+// Addr is the address the server listens on (the port resolved when addr
+// asked for port 0).
+func (m *metricsServer) Addr() string { return m.ln.Addr().String() }
+
+// Close shuts the server down: it stops accepting, waits up to timeout for
+// in-flight requests, then closes what is left, and returns once the serve
+// goroutine has ended. Idempotent: later calls return the first's result.
+func (m *metricsServer) Close(timeout time.Duration) error {
+	m.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		err := m.srv.Shutdown(ctx)
+		if err != nil {
+			err = errors.Join(fmt.Errorf("metrics: shutdown: %w", err), m.srv.Close())
+		}
+		if serr := <-m.done; !errors.Is(serr, http.ErrServerClosed) {
+			err = errors.Join(err, fmt.Errorf("metrics: serve: %w", serr))
+		}
+		m.closeErr = err
+	})
+	return m.closeErr
+}
