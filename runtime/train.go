@@ -182,7 +182,7 @@ type Trainer struct {
 	limiter  *RateLimiter
 	pipe     Pipeline
 	netCfg   model.Config
-	start    time.Time
+	start    atomic.Pointer[time.Time] // set by Run; read by Stats from any goroutine
 	lastEval atomic.Pointer[EvalPoint]
 	base     counterBase // what earlier segments of a resumed run did
 
@@ -259,6 +259,13 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 		return nil, err
 	}
 	lcfg := dqn.Config()
+	// The limiter admits a batch before the inserter has stored it, so up to
+	// one actor batch may be counted but not yet sampleable: learning must
+	// not start before a learner batch is surely stored.
+	if need := lcfg.Batch + actor.DefaultLocalBatch; cfg.MinSizeToSample < need {
+		return nil, fmt.Errorf("runtime: train: MinSizeToSample must be at least the learner batch plus an actor batch (%d + %d = %d), got %d",
+			lcfg.Batch, actor.DefaultLocalBatch, need, cfg.MinSizeToSample)
+	}
 	lim, err := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: cfg.ReplayRatio, MinSizeToSample: int64(cfg.MinSizeToSample),
 		ErrorBuffer: max(cfg.ReplayRatio, 1) * float64(2*lcfg.Batch)})
 	if err != nil {
@@ -292,7 +299,8 @@ func (t *Trainer) Config() TrainConfig { return t.cfg }
 // ended when it returns. An error from any part (a non-finite loss, an
 // invalid action, ...) stops the whole run.
 func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
-	t.start = time.Now()
+	now := time.Now()
+	t.start.Store(&now)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	if t.cfg.Duration > 0 {
@@ -458,8 +466,8 @@ func (t *Trainer) record(mean float64) {
 func (t *Trainer) Stats() TrainStats {
 	st := TrainStats{Pipeline: t.pipe.Stats(), Learner: t.dqn.Stats(), Buffer: t.buf.Stats(), Limiter: t.limiter.Stats()}
 	st.Seconds = t.base.Seconds
-	if !t.start.IsZero() {
-		st.Seconds += time.Since(t.start).Seconds()
+	if start := t.start.Load(); start != nil {
+		st.Seconds += time.Since(*start).Seconds()
 	}
 	st.EnvSteps, st.Episodes = t.base.EnvSteps, t.base.Episodes
 	for _, a := range t.actors {

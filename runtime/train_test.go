@@ -15,7 +15,24 @@ func TestTrainerSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Stats is read concurrently with Run (progress lines, metrics scrapes).
+	stop := make(chan struct{})
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = tr.Stats()
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
 	res, err := tr.Run(context.Background())
+	close(stop)
+	<-polled
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +51,7 @@ func TestTrainerSmoke(t *testing.T) {
 func TestTrainerStopsOnContextAndTarget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	tr, err := NewTrainer(TrainConfig{Actors: 2, Duration: time.Hour, Capacity: 2000, MinSizeToSample: 100,
+	tr, err := NewTrainer(TrainConfig{Actors: 2, Duration: time.Hour, Capacity: 2000, MinSizeToSample: 200,
 		EvalEvery: 20 * time.Millisecond, EvalEpisodes: 1, FinalEpisodes: 1, TargetReturn: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -55,6 +56,9 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&cfg.ReplayRatio, "replay-ratio", def.ReplayRatio, "sampled transitions per inserted transition (the rate limiter keeps it)")
 	fs.IntVar(&cfg.Capacity, "capacity", def.Capacity, "replay capacity in transitions")
 	fs.BoolVar(&cfg.Dueling, "dueling", false, "dueling Q head")
+	fs.BoolVar(&cfg.Deterministic, "deterministic", false, "one actor and the learner in lockstep on one goroutine: the same -seed and -steps give the same run (needs -actors=1 -steps=N -duration=0)")
+	fs.StringVar(&cfg.Checkpoint, "checkpoint", "", "write a checkpoint (replay, learner, counters) to this file when the run ends or fails")
+	resume := fs.String("resume", "", "continue the run saved in this checkpoint; -steps, -duration, -actors, -target-return, -stop-when-solved and -checkpoint may change, the rest comes from the checkpoint")
 	out := fs.String("out", "out/train", "directory for results.json and curve.png")
 	progressEvery := fs.Duration("progress", 5*time.Second, "time between progress lines")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics and pprof (/debug/pprof/) on this loopback host:port, e.g. 127.0.0.1:9090 (empty: off)")
@@ -89,8 +93,30 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	tr, err := runtime.NewTrainer(cfg)
-	if err != nil {
+	var tr *runtime.Trainer
+	var err error
+	if *resume != "" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		tr, err = runtime.ResumeTrainer(*resume, func(c *runtime.TrainConfig) {
+			for name, apply := range map[string]func(){
+				"steps": func() { c.Steps = cfg.Steps }, "duration": func() { c.Duration = cfg.Duration },
+				"actors": func() { c.Actors = cfg.Actors }, "target-return": func() { c.TargetReturn = cfg.TargetReturn },
+				"stop-when-solved": func() { c.StopWhenSolved = cfg.StopWhenSolved }, "checkpoint": func() { c.Checkpoint = cfg.Checkpoint },
+				"env": func() { c.Env = cfg.Env }, "sampler": func() { c.Sampler = cfg.Sampler }, "seed": func() { c.Seed = cfg.Seed },
+				"batch": func() { c.Batch = cfg.Batch }, "lr": func() { c.LR = cfg.LR }, "n-step": func() { c.NStep = cfg.NStep },
+				"capacity": func() { c.Capacity = cfg.Capacity }, "dueling": func() { c.Dueling = cfg.Dueling },
+			} {
+				if set[name] { // shaping flags reach ResumeTrainer, which refuses a change
+					apply()
+				}
+			}
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "apex: -resume: %v\n", err)
+			return 2
+		}
+	} else if tr, err = runtime.NewTrainer(cfg); err != nil {
 		fmt.Fprintf(stderr, "apex: %v\n", err)
 		return 2
 	}
@@ -109,9 +135,11 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	done := make(chan struct{})
-	go progress(tr, stdout, *progressEvery, done)
+	var printer sync.WaitGroup
+	printer.Go(func() { progress(tr, stdout, *progressEvery, done) })
 	res, err := tr.Run(ctx)
 	close(done)
+	printer.Wait()
 	if metrics != nil {
 		if cerr := metrics.Close(metricsShutdownTimeout); cerr != nil {
 			fmt.Fprintf(stderr, "apex: %v\n", cerr)

@@ -62,3 +62,46 @@ func TestTrainBadFlags(t *testing.T) {
 		t.Errorf("train -h: exit %d, %q", code, out.String())
 	}
 }
+
+func TestTrainCheckpointResumeDeterministic(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "run.ckpt")
+	var out, errb bytes.Buffer
+	if code := run([]string{"-actors=2", "-steps=60", "-duration=0", "-capacity=2000", "-progress=0", "-checkpoint", ck, "-out", dir}, &out, &errb); code != 0 {
+		t.Fatalf("first segment: exit %d: %s", code, errb.String())
+	}
+	if code := run([]string{"-resume", ck, "-steps=90", "-duration=0", "-progress=0", "-out", dir}, &out, &errb); code != 0 {
+		t.Fatalf("resume: exit %d: %s", code, errb.String())
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		LearnerSteps int64 `json:"learner_steps"`
+		Config       struct {
+			Resumes int `json:"resumes"`
+		} `json:"config"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil || res.LearnerSteps != 90 || res.Config.Resumes != 1 {
+		t.Fatalf("resumed results: %s (%v)", raw, err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-resume", filepath.Join(dir, "missing.ckpt")}, "bad checkpoint"},
+		{[]string{"-resume", ck, "-env=Acrobot-v1"}, "cannot change"},
+		{[]string{"-deterministic", "-actors=2", "-steps=10", "-duration=0"}, "deterministic mode needs"},
+	} {
+		errb.Reset()
+		if code := run(c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+	errb.Reset()
+	if code := run([]string{"-deterministic", "-actors=1", "-steps=40", "-duration=0", "-capacity=2000", "-progress=0", "-out", dir}, &out, &errb); code != 0 {
+		t.Fatalf("deterministic: exit %d: %s", code, errb.String())
+	}
+}
