@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -57,10 +59,11 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Capacity, "capacity", def.Capacity, "replay capacity in transitions")
 	fs.BoolVar(&cfg.Dueling, "dueling", false, "dueling Q head")
 	fs.BoolVar(&cfg.Deterministic, "deterministic", false, "one actor and the learner in lockstep on one goroutine: the same -seed and -steps give the same run (needs -actors=1 -steps=N -duration=0)")
-	fs.StringVar(&cfg.Checkpoint, "checkpoint", "", "write a checkpoint (replay, learner, counters) to this file when the run ends or fails")
+	fs.StringVar(&cfg.Checkpoint, "checkpoint", "", "write a checkpoint (replay, learner, counters) to this file when the run ends or fails (default <out>/checkpoint.apex; \"none\": no checkpoint)")
 	resume := fs.String("resume", "", "continue the run saved in this checkpoint; -steps, -duration, -actors, -target-return, -stop-when-solved and -checkpoint may change, the rest comes from the checkpoint")
 	out := fs.String("out", "out/train", "directory for results.json and curve.png")
-	progressEvery := fs.Duration("progress", 5*time.Second, "time between progress lines")
+	progressEvery := fs.Duration("progress", 5*time.Second, "time between progress reports (0: none)")
+	logFormat := fs.String("log-format", "text", "progress and summary records: text or json (a progress bar replaces text records on a terminal)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics and pprof (/debug/pprof/) on this loopback host:port, e.g. 127.0.0.1:9090 (empty: off)")
 	metricsRemote := fs.Bool("metrics-allow-remote", false, "allow a non-loopback -metrics-addr (exposes /metrics and pprof to the network)")
 	fs.Usage = func() {
@@ -79,6 +82,20 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "apex: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	var log *slog.Logger
+	switch *logFormat {
+	case "text":
+		log = slog.New(slog.NewTextHandler(stdout, nil))
+	case "json":
+		log = slog.New(slog.NewJSONHandler(stdout, nil))
+	default:
+		fmt.Fprintf(stderr, "apex: unknown -log-format %q (valid: text, json)\n", *logFormat)
+		return 2
+	}
+	var bar io.Writer
+	if *logFormat == "text" && isTerminal(stdout) {
+		bar = stdout
+	}
 	if !slices.Contains(envs.Names(), cfg.Env) {
 		fmt.Fprintf(stderr, "apex: unknown -env %q (valid: %s)\n", cfg.Env, strings.Join(envs.Names(), ", "))
 		return 2
@@ -86,6 +103,12 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	if !slices.Contains(runtime.Samplers, cfg.Sampler) {
 		fmt.Fprintf(stderr, "apex: unknown -sampler %q (valid: %s)\n", cfg.Sampler, strings.Join(runtime.Samplers, ", "))
 		return 2
+	}
+	switch cfg.Checkpoint {
+	case "": // a failed run (a NaN, say) always leaves its state behind
+		cfg.Checkpoint = filepath.Join(*out, "checkpoint.apex")
+	case "none":
+		cfg.Checkpoint = ""
 	}
 	if *metricsAddr != "" {
 		if err := checkMetricsAddr(*metricsAddr, *metricsRemote); err != nil {
@@ -136,7 +159,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	done := make(chan struct{})
 	var printer sync.WaitGroup
-	printer.Go(func() { progress(tr, stdout, *progressEvery, done) })
+	printer.Go(func() { progress(tr, log, bar, *progressEvery, done) })
 	res, err := tr.Run(ctx)
 	close(done)
 	printer.Wait()
@@ -153,16 +176,23 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "apex: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "final greedy evaluation: %.1f (mean of %d episodes) after %.0fs, %d env steps (%.0f/s), %d learner steps (%.0f/s)\nwrote %s and %s\n",
-		res.FinalReturn, len(res.FinalReturns), res.Seconds, res.EnvSteps, res.EnvStepsPerSec, res.LearnerSteps, res.UpdatesPerSec,
-		filepath.Join(*out, "results.json"), filepath.Join(*out, "curve.png"))
+	log.Info("done", "final_return", round1(res.FinalReturn), "episodes", len(res.FinalReturns),
+		"solved", res.StoppedByTarget, "seconds", round1(res.Seconds), "env_steps", res.EnvSteps,
+		"env_steps_per_s", round1(res.EnvStepsPerSec), "learner_steps", res.LearnerSteps,
+		"updates_per_s", round1(res.UpdatesPerSec), "results", filepath.Join(*out, "results.json"),
+		"curve", filepath.Join(*out, "curve.png"), "checkpoint", res.Config.Checkpoint)
 	return 0
 }
 
-// progress prints a line every period until done is closed.
-func progress(tr *runtime.Trainer, w io.Writer, period time.Duration, done <-chan struct{}) {
+// progress reports the run every period until done is closed: a log
+// record (text or JSON) per period, or, on a terminal in text mode, one
+// progress-bar line redrawn in place.
+func progress(tr *runtime.Trainer, log *slog.Logger, bar io.Writer, period time.Duration, done <-chan struct{}) {
 	if period <= 0 {
 		return
+	}
+	if bar != nil {
+		period = min(period, time.Second)
 	}
 	t := time.NewTicker(period)
 	defer t.Stop()
@@ -170,24 +200,64 @@ func progress(tr *runtime.Trainer, w io.Writer, period time.Duration, done <-cha
 	for {
 		select {
 		case <-done:
+			if bar != nil {
+				fmt.Fprintln(bar)
+			}
 			return
 		case <-t.C:
 		}
 		st := tr.Stats()
 		dt := st.Seconds - last.Seconds
-		eval := "-"
-		if st.Evaluated {
-			eval = fmt.Sprintf("%.1f", st.LastEval)
-		}
-		remaining := ""
-		if d := tr.Config().Duration; d > 0 {
-			remaining = fmt.Sprintf(" remaining %.0fs", max(0, d.Seconds()-st.Seconds))
-		}
-		fmt.Fprintf(w, "%6.0fs env %8d (%6.0f/s) updates %7d (%5.0f/s) buffer %7d eval %s%s\n",
-			st.Seconds, st.EnvSteps, float64(st.EnvSteps-last.EnvSteps)/dt, st.LearnerSteps,
-			float64(st.LearnerSteps-last.LearnerSteps)/dt, st.BufferSize, eval, remaining)
+		envRate := float64(st.EnvSteps-last.EnvSteps) / dt
+		updRate := float64(st.LearnerSteps-last.LearnerSteps) / dt
 		last = st
+		if bar != nil {
+			fmt.Fprint(bar, "\r"+progressBar(tr.Config(), st, envRate, updRate))
+			continue
+		}
+		attrs := []any{"elapsed_s", round1(st.Seconds), "env_steps", st.EnvSteps, "env_steps_per_s", round1(envRate),
+			"learner_steps", st.LearnerSteps, "updates_per_s", round1(updRate), "buffer", st.BufferSize}
+		if st.Evaluated {
+			attrs = append(attrs, "eval_return", round1(st.LastEval))
+		}
+		if d := tr.Config().Duration; d > 0 {
+			attrs = append(attrs, "remaining_s", round1(max(0, d.Seconds()-st.Seconds)))
+		}
+		log.Info("progress", attrs...)
 	}
+}
+
+// progressBar is one terminal line: elapsed against the budget (steps or
+// duration), rates, and the last evaluation.
+func progressBar(cfg runtime.TrainConfig, st runtime.TrainStats, envRate, updRate float64) string {
+	frac := 0.0
+	if cfg.Duration > 0 {
+		frac = st.Seconds / cfg.Duration.Seconds()
+	}
+	if cfg.Steps > 0 {
+		frac = max(frac, float64(st.LearnerSteps)/float64(cfg.Steps))
+	}
+	frac = min(max(frac, 0), 1)
+	const width = 24
+	n := int(frac * width)
+	eval := "-"
+	if st.Evaluated {
+		eval = fmt.Sprintf("%.1f", st.LastEval)
+	}
+	return fmt.Sprintf("[%s%s] %3.0f%% %5.0fs  env %.0f/s  updates %.0f/s  eval %s   ",
+		strings.Repeat("=", n), strings.Repeat(" ", width-n), 100*frac, st.Seconds, envRate, updRate, eval)
+}
+
+func round1(x float64) float64 { return math.Round(x*10) / 10 }
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // writeResults writes results.json and curve.png into dir.

@@ -34,11 +34,40 @@ func TestTrainWritesResults(t *testing.T) {
 	if res.Config.Env != "CartPole-v1" || res.LearnerSteps != 60 || len(res.FinalReturns) != 20 {
 		t.Fatalf("results.json: %s", raw)
 	}
-	if st, err := os.Stat(filepath.Join(dir, "curve.png")); err != nil || st.Size() == 0 {
-		t.Fatalf("curve.png: %v", err)
+	for _, f := range []string{"curve.png", "checkpoint.apex"} { // a checkpoint by default
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("%s: %v", f, err)
+		}
 	}
-	if !strings.Contains(out.String(), "final greedy evaluation") {
+	if !strings.Contains(out.String(), "msg=done final_return=") {
 		t.Fatalf("output: %s", out.String())
+	}
+}
+
+func TestTrainJSONLogs(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := run([]string{"-actors=2", "-steps=400", "-duration=0", "-capacity=2000", "-progress=50ms", "-log-format=json", "-out", dir}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	msgs := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON record: %q (%v)", line, err)
+		}
+		msgs[rec["msg"].(string)]++
+		if rec["msg"] == "done" && rec["learner_steps"].(float64) != 400 {
+			t.Fatalf("done record: %v", rec)
+		}
+	}
+	if msgs["done"] != 1 || msgs["progress"] == 0 {
+		t.Fatalf("records: %v", msgs)
+	}
+	errb.Reset()
+	if code := run([]string{"-log-format=xml"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "valid: text, json") {
+		t.Fatalf("-log-format=xml: exit %d, %q", code, errb.String())
 	}
 }
 
