@@ -5,7 +5,9 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"sort"
 
 	"github.com/apexrl/apex/buffer"
 )
@@ -164,7 +166,7 @@ type Rank struct {
 	bn, bk int
 	maxSeg int
 
-	refreshes, rebuilds, redraws uint64
+	refreshes, rebuilds, redraws, fallbacks uint64
 }
 
 var (
@@ -275,7 +277,15 @@ func (r *Rank) draw(rng *rand.Rand, dst *buffer.Batch) (int, bool) {
 		lo, hi := r.bounds[j], r.bounds[j+1]
 		for tries := 0; ; tries++ {
 			if tries == maxRedraws {
-				return j, false
+				if !r.fallback(dst, j, hi) {
+					return j, false
+				}
+				break
+			}
+			if tries > 0 && tries%8 == 0 {
+				// The segment keeps meeting slots being overwritten (a segment
+				// may hold a single item): let the writer finish.
+				runtime.Gosched()
 			}
 			pos := lo
 			if hi-lo > 1 {
@@ -284,13 +294,35 @@ func (r *Rank) draw(rng *rand.Rand, dst *buffer.Batch) (int, bool) {
 			slot := int(r.keys[pos] & mask)
 			ref, p, ok := r.buf.SlotPriority(slot)
 			if ok && p > 0 && r.buf.GatherSlot(dst, j, slot) && dst.Refs[j] == ref {
+				dst.Prob[j] = 1 / (float64(k) * float64(hi-lo))
 				break
 			}
 			r.redraws++
 		}
-		dst.Prob[j] = 1 / (float64(k) * float64(hi-lo))
 	}
 	return 0, true
+}
+
+// fallback fills row j with the first readable item at rank positions from
+// start on (wrapping around), reporting the probability of the segment that
+// item belongs to. It keeps a sampler from waiting on a writer that holds a
+// whole segment (a one-item segment whose slot is being overwritten).
+func (r *Rank) fallback(dst *buffer.Batch, j, start int) bool {
+	n, k := len(r.keys), len(r.bounds)-1
+	mask := uint64(1)<<r.slotBits - 1
+	for i := range n {
+		pos := (start + i) % n
+		slot := int(r.keys[pos] & mask)
+		ref, p, ok := r.buf.SlotPriority(slot)
+		if !ok || p <= 0 || !r.buf.GatherSlot(dst, j, slot) || dst.Refs[j] != ref {
+			continue
+		}
+		seg := sort.SearchInts(r.bounds, pos+1) - 1 // bounds[seg] <= pos < bounds[seg+1]
+		dst.Prob[j] = 1 / (float64(k) * float64(r.bounds[seg+1]-r.bounds[seg]))
+		r.fallbacks++
+		return true
+	}
+	return false
 }
 
 // due reports whether the rank order must be re-sorted before sampling.
@@ -446,6 +478,10 @@ type RankStats struct {
 	// Redraws counts rows drawn again inside their segment (slot being
 	// written, priority 0, or overwritten during the copy).
 	Redraws uint64
+	// Fallbacks counts rows whose whole segment stayed unreadable (its
+	// slots kept being overwritten) and that took the nearest readable item
+	// below it in rank order instead, with that item's own probability.
+	Fallbacks uint64
 }
 
 // Stats returns the counters. O(Stripes).
@@ -456,6 +492,7 @@ func (r *Rank) Stats() RankStats {
 		Refreshes: r.refreshes,
 		Rebuilds:  r.rebuilds,
 		Redraws:   r.redraws,
+		Fallbacks: r.fallbacks,
 	}
 }
 
