@@ -90,49 +90,33 @@ func DefaultTrainConfig() TrainConfig {
 // withDefaults fills zero fields.
 func (c TrainConfig) withDefaults() TrainConfig {
 	d := DefaultTrainConfig()
-	if c.Env == "" {
-		c.Env = d.Env
-	}
-	if c.Actors == 0 {
-		c.Actors = d.Actors
-	}
-	if c.Sampler == "" {
-		c.Sampler = d.Sampler
-	}
-	if c.NStep == 0 {
-		c.NStep = d.NStep
-	}
-	if c.Gamma == 0 {
-		c.Gamma = d.Gamma
-	}
-	if c.ReplayRatio == 0 {
-		c.ReplayRatio = d.ReplayRatio
-	}
-	if c.Capacity == 0 {
-		c.Capacity = d.Capacity
-	}
+	orDefault(&c.Env, d.Env)
+	orDefault(&c.Actors, d.Actors)
+	orDefault(&c.Sampler, d.Sampler)
+	orDefault(&c.NStep, d.NStep)
+	orDefault(&c.Gamma, d.Gamma)
+	orDefault(&c.ReplayRatio, d.ReplayRatio)
+	orDefault(&c.Capacity, d.Capacity)
+	orDefault(&c.MinSizeToSample, d.MinSizeToSample)
+	orDefault(&c.EvalEvery, d.EvalEvery)
+	orDefault(&c.EvalEpisodes, d.EvalEpisodes)
+	orDefault(&c.FinalEpisodes, d.FinalEpisodes)
+	orDefault(&c.EvalEverySteps, 1000)
 	if c.Hidden == nil {
 		c.Hidden = d.Hidden
-	}
-	if c.MinSizeToSample == 0 {
-		c.MinSizeToSample = d.MinSizeToSample
-	}
-	if c.EvalEvery == 0 {
-		c.EvalEvery = d.EvalEvery
-	}
-	if c.EvalEpisodes == 0 {
-		c.EvalEpisodes = d.EvalEpisodes
-	}
-	if c.FinalEpisodes == 0 {
-		c.FinalEpisodes = d.FinalEpisodes
-	}
-	if c.EvalEverySteps == 0 {
-		c.EvalEverySteps = 1000
 	}
 	if c.TargetReturn == 0 && c.StopWhenSolved {
 		c.TargetReturn = SolvedReturn[c.Env] // 0 (never) when no threshold is published
 	}
 	return c
+}
+
+// orDefault sets *p to d when *p is the zero value.
+func orDefault[T comparable](p *T, d T) {
+	var zero T
+	if *p == zero {
+		*p = d
+	}
 }
 
 // EvalPoint is one greedy evaluation during training.
