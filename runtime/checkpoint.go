@@ -198,6 +198,10 @@ func sameShape(a, b TrainConfig) error {
 	case a.Capacity != b.Capacity, a.Dueling != b.Dueling, fmt.Sprint(a.Hidden) != fmt.Sprint(b.Hidden),
 		a.Batch != b.Batch, a.LR != b.LR, a.Seed != b.Seed, a.NStep != b.NStep, a.Gamma != b.Gamma:
 		return errors.New("the replay, model and learner settings (capacity, hidden, dueling, batch, lr, seed, n-step, gamma) cannot change on resume")
+	case a.ReplayRatio != b.ReplayRatio, a.MinSizeToSample != b.MinSizeToSample:
+		return errors.New("the rate limiter's settings (replay ratio, minimum size to sample) cannot change on resume: its saved balance is in their terms")
+	case a.Deterministic != b.Deterministic:
+		return errors.New("the deterministic mode cannot be switched on or off on resume")
 	}
 	return nil
 }

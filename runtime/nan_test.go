@@ -26,10 +26,15 @@ func TestDivergenceStopsWithCheckpoint(t *testing.T) {
 	if err == nil {
 		t.Fatal("a learning rate of 1e200 did not stop the run")
 	}
-	if !errors.Is(err, model.ErrNonFinite) || !strings.Contains(err.Error(), "learner step") || !strings.Contains(err.Error(), "checkpoint written to "+path) {
+	// The failed state goes beside the checkpoint path, never over it (a
+	// resumed run writes back to the file it came from).
+	if !errors.Is(err, model.ErrNonFinite) || !strings.Contains(err.Error(), "learner step") || !strings.Contains(err.Error(), "written to "+path+".failed") {
 		t.Fatalf("error %q: want a non-finite error naming the learner step and the checkpoint", err)
 	}
-	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
+	if st, err := os.Stat(path + ".failed"); err != nil || st.Size() == 0 {
 		t.Fatalf("checkpoint: %v", err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("the failed run wrote over %s: %v", path, err)
 	}
 }

@@ -108,6 +108,14 @@ func (r *RateLimiter) AwaitSample(ctx context.Context, n int) error {
 	return r.await(ctx, n, false)
 }
 
+// CanInsert reports, without waiting or recording, whether an insert would
+// be admitted now.
+func (r *RateLimiter) CanInsert() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.canInsertLocked()
+}
+
 // CanSample reports, without waiting or recording, whether a sample would
 // be admitted now.
 func (r *RateLimiter) CanSample() bool {

@@ -75,6 +75,10 @@ type TrainConfig struct {
 	EvalEverySteps int64 `json:"eval_every_steps"` // 1000
 }
 
+// DefaultBetaSteps is the importance-sampling annealing horizon of a run
+// bounded only by Duration (about 40 s of learning on the 2-core machine).
+const DefaultBetaSteps = 100_000
+
 // SolvedReturn holds Gymnasium's published reward thresholds (the
 // environments' spec.reward_threshold): the mean return at which a task
 // counts as solved.
@@ -97,7 +101,7 @@ func (c TrainConfig) withDefaults() TrainConfig {
 	orDefault(&c.Gamma, d.Gamma)
 	orDefault(&c.ReplayRatio, d.ReplayRatio)
 	orDefault(&c.Capacity, d.Capacity)
-	orDefault(&c.MinSizeToSample, d.MinSizeToSample)
+	orDefault(&c.MinSizeToSample, max(d.MinSizeToSample, c.Batch+actor.DefaultLocalBatch))
 	orDefault(&c.EvalEvery, d.EvalEvery)
 	orDefault(&c.EvalEpisodes, d.EvalEpisodes)
 	orDefault(&c.FinalEpisodes, d.FinalEpisodes)
@@ -143,17 +147,19 @@ type TrainResult struct {
 
 // TrainStats is a snapshot of a running Trainer, for progress and metrics.
 type TrainStats struct {
-	Seconds      float64
-	EnvSteps     int64
-	Episodes     int64
-	LearnerSteps int64
-	BufferSize   int
-	LastEval     float64 // NaN-free: 0 until the first evaluation
-	Evaluated    bool
-	Learner      learner.DQNStats
-	Buffer       buffer.Stats
-	Pipeline     PipelineStats
-	Limiter      RateLimiterStats
+	Seconds float64 // the whole run, earlier segments of a resumed run included
+	// SegmentSeconds is the time since this Run started (Duration bounds it).
+	SegmentSeconds float64
+	EnvSteps       int64
+	Episodes       int64
+	LearnerSteps   int64
+	BufferSize     int
+	LastEval       float64 // NaN-free: 0 until the first evaluation
+	Evaluated      bool
+	Learner        learner.DQNStats
+	Buffer         buffer.Stats
+	Pipeline       PipelineStats
+	Limiter        RateLimiterStats
 }
 
 // Trainer runs one Ape-X training run: it owns every goroutine of it.
@@ -182,8 +188,14 @@ func NewTrainer(cfg TrainConfig) (*Trainer, error) { return newTrainer(cfg, nil)
 // buf is nil, a new one.
 func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 	cfg = cfg.withDefaults()
-	if cfg.Steps <= 0 && cfg.Duration <= 0 {
+	switch {
+	case cfg.Steps < 0 || cfg.Duration < 0:
+		return nil, fmt.Errorf("runtime: train: Steps and Duration must not be negative, got %d and %v", cfg.Steps, cfg.Duration)
+	case cfg.Steps == 0 && cfg.Duration == 0:
 		return nil, errors.New("runtime: train: set Steps or Duration (or both)")
+	case cfg.EvalEvery < 0 || cfg.EvalEpisodes < 0 || cfg.FinalEpisodes < 0 || cfg.EvalEverySteps < 0:
+		return nil, fmt.Errorf("runtime: train: evaluation settings must not be negative (EvalEvery %v, EvalEpisodes %d, FinalEpisodes %d, EvalEverySteps %d)",
+			cfg.EvalEvery, cfg.EvalEpisodes, cfg.FinalEpisodes, cfg.EvalEverySteps)
 	}
 	if cfg.Actors < 1 {
 		return nil, fmt.Errorf("runtime: train: Actors must be >= 1, got %d", cfg.Actors)
@@ -212,7 +224,12 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 	}
 	var sel sampler.Selector
 	var wt sampler.Weighter
+	// PER's beta anneals to 1 over the run's learner steps; a run bounded
+	// only by time anneals over DefaultBetaSteps.
 	betaSteps := cfg.Steps
+	if betaSteps == 0 {
+		betaSteps = DefaultBetaSteps
+	}
 	switch cfg.Sampler {
 	case "per":
 		p, err := sampler.NewPER(buf, sampler.DefaultPERConfig(betaSteps))
@@ -293,6 +310,9 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 		defer cancel()
 	}
 	var solved atomic.Pointer[finalEval]
+	if t.cfg.Steps > 0 && t.base.LearnerSteps >= t.cfg.Steps {
+		return t.finish(&solved) // a resumed run that already took its steps
+	}
 	if t.cfg.Deterministic {
 		if err := t.runLockstep(runCtx, &solved); err != nil {
 			return nil, t.failed(err)
@@ -308,7 +328,7 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 		defer stop() // the pipeline ended (Steps, or an error): stop the evaluator
 		steps := t.cfg.Steps
 		if steps > 0 {
-			steps = max(1, steps-t.base.LearnerSteps) // what is left of a resumed run
+			steps -= t.base.LearnerSteps // what is left of a resumed run (> 0: checked above)
 		}
 		return t.pipe.Run(gctx, t.buf, sources, t.dqn, PipelineConfig{Queue: 2 * len(t.actors),
 			LearnerBatch: t.dqn.Config().Batch, Limiter: t.limiter, MaxSteps: steps})
@@ -367,15 +387,18 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 	return t.finish(&solved)
 }
 
-// failed writes the diagnostic checkpoint of a failed run, if configured.
+// failed writes the diagnostic checkpoint of a failed run, if configured,
+// to Checkpoint + ".failed", so it never replaces the last good checkpoint
+// (a resumed run writes back to the file it came from).
 func (t *Trainer) failed(err error) error {
 	if t.cfg.Checkpoint == "" {
 		return err
 	}
-	if cerr := t.SaveCheckpoint(t.cfg.Checkpoint); cerr != nil {
+	path := t.cfg.Checkpoint + ".failed"
+	if cerr := t.SaveCheckpoint(path); cerr != nil {
 		return fmt.Errorf("%w (and the checkpoint failed: %v)", err, cerr)
 	}
-	return fmt.Errorf("%w (checkpoint written to %s)", err, t.cfg.Checkpoint)
+	return fmt.Errorf("%w (checkpoint of the failed state written to %s)", err, path)
 }
 
 // finish runs the final evaluation (unless the target was confirmed),
@@ -449,10 +472,10 @@ func (t *Trainer) record(mean float64) {
 // Stats returns a snapshot of the run. Safe for concurrent use.
 func (t *Trainer) Stats() TrainStats {
 	st := TrainStats{Pipeline: t.pipe.Stats(), Learner: t.dqn.Stats(), Buffer: t.buf.Stats(), Limiter: t.limiter.Stats()}
-	st.Seconds = t.base.Seconds
 	if start := t.start.Load(); start != nil {
-		st.Seconds += time.Since(*start).Seconds()
+		st.SegmentSeconds = time.Since(*start).Seconds()
 	}
+	st.Seconds = t.base.Seconds + st.SegmentSeconds
 	st.EnvSteps, st.Episodes = t.base.EnvSteps, t.base.Episodes
 	for _, a := range t.actors {
 		as := a.Stats()
@@ -479,36 +502,27 @@ func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalE
 	if err != nil {
 		return err
 	}
+	// A cancelled context ends the run cleanly (results are still written),
+	// whichever call noticed it.
+	stopped := func(err error) error {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	batch := &buffer.Transitions{}
 	n := t.dqn.Config().Batch
 	steps := t.base.LearnerSteps
 	nextEval := (steps/t.cfg.EvalEverySteps + 1) * t.cfg.EvalEverySteps
 	for evals := uint64(1); steps < t.cfg.Steps; {
-		if ctx.Err() != nil {
-			return nil
-		}
-		resetTransitions(batch)
-		if err := a.Fill(ctx, batch); err != nil {
-			return fmt.Errorf("actor 0: %w", err)
-		}
-		if ctx.Err() != nil {
-			t.pipe.discarded.Add(int64(batch.Len()))
-			return nil
-		}
-		if err := t.limiter.AwaitInsert(ctx, batch.Len()); err != nil {
-			return err
-		}
-		if err := t.buf.Insert(batch); err != nil {
-			return fmt.Errorf("inserter: %w", err)
-		}
-		t.pipe.batches.Add(1)
-		t.pipe.items.Add(int64(batch.Len()))
+		// Learn first, while the limiter admits samples: actor and learner
+		// share this goroutine, so neither may wait for the other.
 		for steps < t.cfg.Steps && t.limiter.CanSample() {
 			if err := t.limiter.AwaitSample(ctx, n); err != nil {
-				return err
+				return stopped(err)
 			}
 			if err := t.dqn.Step(ctx); err != nil {
-				return fmt.Errorf("learner step %d: %w", steps, err)
+				return stopped(fmt.Errorf("learner step %d: %w", steps, err))
 			}
 			t.pipe.steps.Add(1)
 			steps++
@@ -519,7 +533,7 @@ func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalE
 			mean, _, err := actor.Evaluate(ctx, env, net, t.store, t.cfg.EvalEpisodes, t.cfg.Seed^evals<<32)
 			evals++
 			if err != nil {
-				return fmt.Errorf("evaluator: %w", err)
+				return stopped(fmt.Errorf("evaluator: %w", err))
 			}
 			t.record(mean)
 			if t.cfg.TargetReturn == 0 || mean < t.cfg.TargetReturn {
@@ -527,13 +541,38 @@ func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalE
 			}
 			cmean, crets, err := actor.Evaluate(ctx, env, net, nil, t.cfg.FinalEpisodes, t.cfg.Seed+0xf1a1)
 			if err != nil {
-				return fmt.Errorf("evaluator: %w", err)
+				return stopped(fmt.Errorf("evaluator: %w", err))
 			}
 			if cmean >= t.cfg.TargetReturn {
 				solved.Store(&finalEval{mean: cmean, returns: crets})
 				return nil
 			}
 		}
+		if steps >= t.cfg.Steps || ctx.Err() != nil {
+			return nil
+		}
+		resetTransitions(batch)
+		if err := a.Fill(ctx, batch); err != nil {
+			return stopped(fmt.Errorf("actor 0: %w", err))
+		}
+		if ctx.Err() != nil {
+			t.pipe.discarded.Add(int64(batch.Len()))
+			return nil
+		}
+		if !t.limiter.CanInsert() {
+			// Cannot happen with a balance this mode produced itself (the
+			// learner just drained it); refuse rather than wait forever.
+			return fmt.Errorf("runtime: deterministic mode: the rate limiter admits neither an insert nor a sample (inserted %d, sampled %d)",
+				t.limiter.snapshot().inserted, t.limiter.snapshot().sampled)
+		}
+		if err := t.limiter.AwaitInsert(ctx, batch.Len()); err != nil {
+			return stopped(err)
+		}
+		if err := t.buf.Insert(batch); err != nil {
+			return fmt.Errorf("inserter: %w", err)
+		}
+		t.pipe.batches.Add(1)
+		t.pipe.items.Add(int64(batch.Len()))
 	}
 	return nil
 }

@@ -119,3 +119,46 @@ func TestDeterministicModeRepeats(t *testing.T) {
 		t.Fatal("the deterministic mode accepted 2 actors")
 	}
 }
+
+// TestDeterministicCancelEndsCleanly cancels lockstep runs at random
+// moments: Run must return a result, never the context's error.
+func TestDeterministicCancelEndsCleanly(t *testing.T) {
+	for i := range 6 {
+		tr, err := NewTrainer(TrainConfig{Actors: 1, Deterministic: true, Steps: 1 << 40, Capacity: 4000,
+			MinSizeToSample: 200, EvalEverySteps: 50, EvalEpisodes: 1, FinalEpisodes: 1, Seed: uint64(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(20+30*i)*time.Millisecond)
+		res, err := tr.Run(ctx)
+		cancel()
+		if err != nil || res == nil {
+			t.Fatalf("run %d: cancelled deterministic run returned %v", i, err)
+		}
+	}
+}
+
+// TestResumeCompletedRunTakesNoSteps resumes a run that already took its
+// steps: it goes straight to the final evaluation.
+func TestResumeCompletedRunTakesNoSteps(t *testing.T) {
+	path := t.TempDir() + "/done.ckpt"
+	tr, err := NewTrainer(TrainConfig{Actors: 2, Steps: 80, Capacity: 3000, MinSizeToSample: 200,
+		EvalEvery: time.Hour, FinalEpisodes: 2, Checkpoint: path, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	re, err := ResumeTrainer(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := re.Run(context.Background())
+	if err != nil || res.LearnerSteps != 80 {
+		t.Fatalf("resumed finished run: %v, %d learner steps (want 80)", err, res.LearnerSteps)
+	}
+	if _, err := ResumeTrainer(path, func(c *TrainConfig) { c.ReplayRatio = 8 }); err == nil || !strings.Contains(err.Error(), "rate limiter") {
+		t.Fatalf("a changed replay ratio on resume: %v", err)
+	}
+}

@@ -118,9 +118,29 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	}
 	var tr *runtime.Trainer
 	var err error
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for name, v := range map[string]float64{"actors": float64(cfg.Actors), "n-step": float64(cfg.NStep),
+		"capacity": float64(cfg.Capacity), "replay-ratio": cfg.ReplayRatio} {
+		if set[name] && !(v > 0) {
+			fmt.Fprintf(stderr, "apex: -%s must be positive, got %v\n", name, v)
+			return 2
+		}
+	}
+	if cfg.Deterministic { // one actor and no time limit, unless asked otherwise (then refused below)
+		if !set["actors"] {
+			cfg.Actors = 1
+		}
+		if !set["duration"] {
+			cfg.Duration = 0
+		}
+		if cfg.Actors != 1 || cfg.Steps <= 0 || cfg.Duration != 0 {
+			fmt.Fprintf(stderr, "apex: -deterministic needs -actors=1, -steps=N (N > 0) and -duration=0 (got -actors=%d -steps=%d -duration=%v)\n",
+				cfg.Actors, cfg.Steps, cfg.Duration)
+			return 2
+		}
+	}
 	if *resume != "" {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		tr, err = runtime.ResumeTrainer(*resume, func(c *runtime.TrainConfig) {
 			for name, apply := range map[string]func(){
 				"steps": func() { c.Steps = cfg.Steps }, "duration": func() { c.Duration = cfg.Duration },
@@ -129,10 +149,14 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 				"env": func() { c.Env = cfg.Env }, "sampler": func() { c.Sampler = cfg.Sampler }, "seed": func() { c.Seed = cfg.Seed },
 				"batch": func() { c.Batch = cfg.Batch }, "lr": func() { c.LR = cfg.LR }, "n-step": func() { c.NStep = cfg.NStep },
 				"capacity": func() { c.Capacity = cfg.Capacity }, "dueling": func() { c.Dueling = cfg.Dueling },
+				"replay-ratio": func() { c.ReplayRatio = cfg.ReplayRatio }, "deterministic": func() { c.Deterministic = cfg.Deterministic },
 			} {
 				if set[name] { // shaping flags reach ResumeTrainer, which refuses a change
 					apply()
 				}
+			}
+			if set["stop-when-solved"] && !cfg.StopWhenSolved && !set["target-return"] {
+				c.TargetReturn = 0 // the saved config holds the threshold the flag derived
 			}
 		})
 		if err != nil {
@@ -196,7 +220,7 @@ func progress(tr *runtime.Trainer, log *slog.Logger, bar io.Writer, period time.
 	}
 	t := time.NewTicker(period)
 	defer t.Stop()
-	var last runtime.TrainStats
+	last := tr.Stats() // rates over the first period, not since an earlier segment
 	for {
 		select {
 		case <-done:
@@ -207,7 +231,7 @@ func progress(tr *runtime.Trainer, log *slog.Logger, bar io.Writer, period time.
 		case <-t.C:
 		}
 		st := tr.Stats()
-		dt := st.Seconds - last.Seconds
+		dt := st.SegmentSeconds - last.SegmentSeconds
 		envRate := float64(st.EnvSteps-last.EnvSteps) / dt
 		updRate := float64(st.LearnerSteps-last.LearnerSteps) / dt
 		last = st
@@ -215,13 +239,13 @@ func progress(tr *runtime.Trainer, log *slog.Logger, bar io.Writer, period time.
 			fmt.Fprint(bar, "\r"+progressBar(tr.Config(), st, envRate, updRate))
 			continue
 		}
-		attrs := []any{"elapsed_s", round1(st.Seconds), "env_steps", st.EnvSteps, "env_steps_per_s", round1(envRate),
+		attrs := []any{"elapsed_s", round1(st.SegmentSeconds), "env_steps", st.EnvSteps, "env_steps_per_s", round1(envRate),
 			"learner_steps", st.LearnerSteps, "updates_per_s", round1(updRate), "buffer", st.BufferSize}
 		if st.Evaluated {
 			attrs = append(attrs, "eval_return", round1(st.LastEval))
 		}
 		if d := tr.Config().Duration; d > 0 {
-			attrs = append(attrs, "remaining_s", round1(max(0, d.Seconds()-st.Seconds)))
+			attrs = append(attrs, "remaining_s", round1(max(0, d.Seconds()-st.SegmentSeconds)))
 		}
 		log.Info("progress", attrs...)
 	}
@@ -232,7 +256,7 @@ func progress(tr *runtime.Trainer, log *slog.Logger, bar io.Writer, period time.
 func progressBar(cfg runtime.TrainConfig, st runtime.TrainStats, envRate, updRate float64) string {
 	frac := 0.0
 	if cfg.Duration > 0 {
-		frac = st.Seconds / cfg.Duration.Seconds()
+		frac = st.SegmentSeconds / cfg.Duration.Seconds()
 	}
 	if cfg.Steps > 0 {
 		frac = max(frac, float64(st.LearnerSteps)/float64(cfg.Steps))
@@ -245,7 +269,7 @@ func progressBar(cfg runtime.TrainConfig, st runtime.TrainStats, envRate, updRat
 		eval = fmt.Sprintf("%.1f", st.LastEval)
 	}
 	return fmt.Sprintf("[%s%s] %3.0f%% %5.0fs  env %.0f/s  updates %.0f/s  eval %s   ",
-		strings.Repeat("=", n), strings.Repeat(" ", width-n), 100*frac, st.Seconds, envRate, updRate, eval)
+		strings.Repeat("=", n), strings.Repeat(" ", width-n), 100*frac, st.SegmentSeconds, envRate, updRate, eval)
 }
 
 func round1(x float64) float64 { return math.Round(x*10) / 10 }

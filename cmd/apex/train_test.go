@@ -100,7 +100,7 @@ func TestTrainCheckpointResumeDeterministic(t *testing.T) {
 	if code := run([]string{"-actors=2", "-steps=60", "-duration=0", "-capacity=2000", "-progress=0", "-checkpoint", ck, "-out", dir}, &out, &errb); code != 0 {
 		t.Fatalf("first segment: exit %d: %s", code, errb.String())
 	}
-	if code := run([]string{"-resume", ck, "-steps=90", "-duration=0", "-progress=0", "-out", dir}, &out, &errb); code != 0 {
+	if code := run([]string{"-resume", ck, "-steps=90", "-duration=0", "-progress=0", "-stop-when-solved=false", "-out", dir}, &out, &errb); code != 0 {
 		t.Fatalf("resume: exit %d: %s", code, errb.String())
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
@@ -110,10 +110,12 @@ func TestTrainCheckpointResumeDeterministic(t *testing.T) {
 	var res struct {
 		LearnerSteps int64 `json:"learner_steps"`
 		Config       struct {
-			Resumes int `json:"resumes"`
+			Resumes      int     `json:"resumes"`
+			TargetReturn float64 `json:"target_return"`
 		} `json:"config"`
 	}
-	if err := json.Unmarshal(raw, &res); err != nil || res.LearnerSteps != 90 || res.Config.Resumes != 1 {
+	// -stop-when-solved=false also clears the threshold the first segment derived.
+	if err := json.Unmarshal(raw, &res); err != nil || res.LearnerSteps != 90 || res.Config.Resumes != 1 || res.Config.TargetReturn != 0 {
 		t.Fatalf("resumed results: %s (%v)", raw, err)
 	}
 	for _, c := range []struct {
@@ -122,7 +124,11 @@ func TestTrainCheckpointResumeDeterministic(t *testing.T) {
 	}{
 		{[]string{"-resume", filepath.Join(dir, "missing.ckpt")}, "bad checkpoint"},
 		{[]string{"-resume", ck, "-env=Acrobot-v1"}, "cannot change"},
-		{[]string{"-deterministic", "-actors=2", "-steps=10", "-duration=0"}, "deterministic mode needs"},
+		{[]string{"-deterministic", "-actors=2", "-steps=10", "-duration=0"}, "-deterministic needs -actors=1"},
+		{[]string{"-deterministic"}, "-steps=N (N > 0)"},
+		{[]string{"-resume", ck, "-replay-ratio=8"}, "cannot change on resume"},
+		{[]string{"-actors=0"}, "-actors must be positive"},
+		{[]string{"-steps=-5"}, "must not be negative"},
 	} {
 		errb.Reset()
 		if code := run(c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
@@ -130,7 +136,8 @@ func TestTrainCheckpointResumeDeterministic(t *testing.T) {
 		}
 	}
 	errb.Reset()
-	if code := run([]string{"-deterministic", "-actors=1", "-steps=40", "-duration=0", "-capacity=2000", "-progress=0", "-out", dir}, &out, &errb); code != 0 {
+	// -deterministic implies -actors=1 -duration=0.
+	if code := run([]string{"-deterministic", "-steps=40", "-capacity=2000", "-progress=0", "-out", dir}, &out, &errb); code != 0 {
 		t.Fatalf("deterministic: exit %d: %s", code, errb.String())
 	}
 }
