@@ -7,9 +7,6 @@ import (
 	"unsafe"
 )
 
-// raceBuild reports whether the race detector is on.
-const raceBuild = race
-
 // copyCol copies element by element with atomic operations, so the race
 // detector understands the sequence-lock protocol and weakly ordered CPUs
 // cannot complete a load after the tag's re-check (see copy_norace.go).

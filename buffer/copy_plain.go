@@ -2,9 +2,6 @@
 
 package buffer
 
-// raceBuild reports whether the race detector is on.
-const raceBuild = false
-
 // copyCol copies a column run. Readers validate what they copied with the
 // slot's generation (a sequence lock), so on x86 the copy is a plain
 // memmove: x86 keeps loads in order (TSO) and the Go compiler does not move

@@ -2,4 +2,6 @@
 
 package buffer
 
-const race = false
+// raceBuild reports whether the race detector is on (tests scale their work
+// by it).
+const raceBuild = false

@@ -92,12 +92,6 @@ func (b Box) String() string {
 	return sb.String()
 }
 
-// clone returns a deep copy, so a caller can never modify an environment's
-// own bounds.
-func (b Box) clone() Box {
-	return Box{Low: append([]float64(nil), b.Low...), High: append([]float64(nil), b.High...)}
-}
-
 func (Box) space() {}
 
 func num(v float64) string {
