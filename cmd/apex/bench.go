@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -59,18 +58,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), benchUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return 0
-		}
-		return 2 // the flag package has printed the error and the usage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "apex bench: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "apex bench: invalid flags: %v (see apex bench -h)\n", err)

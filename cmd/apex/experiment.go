@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -85,16 +84,8 @@ func runCliffwalk(args []string, stdout, stderr io.Writer) int {
 			"number of updates per agent and writes a log-log plot.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "apex experiment cliffwalk: unexpected arguments %q\n", fs.Args())
-		fs.Usage()
-		return 2
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "apex experiment cliffwalk: %v\n", err)

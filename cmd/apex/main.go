@@ -4,6 +4,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -42,4 +44,24 @@ commands:
   bench        load-test the replay path against a mutex baseline (apex bench -h)
   experiment   run a paper's small experiment (apex experiment -h)
 `)
+}
+
+// parseFlags parses a subcommand's flags. It returns ok false with the exit
+// status when the command should stop: 0 after -h (usage on stdout), 2 on a
+// bad flag (the flag package has printed why) or a stray argument.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		fs.Usage()
+		return 2, false
+	}
+	return 0, true
 }
