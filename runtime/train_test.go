@@ -48,26 +48,22 @@ func TestTrainerSmoke(t *testing.T) {
 	}
 }
 
-func TestTrainerStopsOnContextAndTarget(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+func TestTrainerStopsOnTarget(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a safety net only
 	defer cancel()
 	tr, err := NewTrainer(TrainConfig{Actors: 2, Duration: time.Hour, Capacity: 2000, MinSizeToSample: 200,
-		EvalEvery: 20 * time.Millisecond, EvalEpisodes: 1, FinalEpisodes: 1, TargetReturn: 1})
+		EvalEvery: 20 * time.Millisecond, EvalEpisodes: 1, FinalEpisodes: 2, TargetReturn: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	res, err := tr.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if time.Since(start) > 30*time.Second {
-		t.Fatalf("run took %v", time.Since(start))
-	}
-	// Any CartPole episode returns at least 1, so the first evaluation
-	// reaches the target (unless the context ended first).
-	if !res.StoppedByTarget && ctx.Err() == nil {
-		t.Fatalf("not stopped by the target: %+v", res)
+	// Any CartPole episode returns at least 1, so the first evaluation and its
+	// confirmation reach the target and end the hour-long run.
+	if !res.StoppedByTarget || ctx.Err() != nil || len(res.FinalReturns) != 2 || res.FinalReturn < 1 {
+		t.Fatalf("not stopped by the target: %+v (ctx %v)", res, ctx.Err())
 	}
 }
 
