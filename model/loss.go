@@ -14,11 +14,26 @@ const (
 	Huber LossKind = iota
 	// MSE: ρ(δ) = δ² (PyTorch's MSELoss; twice Huber's quadratic part).
 	MSE
+	// L1: ρ(δ) = |δ|, ρ'(δ) = sign(δ) (0 at δ = 0). Its fixed point over
+	// a set of targets is their median (Fujimoto et al. 2020, Obs. 2).
+	L1
+	// PAL: the prioritized approximation loss of Fujimoto et al. 2020
+	// (arXiv:2007.06049, Eq. 10) with k = Delta and α = Alpha,
+	//
+	//	ρ(δ) = ½·k^α·δ²              for |δ| ≤ k
+	//	ρ(δ) = k·|δ|^(1+α)/(1+α)      beyond,
+	//
+	// whose derivative max(|δ|, k)^α · clip(δ, −k, k) is LAP's priority
+	// times Huber(k)'s derivative. The paper's division by the batch mean
+	// of max(|δ|, k)^α is not part of ρ: the learner applies it as a
+	// weight (sampler.PAL). The value jumps at |δ| = k unless α = 1 (the
+	// gradient is continuous), so use it for logging only.
+	PAL
 )
 
-var lossNames = [...]string{Huber: "huber", MSE: "mse"}
+var lossNames = [...]string{Huber: "huber", MSE: "mse", L1: "l1", PAL: "pal"}
 
-// String returns "huber" or "mse".
+// String returns the kind's name: "huber", "mse", "l1" or "pal".
 func (k LossKind) String() string {
 	if int(k) < len(lossNames) {
 		return lossNames[k]
@@ -34,7 +49,7 @@ func (k LossKind) MarshalText() ([]byte, error) {
 	return []byte(lossNames[k]), nil
 }
 
-// UnmarshalText decodes "huber" or "mse".
+// UnmarshalText decodes a kind's name (see String).
 func (k *LossKind) UnmarshalText(b []byte) error {
 	for i, n := range lossNames {
 		if n == string(b) {
@@ -42,7 +57,7 @@ func (k *LossKind) UnmarshalText(b []byte) error {
 			return nil
 		}
 	}
-	return errorf(ErrConfig, "unknown loss %q (valid: huber, mse)", b)
+	return errorf(ErrConfig, "unknown loss %q (valid: huber, mse, l1, pal)", b)
 }
 
 // Loss is a per-sample weighted regression loss over a batch of B samples,
@@ -54,8 +69,12 @@ func (k *LossKind) UnmarshalText(b []byte) error {
 // Delta 1. A Loss is a plain value, safe to share.
 type Loss struct {
 	Kind LossKind `json:"kind"`
-	// Delta is Huber's threshold (> 0); 0 means 1. Unused by MSE.
+	// Delta is Huber's and PAL's threshold k (> 0); 0 means 1. Unused by
+	// MSE and L1.
 	Delta float64 `json:"delta,omitempty"`
+	// Alpha is PAL's exponent α (finite, >= 0; LAP/PAL's default is 0.4).
+	// It must be 0 for the other kinds.
+	Alpha float64 `json:"alpha,omitempty"`
 }
 
 // Validate reports a Loss whose Kind or Delta is invalid (wrapping
@@ -67,7 +86,37 @@ func (l Loss) Validate() error {
 	if l.Delta < 0 || math.IsNaN(l.Delta) || math.IsInf(l.Delta, 0) {
 		return errorf(ErrConfig, "Loss.Delta = %g (must be finite and >= 0; 0 means 1)", l.Delta)
 	}
+	if !(l.Alpha >= 0) || math.IsInf(l.Alpha, 0) {
+		return errorf(ErrConfig, "Loss.Alpha = %g (must be finite and >= 0)", l.Alpha)
+	}
+	if l.Alpha != 0 && l.Kind != PAL {
+		return errorf(ErrConfig, "Loss.Alpha = %g is set for the %v loss (only PAL has an exponent)", l.Alpha, l.Kind)
+	}
 	return nil
+}
+
+// K returns the threshold the loss uses: Delta, or 1 when Delta is 0.
+func (l Loss) K() float64 {
+	if l.Delta == 0 {
+		return 1
+	}
+	return l.Delta
+}
+
+// Derivative returns ρ'(δ), the per-sample gradient before weighting and
+// the 1/B of the mean. It panics on an invalid Loss. O(1).
+func (l Loss) Derivative(d float64) float64 {
+	rho, k := l.fn()
+	_, g := rho(d, k, l.Alpha)
+	return g
+}
+
+// Rho returns ρ(δ), the per-sample value. It panics on an invalid Loss.
+// O(1).
+func (l Loss) Rho(d float64) float64 {
+	rho, k := l.fn()
+	v, _ := rho(d, k, l.Alpha)
+	return v
 }
 
 // Value returns L for pred against target with weights weight (nil: all
@@ -87,7 +136,7 @@ func (l Loss) Value(grad, pred, target, weight []float64) float64 {
 		if weight != nil {
 			w = weight[i]
 		}
-		v, d := rho(pred[i]-t, delta)
+		v, d := rho(pred[i]-t, delta, l.Alpha)
 		sum += w * v
 		if grad != nil {
 			grad[i] = w * d * inv
@@ -128,7 +177,7 @@ func (l Loss) Selected(grad, q []float64, actions []int32, target, weight []floa
 		if weight != nil {
 			w = weight[i]
 		}
-		v, d := rho(q[i*nA+a]-t, delta)
+		v, d := rho(q[i*nA+a]-t, delta, l.Alpha)
 		sum += w * v
 		if grad != nil {
 			grad[i*nA+a] = w * d * inv
@@ -173,23 +222,24 @@ func checkLossLens(b, n, ng, nw int, hasGrad, hasWeight bool, name string) {
 	}
 }
 
-// fn returns the per-sample function (value and derivative) and Huber's
-// delta.
-func (l Loss) fn() (func(d, delta float64) (float64, float64), float64) {
+// fn returns the per-sample function (value and derivative) and the
+// threshold k.
+func (l Loss) fn() (func(d, k, alpha float64) (float64, float64), float64) {
 	if err := l.Validate(); err != nil {
 		panic(err.Error())
 	}
-	if l.Kind == MSE {
+	switch l.Kind {
+	case MSE:
 		return mse, 0
+	case L1:
+		return l1, 0
+	case PAL:
+		return pal, l.K()
 	}
-	delta := l.Delta
-	if delta == 0 {
-		delta = 1
-	}
-	return huber, delta
+	return huber, l.K()
 }
 
-func huber(d, delta float64) (float64, float64) {
+func huber(d, delta, _ float64) (float64, float64) {
 	switch {
 	case d > delta:
 		return delta * (d - delta/2), delta
@@ -200,4 +250,24 @@ func huber(d, delta float64) (float64, float64) {
 	}
 }
 
-func mse(d, _ float64) (float64, float64) { return d * d, 2 * d }
+func mse(d, _, _ float64) (float64, float64) { return d * d, 2 * d }
+
+func l1(d, _, _ float64) (float64, float64) {
+	switch {
+	case d > 0:
+		return d, 1
+	case d < 0:
+		return -d, -1
+	}
+	return 0, 0
+}
+
+func pal(d, k, alpha float64) (float64, float64) {
+	a := math.Abs(d)
+	if a <= k {
+		ka := math.Pow(k, alpha)
+		return 0.5 * ka * d * d, ka * d
+	}
+	p := math.Pow(a, alpha) // |δ|^α
+	return k * p * a / (1 + alpha), math.Copysign(k*p, d)
+}

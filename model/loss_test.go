@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -116,10 +117,59 @@ func TestLossJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"kind":"huber","delta":2}`), &out); err != nil || out != (Loss{Kind: Huber, Delta: 2}) {
 		t.Errorf("decoded %+v, %v", out, err)
 	}
-	if err := json.Unmarshal([]byte(`{"kind":"l1"}`), &out); !errors.Is(err, ErrConfig) {
+	if err := json.Unmarshal([]byte(`{"kind":"pal","delta":0.01,"alpha":0.6}`), &out); err != nil || out != (Loss{Kind: PAL, Delta: 0.01, Alpha: 0.6}) {
+		t.Errorf("decoded %+v, %v", out, err)
+	}
+	if err := json.Unmarshal([]byte(`{"kind":"l2"}`), &out); !errors.Is(err, ErrConfig) {
 		t.Errorf("unknown kind: %v", err)
 	}
 	if err := (Loss{Delta: math.NaN()}).Validate(); !errors.Is(err, ErrConfig) {
 		t.Errorf("NaN delta: %v", err)
+	}
+}
+
+// TestLossPALAndL1 checks the PAL and L1 kinds against their closed forms
+// and PAL's derivative against LAP's max(|δ|,k)^α · clip(δ, −k, k).
+func TestLossPALAndL1(t *testing.T) {
+	for _, k := range []float64{1, 0.01, 2} {
+		for _, alpha := range []float64{0, 0.4, 0.6, 1} {
+			l := Loss{Kind: PAL, Delta: k, Alpha: alpha}
+			for _, d := range []float64{-7, -2, -k, -0.3 * k, 0, 0.5 * k, k, 1.5, 40} {
+				a := math.Abs(d)
+				want := 0.5 * math.Pow(k, alpha) * d * d
+				if a > k {
+					want = k * math.Pow(a, 1+alpha) / (1 + alpha)
+				}
+				if got := l.Rho(d); math.Abs(got-want) > 1e-12*math.Max(1, want) {
+					t.Errorf("k=%g alpha=%g: rho(%g) = %g, want %g", k, alpha, d, got, want)
+				}
+				wantG := math.Pow(math.Max(a, k), alpha) * math.Max(-k, math.Min(k, d))
+				if got := l.Derivative(d); math.Abs(got-wantG) > 1e-12*math.Max(1, math.Abs(wantG)) {
+					t.Errorf("k=%g alpha=%g: rho'(%g) = %g, want %g", k, alpha, d, got, wantG)
+				}
+			}
+		}
+	}
+	// PAL with alpha = 0 has Huber(k)'s gradient (its tail is k|δ|, not
+	// k(|δ| − k/2): the same gradient, as in the paper's code).
+	for _, d := range []float64{-3, -0.2, 0.7, 5} {
+		if p, h := (Loss{Kind: PAL, Delta: 1}).Derivative(d), (Loss{Kind: Huber}).Derivative(d); p != h {
+			t.Errorf("PAL(alpha 0)' %g != Huber' %g at %g", p, h, d)
+		}
+	}
+	l1 := Loss{Kind: L1}
+	grad := make([]float64, 3)
+	v := l1.Value(grad, []float64{3, -1, 2}, []float64{1, 1, 2}, []float64{1, 2, 1})
+	if want := (2 + 2*2 + 0) / 3.0; math.Abs(v-want) > 1e-15 {
+		t.Errorf("L1 value %g, want %g", v, want)
+	}
+	if want := []float64{1.0 / 3, -2.0 / 3, 0}; !slices.Equal(grad, want) {
+		t.Errorf("L1 grad %v, want %v", grad, want)
+	}
+	if err := (Loss{Kind: Huber, Alpha: 0.4}).Validate(); !errors.Is(err, ErrConfig) {
+		t.Errorf("Alpha on Huber: %v", err)
+	}
+	if err := (Loss{Kind: PAL, Alpha: math.Inf(1)}).Validate(); !errors.Is(err, ErrConfig) {
+		t.Errorf("infinite Alpha: %v", err)
 	}
 }
