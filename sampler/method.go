@@ -1,0 +1,188 @@
+package sampler
+
+import (
+	"fmt"
+
+	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/model"
+)
+
+// Methods lists the replay methods NewMethod builds, by name.
+var Methods = []string{"uniform", "per", "rank", "lap", "pal"}
+
+// Method is a replay method as the learner uses it: a selection stage
+// paired with the loss its expected gradient was derived for (Fujimoto et
+// al. 2020: a prioritized sampler and a loss are two views of one expected
+// gradient, so neither is a method alone). A learner samples with
+// Selector, weights each row by Weighter's weight times Normalizer's batch
+// scale, regresses with Loss, and writes |δ| back through Selector.Update.
+//
+// Build one with NewMethod, which only pairs what belongs together; a
+// Method assembled by hand is checked by Validate.
+type Method struct {
+	// Name is the method's name (one of Methods for NewMethod's).
+	Name string
+	// Selector chooses the replayed items and turns feedback into stored
+	// priority. Required.
+	Selector Selector
+	// Weighter gives per-item loss weights before the forward pass (PER's
+	// importance weights); nil means every weight is 1.
+	Weighter Weighter
+	// Normalizer scales the batch's loss by a factor of its TD errors
+	// (PAL's 1/λ̂); nil means 1.
+	Normalizer Normalizer
+	// Loss is the per-sample loss ρ(δ).
+	Loss model.Loss
+	// Warnings are pairings NewMethod allowed but that are known to be
+	// biased (a prioritized stage with MSE and no importance weights,
+	// Theorem 3); the caller should show them to the user.
+	Warnings []string
+}
+
+// Validate reports a Method that cannot be used: no Selector, or an
+// invalid Loss (errors wrap buffer.ErrConfig or model.ErrConfig).
+func (m Method) Validate() error {
+	if m.Selector == nil {
+		return fmt.Errorf("%w: method %q has no Selector", buffer.ErrConfig, m.Name)
+	}
+	if err := m.Loss.Validate(); err != nil {
+		return fmt.Errorf("method %q: %w", m.Name, err)
+	}
+	return nil
+}
+
+// String names the method, its stage and its loss.
+func (m Method) String() string {
+	sel := "<nil>"
+	if m.Selector != nil {
+		sel = m.Selector.String()
+	}
+	return fmt.Sprintf("%s: %s + %s", m.Name, sel, lossString(m.Loss))
+}
+
+func lossString(l model.Loss) string {
+	switch l.Kind {
+	case model.Huber:
+		return fmt.Sprintf("huber(k=%g)", l.K())
+	case model.PAL:
+		return fmt.Sprintf("pal(k=%g,alpha=%g)/batch-mean", l.K(), l.Alpha)
+	}
+	return l.Kind.String()
+}
+
+// MethodConfig holds the parameters of NewMethod. Zero values select the
+// defaults noted on each field.
+type MethodConfig struct {
+	// Loss is the per-sample loss of "uniform", "per" and "rank": Huber,
+	// MSE or L1 (the zero value is Huber(1), DQN's). "lap" and "pal" fix
+	// their own loss from LAP (Huber(K), PAL(K, Alpha)); a Loss given for
+	// them must be that one or zero.
+	Loss model.Loss
+	// PER configures "per"; nil means DefaultPERConfig(BetaSteps).
+	PER *PERConfig
+	// Rank configures "rank"; nil means DefaultRankConfig(BetaSteps).
+	Rank *RankConfig
+	// LAP configures "lap" and "pal" (the same Alpha and K, so the two
+	// are each other's twin); nil means DefaultLAPConfig().
+	LAP *LAPConfig
+	// BetaSteps is the learner steps over which the default PER and rank
+	// configurations anneal beta to 1.
+	BetaSteps int64
+	// NoIS drops the importance weights of "per" and "rank" (Weighter nil).
+	// With an MSE loss that pairing is biased (Theorem 3: it behaves like a
+	// uniform loss on |δ|^(2+alpha)); NewMethod allows it with a warning.
+	NoIS bool
+}
+
+// NewMethod builds the method called name over buf from cfg, pairing each
+// stage with its loss:
+//
+//	uniform  Uniform, cfg.Loss (Huber(1) by default), weights 1
+//	per      PER, cfg.Loss, importance weights (unless NoIS)
+//	rank     Rank, cfg.Loss, importance weights (unless NoIS)
+//	lap      LAP, Huber(K), no importance weights
+//	pal      PAL (uniform selection), PAL(K, Alpha) loss scaled by 1/λ̂
+//
+// The PAL loss is refused with any other stage (it is only the uniform twin
+// of LAP with its normaliser), and a loss other than their own is refused
+// for lap and pal. Errors wrap buffer.ErrConfig (or model.ErrConfig for an
+// invalid loss) and say what was wrong; an unknown name lists the valid
+// ones.
+func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error) {
+	if buf == nil {
+		return Method{}, fmt.Errorf("%w: method %q: nil buffer", buffer.ErrConfig, name)
+	}
+	if err := cfg.Loss.Validate(); err != nil {
+		return Method{}, fmt.Errorf("method %q: %w", name, err)
+	}
+	lap := DefaultLAPConfig()
+	if cfg.LAP != nil {
+		lap = *cfg.LAP
+	}
+	m := Method{Name: name, Loss: cfg.Loss}
+	switch name {
+	case "uniform", "per", "rank":
+		if cfg.Loss.Kind == model.PAL {
+			return Method{}, fmt.Errorf("%w: method %q: the PAL loss is paired with uniform selection and its batch normaliser only: use method \"pal\"", buffer.ErrConfig, name)
+		}
+	case "lap", "pal":
+		if cfg.NoIS {
+			return Method{}, fmt.Errorf("%w: method %q: NoIS is for per and rank (%s has no importance weights)", buffer.ErrConfig, name, name)
+		}
+		want := model.Loss{Kind: model.Huber, Delta: lap.K}
+		if name == "pal" {
+			want = model.Loss{Kind: model.PAL, Delta: lap.K, Alpha: lap.Alpha}
+		}
+		if cfg.Loss != (model.Loss{}) && (cfg.Loss.Kind != want.Kind || cfg.Loss.K() != want.K() || cfg.Loss.Alpha != want.Alpha) {
+			return Method{}, fmt.Errorf("%w: method %q pairs with the %s loss (from its K and Alpha), got %s", buffer.ErrConfig, name, lossString(want), lossString(cfg.Loss))
+		}
+		m.Loss = want
+	default:
+		return Method{}, fmt.Errorf("%w: unknown method %q (valid: %v)", buffer.ErrConfig, name, Methods)
+	}
+	switch name {
+	case "uniform":
+		u := NewUniform(buf)
+		m.Selector, m.Weighter = u, u
+	case "per":
+		c := DefaultPERConfig(cfg.BetaSteps)
+		if cfg.PER != nil {
+			c = *cfg.PER
+		}
+		p, err := NewPER(buf, c)
+		if err != nil {
+			return Method{}, err
+		}
+		m.Selector, m.Weighter = p, p
+	case "rank":
+		c := DefaultRankConfig(cfg.BetaSteps)
+		if cfg.Rank != nil {
+			c = *cfg.Rank
+		}
+		r, err := NewRank(buf, c)
+		if err != nil {
+			return Method{}, err
+		}
+		m.Selector, m.Weighter = r, r
+	case "lap":
+		l, err := NewLAP(buf, lap)
+		if err != nil {
+			return Method{}, err
+		}
+		m.Selector = l
+	case "pal":
+		p, err := NewPAL(buf, lap)
+		if err != nil {
+			return Method{}, err
+		}
+		m.Selector, m.Weighter, m.Normalizer = p, p, p
+	}
+	if (name == "per" || name == "rank") && cfg.NoIS {
+		m.Weighter = nil
+		if m.Loss.Kind == model.MSE {
+			m.Warnings = append(m.Warnings, fmt.Sprintf("method %q with an MSE loss and no importance weights is biased toward outliers "+
+				"(Fujimoto et al. 2020, Theorem 3: it minimises a uniform loss on |δ|^(2+alpha)); consider \"lap\"", name))
+		}
+	}
+	return m, nil
+}
