@@ -13,14 +13,16 @@ import (
 	"reflect"
 
 	"github.com/apexrl/apex/model"
+	"github.com/apexrl/apex/sampler"
 )
 
-// Checkpoint format, version 1. Integers are little endian.
+// Checkpoint format, version 2. Integers are little endian.
 //
 //	magic    8 bytes "APEXDQNL"
-//	version  uint32 (1)
+//	version  uint32 (2)
 //	hdrLen   uint32: length of the JSON header (at most 1 MiB)
-//	header   hdrLen bytes of JSON: dqnHeader (config, step, counters, RNG)
+//	header   hdrLen bytes of JSON: dqnHeader (config, method name and
+//	         loss, step, counters, RNG)
 //	crc      uint32 CRC-32C (Castagnoli) of every byte before it
 //	online   the online network, model.Net.Save's format (own checksum)
 //	target   the target network, the same format
@@ -29,9 +31,13 @@ import (
 // The learner's state is all of that; the buffer (items, priorities) and
 // the sampler stage (whose state lives in the buffer, or is a function of
 // the step, like PER's beta) are checkpointed by their own packages.
+//
+// Version 1 (before the learner took a sampler.Method) kept the loss in
+// the config and has no method; this build refuses it (ErrCorrupt,
+// "unknown version").
 const (
 	ckMagic     = "APEXDQNL"
-	ckVersion   = 1
+	ckVersion   = 2
 	ckFixed     = 16
 	ckMaxHeader = 1 << 20
 )
@@ -41,15 +47,19 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // dqnHeader is the JSON header of a checkpoint.
 type dqnHeader struct {
 	Config DQNConfig `json:"config"`
-	Steps  uint64    `json:"steps"`
+	// Method and Loss are the replay method's Name and Loss: a checkpoint
+	// only continues under the method it was trained with.
+	Method string     `json:"method"`
+	Loss   model.Loss `json:"loss"`
+	Steps  uint64     `json:"steps"`
 	// RNG is the sampling stream's PCG state (rand.PCG.MarshalBinary).
 	RNG   []byte   `json:"rng"`
 	Stats DQNStats `json:"stats"`
 }
 
-// Save writes the learner's state to w: its configuration, step count,
-// counters and sampling RNG state, the online and target networks and
-// Adam's moments (format above). Load on a learner built with the same
+// Save writes the learner's state to w: its configuration, the replay
+// method's name and loss, its step count, counters and sampling RNG state,
+// the online and target networks and Adam's moments (format above). Load on a learner built with the same
 // configuration and network shape continues the run bit for bit, given the
 // same buffer contents. Call it while Step is not running. Cost:
 // O(parameters); it builds each part in memory and writes it with one
@@ -61,17 +71,8 @@ func (l *DQN) Save(w io.Writer) error {
 	}
 	st := l.Stats()
 	st.Loss, st.MeanAbsTD, st.MeanQ, st.GradNorm = finite0(st.Loss), finite0(st.MeanAbsTD), finite0(st.MeanQ), finite0(st.GradNorm)
-	js, err := json.Marshal(dqnHeader{Config: l.cfg, Steps: l.steps, RNG: rng, Stats: st})
-	if err != nil {
-		return fmt.Errorf("learner: Save: %w", err)
-	}
-	head := make([]byte, 0, ckFixed+len(js)+4)
-	head = append(head, ckMagic...)
-	head = binary.LittleEndian.AppendUint32(head, ckVersion)
-	head = binary.LittleEndian.AppendUint32(head, uint32(len(js)))
-	head = append(head, js...)
-	head = binary.LittleEndian.AppendUint32(head, crc32.Checksum(head, castagnoli))
-	if _, err := w.Write(head); err != nil {
+	h := dqnHeader{Config: l.cfg, Method: l.m.Name, Loss: l.m.Loss, Steps: l.steps, RNG: rng, Stats: st}
+	if err := writeHead(w, ckMagic, ckVersion, h); err != nil {
 		return fmt.Errorf("learner: Save: %w", err)
 	}
 	if err := l.net.Save(w); err != nil {
@@ -91,44 +92,18 @@ func (l *DQN) Save(w io.Writer) error {
 // It reads exactly the checkpoint's bytes from r, so other data may follow.
 //
 // The checkpoint must come from a learner with the same configuration
-// (after defaults) and the same network shape; otherwise the error wraps
-// ErrMismatch and says what differs. A stream that is not a valid
+// (after defaults), the same replay method (name and loss) and the same
+// network shape; otherwise the error wraps ErrMismatch and says what
+// differs. A stream that is not a valid
 // checkpoint (empty, truncated, wrong magic or version, bad checksum,
 // inconsistent contents) is an error wrapping ErrCorrupt (and the model
 // package's ErrCorrupt for a damaged network or optimizer). Networks with
 // a NaN or infinite parameter are refused (model.ErrNonFinite). On any
 // error l is left unchanged. Call it while Step is not running.
 func (l *DQN) Load(r io.Reader) error {
-	var fixed [ckFixed]byte
-	if n, err := io.ReadFull(r, fixed[:]); err != nil {
-		if n == 0 && errors.Is(err, io.EOF) {
-			return errorf(ErrCorrupt, "empty input")
-		}
-		return errorf(ErrCorrupt, "header truncated after %d bytes: %w", n, err)
-	}
-	if string(fixed[:8]) != ckMagic {
-		return errorf(ErrCorrupt, "bad magic %q (want %q): not a DQN learner checkpoint", fixed[:8], ckMagic)
-	}
-	if v := binary.LittleEndian.Uint32(fixed[8:]); v != ckVersion {
-		return errorf(ErrCorrupt, "unknown version %d (this build reads %d)", v, ckVersion)
-	}
-	hdrLen := binary.LittleEndian.Uint32(fixed[12:])
-	if hdrLen == 0 || hdrLen > ckMaxHeader {
-		return errorf(ErrCorrupt, "header length %d out of range (1..%d)", hdrLen, ckMaxHeader)
-	}
-	rest := make([]byte, int(hdrLen)+4)
-	if n, err := io.ReadFull(r, rest); err != nil {
-		return errorf(ErrCorrupt, "header truncated: %d of %d bytes: %w", n, len(rest), unexpected(err))
-	}
-	crc := crc32.Update(crc32.Checksum(fixed[:], castagnoli), castagnoli, rest[:hdrLen])
-	if got := binary.LittleEndian.Uint32(rest[hdrLen:]); got != crc {
-		return errorf(ErrCorrupt, "header checksum %08x, computed %08x", got, crc)
-	}
 	var h dqnHeader
-	dec := json.NewDecoder(bytes.NewReader(rest[:hdrLen]))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&h); err != nil {
-		return errorf(ErrCorrupt, "header: %w", err)
+	if err := readHead(r, ckMagic, ckVersion, "a DQN learner", &h); err != nil {
+		return err
 	}
 	saved, err := h.Config.Validate()
 	if err != nil {
@@ -137,31 +112,25 @@ func (l *DQN) Load(r io.Reader) error {
 	if diff := configDiff(saved, l.cfg); diff != "" {
 		return errorf(ErrMismatch, "config differs: %s", diff)
 	}
+	if err := checkMethod(h.Method, h.Loss, l.m); err != nil {
+		return err
+	}
 	pcg := new(rand.PCG)
 	if err := pcg.UnmarshalBinary(h.RNG); err != nil {
 		return errorf(ErrCorrupt, "RNG state: %w", err)
 	}
 
-	online, err := l.loadNet(r, "online network")
+	online, err := loadNet(r, "online network", l.net)
 	if err != nil {
 		return err
 	}
-	target, err := l.loadNet(r, "target network")
+	target, err := loadNet(r, "target network", l.net)
 	if err != nil {
 		return err
 	}
-	adam, err := model.LoadAdam(r)
+	adam, err := loadAdam(r, "optimizer", l.adam, h.Steps)
 	if err != nil {
-		return fmt.Errorf("%w: optimizer: %w", ErrCorrupt, err)
-	}
-	if adam.Len() != l.net.NumParams() {
-		return errorf(ErrCorrupt, "optimizer holds %d parameters, the network %d", adam.Len(), l.net.NumParams())
-	}
-	if ac := adam.Config(); ac != l.adam.Config() {
-		return errorf(ErrCorrupt, "optimizer config %+v does not match the saved learner config (%+v)", ac, l.adam.Config())
-	}
-	if adam.Steps() != h.Steps {
-		return errorf(ErrCorrupt, "optimizer has taken %d steps, the learner %d", adam.Steps(), h.Steps)
+		return err
 	}
 
 	// Everything read and checked: commit.
@@ -185,14 +154,84 @@ func (l *DQN) Load(r io.Reader) error {
 	return nil
 }
 
-// loadNet reads one network and checks it fits l.
-func (l *DQN) loadNet(r io.Reader, what string) (*model.Net, error) {
+// writeHead writes a learner checkpoint's framed JSON header h: magic,
+// version, length, JSON, CRC-32C (one Write).
+func writeHead(w io.Writer, magic string, version uint32, h any) error {
+	js, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	head := make([]byte, 0, ckFixed+len(js)+4)
+	head = append(head, magic...)
+	head = binary.LittleEndian.AppendUint32(head, version)
+	head = binary.LittleEndian.AppendUint32(head, uint32(len(js)))
+	head = append(head, js...)
+	head = binary.LittleEndian.AppendUint32(head, crc32.Checksum(head, castagnoli))
+	_, err = w.Write(head)
+	return err
+}
+
+// readHead reads and checks the framed header writeHead wrote into h
+// (unknown JSON fields refused). what names the checkpoint kind for the
+// bad-magic message. Errors wrap ErrCorrupt.
+func readHead(r io.Reader, magic string, version uint32, what string, h any) error {
+	var fixed [ckFixed]byte
+	if n, err := io.ReadFull(r, fixed[:]); err != nil {
+		if n == 0 && errors.Is(err, io.EOF) {
+			return errorf(ErrCorrupt, "empty input")
+		}
+		return errorf(ErrCorrupt, "header truncated after %d bytes: %w", n, err)
+	}
+	if string(fixed[:8]) != magic {
+		return errorf(ErrCorrupt, "bad magic %q (want %q): not %s checkpoint", fixed[:8], magic, what)
+	}
+	if v := binary.LittleEndian.Uint32(fixed[8:]); v != version {
+		return errorf(ErrCorrupt, "unknown version %d (this build reads %d)", v, version)
+	}
+	hdrLen := binary.LittleEndian.Uint32(fixed[12:])
+	if hdrLen == 0 || hdrLen > ckMaxHeader {
+		return errorf(ErrCorrupt, "header length %d out of range (1..%d)", hdrLen, ckMaxHeader)
+	}
+	rest := make([]byte, int(hdrLen)+4)
+	if n, err := io.ReadFull(r, rest); err != nil {
+		return errorf(ErrCorrupt, "header truncated: %d of %d bytes: %w", n, len(rest), unexpected(err))
+	}
+	crc := crc32.Update(crc32.Checksum(fixed[:], castagnoli), castagnoli, rest[:hdrLen])
+	if got := binary.LittleEndian.Uint32(rest[hdrLen:]); got != crc {
+		return errorf(ErrCorrupt, "header checksum %08x, computed %08x", got, crc)
+	}
+	dec := json.NewDecoder(bytes.NewReader(rest[:hdrLen]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(h); err != nil {
+		return errorf(ErrCorrupt, "header: %w", err)
+	}
+	return nil
+}
+
+// checkMethod refuses (ErrMismatch) a checkpoint trained with another
+// replay method or loss than m. Losses compare by kind, threshold K and
+// exponent, so Huber with Delta 0 and with Delta 1 are the same loss.
+func checkMethod(name string, loss model.Loss, m sampler.Method) error {
+	if err := loss.Validate(); err != nil {
+		return errorf(ErrCorrupt, "saved loss: %w", err)
+	}
+	same := loss.Kind == m.Loss.Kind && loss.Alpha == m.Loss.Alpha &&
+		(loss.K() == m.Loss.K() || loss.Kind == model.MSE || loss.Kind == model.L1)
+	if name != m.Name || !same {
+		return errorf(ErrMismatch, "method differs: saved %q with loss %+v, learner %q with loss %+v", name, loss, m.Name, m.Loss)
+	}
+	return nil
+}
+
+// loadNet reads one network and checks it has like's shape and finite
+// parameters.
+func loadNet(r io.Reader, what string, like *model.Net) (*model.Net, error) {
 	n, err := model.LoadNet(r)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, what, err)
 	}
-	if !n.SameShape(l.net) {
-		return nil, errorf(ErrMismatch, "%s: saved shape %+v, the learner's %+v", what, n.Config(), l.net.Config())
+	if !n.SameShape(like) {
+		return nil, errorf(ErrMismatch, "%s: saved shape %+v, the learner's %+v", what, n.Config(), like.Config())
 	}
 	if err := n.CheckFinite(); err != nil {
 		return nil, fmt.Errorf("learner: checkpoint's %s: %w", what, err)
@@ -200,8 +239,28 @@ func (l *DQN) loadNet(r io.Reader, what string) (*model.Net, error) {
 	return n, nil
 }
 
-// configDiff lists the top-level fields in which a and b differ, or "".
-func configDiff(a, b DQNConfig) string {
+// loadAdam reads one optimizer and checks it fits like (length, config)
+// and has taken steps updates.
+func loadAdam(r io.Reader, what string, like *model.Adam, steps uint64) (*model.Adam, error) {
+	adam, err := model.LoadAdam(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, what, err)
+	}
+	if adam.Len() != like.Len() {
+		return nil, errorf(ErrCorrupt, "%s holds %d parameters, the network %d", what, adam.Len(), like.Len())
+	}
+	if ac := adam.Config(); ac != like.Config() {
+		return nil, errorf(ErrCorrupt, "%s config %+v does not match the saved learner config (%+v)", what, ac, like.Config())
+	}
+	if adam.Steps() != steps {
+		return nil, errorf(ErrCorrupt, "%s has taken %d steps, the learner %d", what, adam.Steps(), steps)
+	}
+	return adam, nil
+}
+
+// configDiff lists the top-level fields in which a and b (two values of
+// the same struct type) differ, or "".
+func configDiff(a, b any) string {
 	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
 	var s string
 	for i := range va.NumField() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -31,7 +32,7 @@ func newCkLearner(t *testing.T, cfg DQNConfig, netCfg model.Config, netSeed uint
 		t.Fatal(err)
 	}
 	store := new(model.Store)
-	l, err := NewDQN(cfg, net, buf, per, per, store)
+	l, err := NewDQN(cfg, net, buf, method("per", per, per), store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,9 +169,11 @@ func TestLoadCorrupt(t *testing.T) {
 
 	// Named cases, for their messages.
 	bad = slices.Clone(ck)
-	binary.LittleEndian.PutUint32(bad[8:], 2)
-	if err := l.Load(bytes.NewReader(bad)); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "version 2") {
-		t.Errorf("version 2: %v", err)
+	for _, v := range []uint32{1, ckVersion + 1} { // 1: before the method was recorded
+		binary.LittleEndian.PutUint32(bad[8:], v)
+		if err := l.Load(bytes.NewReader(bad)); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("version %d", v)) {
+			t.Errorf("version %d: %v", v, err)
+		}
 	}
 	var netCk bytes.Buffer
 	if err := l.net.Save(&netCk); err != nil {
@@ -239,5 +242,49 @@ func TestLoadNonFinite(t *testing.T) {
 	var nf *model.NonFiniteError
 	if !errors.As(err, &nf) || nf.Index != 3 || !strings.Contains(err.Error(), "target network") {
 		t.Errorf("Load = %v, want a non-finite error at the target's parameter 3", err)
+	}
+}
+
+// TestLoadOtherMethod: a checkpoint trained under another replay method,
+// or the same method with another loss, is refused with ErrMismatch.
+func TestLoadOtherMethod(t *testing.T) {
+	ck, _ := checkpoint(t) // method "per", Huber(1)
+	buf := newBuffer(t, 256, ckNetCfg.In)
+	fillRandom(t, buf, rand.New(rand.NewPCG(2, 2)), 200, ckNetCfg.In, ckNetCfg.Out)
+	net, err := model.NewNet(ckNetCfg, rand.New(rand.NewPCG(3, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	per, err := sampler.NewPER(buf, sampler.DefaultPERConfig(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mse := method("per", per, per)
+	mse.Loss = model.Loss{Kind: model.MSE}
+	for name, m := range map[string]sampler.Method{
+		"uniform": method("uniform", sampler.NewUniform(buf), nil),
+		"per+mse": mse,
+	} {
+		l, err := NewDQN(DQNConfig{Batch: 8}, net.Clone(), buf, m, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := snap(l)
+		if err := l.Load(bytes.NewReader(ck)); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "method") {
+			t.Errorf("%s: Load = %v, want ErrMismatch naming the method", name, err)
+		}
+		if !before.same(l) {
+			t.Errorf("%s: a failed Load changed the learner", name)
+		}
+	}
+	// Huber with Delta 0 and Delta 1 are one loss.
+	same := method("per", per, per)
+	same.Loss = model.Loss{Kind: model.Huber, Delta: 1}
+	l, err := NewDQN(DQNConfig{Batch: 8}, net.Clone(), buf, same, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Load(bytes.NewReader(ck)); err != nil {
+		t.Errorf("Huber(1) spelled with Delta 1: %v", err)
 	}
 }

@@ -58,7 +58,9 @@ const (
 //
 // The discount factor is not here: the buffer's Discount column holds γ^m
 // for an m-step return (0 at a termination), written by the actors' n-step
-// adder, and the learner uses it as given.
+// adder, and the learner uses it as given. Nor is the loss: it belongs to
+// the replay method (sampler.Method.Loss) that NewDQN takes, because a
+// prioritized stage and its loss are one choice (Fujimoto et al. 2020).
 type DQNConfig struct {
 	// Batch is the number of transitions sampled per step (> 0). Default
 	// DefaultBatch (64); Ape-X: 512.
@@ -72,9 +74,6 @@ type DQNConfig struct {
 	// values are Kingma & Ba's 0.9, 0.999, 1e-8). Its LR and ClipNorm must
 	// be left 0: set the fields above.
 	Adam model.AdamConfig `json:"adam"`
-	// Loss is the per-sample regression loss on Q(s, a). The zero value is
-	// Huber with Delta 1 (DQN, Ape-X).
-	Loss model.Loss `json:"loss"`
 	// TargetEvery is the number of learner steps between hard copies of
 	// the online network into the target network, when Tau is 0 (>= 1).
 	// Default DefaultTargetEvery (500); Ape-X: 2500.
@@ -132,9 +131,6 @@ func (c DQNConfig) Validate() (DQNConfig, error) {
 	case c.PublishEvery < 0:
 		return c, errorf(ErrConfig, "PublishEvery = %d (must be >= 1)", c.PublishEvery)
 	}
-	if err := c.Loss.Validate(); err != nil {
-		return c, errorf(ErrConfig, "Loss: %w", err)
-	}
 	a, err := c.adamConfig().Validate()
 	if err != nil {
 		return c, errorf(ErrConfig, "Adam: %w", err)
@@ -155,8 +151,9 @@ func (c DQNConfig) adamConfig() model.AdamConfig {
 // the model, buffer or sampler error they come from) with %w and say what
 // was wrong.
 var (
-	// ErrConfig: a DQNConfig field is out of range, or NewDQN's parts do
-	// not fit together (network, buffer, batch).
+	// ErrConfig: a DQNConfig or TD3Config field is out of range, or the
+	// parts given to NewDQN or NewTD3 do not fit together (networks,
+	// buffer, method, batch).
 	ErrConfig = errors.New("learner: invalid config")
 	// ErrCorrupt: a learner checkpoint that cannot be read back (empty,
 	// truncated, bad magic, unknown version, bad checksum, inconsistent

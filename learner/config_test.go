@@ -52,7 +52,6 @@ func TestConfigErrors(t *testing.T) {
 		{DQNConfig{Adam: model.AdamConfig{LR: 1e-3}}, "Adam.LR"},
 		{DQNConfig{Adam: model.AdamConfig{ClipNorm: 1}}, "Adam.ClipNorm"},
 		{DQNConfig{Adam: model.AdamConfig{Beta1: 1}}, "Beta1"},
-		{DQNConfig{Loss: model.Loss{Delta: -1}}, "Loss"},
 		{DQNConfig{TargetEvery: -5}, "TargetEvery"},
 		{DQNConfig{Tau: 1.5}, "Tau"},
 		{DQNConfig{Tau: -0.1}, "Tau"},

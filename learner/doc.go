@@ -19,11 +19,14 @@
 //     give actors the same Config (model.Config{Dueling: true} for the
 //     dueling head: the learner treats every Q network alike).
 //  2. Build the buffer (buffer.New, discrete actions, ObsDim = the
-//     network's input width), a sampler stage over it (sampler.NewPER;
-//     it is also the Weighter) and a model.Store for the actors.
-//  3. NewDQN(cfg, net, buf, stage, stage, store): it makes the target
-//     network and the optimizer, allocates every buffer it needs, and
-//     publishes version 0 so actors can act before the first update.
+//     network's input width), a replay method over it
+//     (sampler.NewMethod("per", buf, ...): the selection stage, its
+//     weights, its batch normaliser and its loss, paired as their papers
+//     derive them) and a model.Store for the actors.
+//  3. NewDQN(cfg, net, buf, method, store): it makes the target network
+//     and the optimizer, allocates every buffer it needs, and publishes
+//     version 0 so actors can act before the first update. The actors
+//     take method.Selector for their insert priorities.
 //  4. Insert transitions as actors produce them: Reward the n-step return,
 //     Discount γ^m (0 at a termination), as actor.NStep writes them.
 //  5. Call Step from one goroutine once the buffer holds at least Batch

@@ -20,20 +20,25 @@ const seedStream = 0x6170_6578_6c72_6e72 // "apexlrnr"
 // DQN is the Ape-X learner: Double DQN (van Hasselt et al. 2016,
 // arXiv:1509.06461) on n-step transitions with a target network
 // (Horgan et al. 2018, arXiv:1803.00933, Algorithm 2), prioritized
-// replay through a sampler stage, and parameter publishing to the actors.
+// replay through a sampler.Method, and parameter publishing to the actors.
 //
 // One Step replays one batch:
 //
 //	a*_i = argmax_a Q(s'_i, a; θ)                     online network
 //	y_i  = R_i + D_i · Q(s'_i, a*_i; θ⁻)               target network
-//	L    = (1/B) Σ_i w_i · ρ(Q(s_i, a_i; θ) − y_i)    ρ = Huber(1) by default
-//	p_i  ← |y_i − Q(s_i, a_i; θ)|                     written back through the stage
+//	δ_i  = Q(s_i, a_i; θ) − y_i
+//	w_i  = v_i · c(|δ|)                               v: Weighter, c: Normalizer
+//	L    = (1/B) Σ_i w_i · ρ(δ_i)                     ρ = the method's Loss
+//	p_i  ← |δ_i|                                      written back through the Selector
 //
 // where R_i is the stored n-step return Σ_{k<m} γ^k r_k and D_i the stored
 // discount (γ^m, or 0 when the episode terminated within the m steps: the
 // learner does not multiply by γ again, and a row with D_i = 0 never reads
-// the target network), w_i the stage's importance weight, and the TD
-// errors come from the same forward pass as the loss, before the update.
+// the target network), v_i the method's per-item weight (PER's importance
+// weight; 1 without a Weighter), c the method's batch scale computed from
+// the batch's |δ| and treated as a constant (PAL's 1/λ̂; 1 without a
+// Normalizer), and the TD errors come from the same forward pass as the
+// loss, before the update.
 //
 // # Concurrency
 //
@@ -57,8 +62,7 @@ type DQN struct {
 	target *model.Net
 	adam   *model.Adam
 	buf    *buffer.Buffer
-	sel    sampler.Selector
-	w      sampler.Weighter
+	m      sampler.Method
 	store  *model.Store
 	pcg    *rand.PCG
 	rng    *rand.Rand
@@ -78,6 +82,7 @@ type DQN struct {
 	y     []float64 // B: targets
 	qsa   []float64 // B: Q(s, a; θ)
 	absTD []float64 // B: |y − Q(s, a; θ)|
+	wts   []float64 // B: weights scaled by the Normalizer
 	dq    []float64 // B×A: dL/dQ
 
 	stats dqnCounters
@@ -128,30 +133,35 @@ type DQNStats struct {
 	TargetUpdates uint64 `json:"target_updates"`
 }
 
-// NewDQN returns a Double DQN learner training net on items that sel
-// samples from buf, weighted by w, publishing to store.
+// NewDQN returns a Double DQN learner training net on items that the
+// replay method m samples from buf, publishing to store.
 //
 //   - net is the online network (the caller builds it with model.NewNet so
 //     actors can share its Config). The learner owns it from now on: it is
 //     updated in place by Step and must not be used by another goroutine.
 //     Its outputs are the Q values of buf's discrete actions.
-//   - sel must be a stage over buf (it samples into buf's batches).
-//   - w gives the per-item loss weights (PER's importance weights); nil
-//     means every weight is 1. sampler.PER and sampler.Rank are both a
-//     Selector and a Weighter: pass the same value twice.
+//   - m is the replay method (sampler.NewMethod builds the valid ones): its
+//     Selector must be a stage over buf (it samples into buf's batches),
+//     its Weighter (nil: every weight 1) gives the per-item weights before
+//     the forward pass, its Normalizer (nil: none) a batch scale from the
+//     batch's |δ|, and its Loss is ρ. m.Validate must pass.
 //   - store receives net's snapshots: version 0 at once, so actors have
 //     parameters before the first update, then one every PublishEvery
 //     steps. nil publishes nothing.
 //
 // NewDQN creates the target network (a Clone of net) and the optimizer,
-// and allocates the batch and every scratch vector. Errors wrap ErrConfig.
-func NewDQN(cfg DQNConfig, net *model.Net, buf *buffer.Buffer, sel sampler.Selector, w sampler.Weighter, store *model.Store) (*DQN, error) {
+// and allocates the batch and every scratch vector. Errors wrap ErrConfig
+// (and, for an invalid method, the sampler's or model's error).
+func NewDQN(cfg DQNConfig, net *model.Net, buf *buffer.Buffer, m sampler.Method, store *model.Store) (*DQN, error) {
 	cfg, err := cfg.Validate()
 	if err != nil {
 		return nil, err
 	}
-	if net == nil || buf == nil || sel == nil {
-		return nil, errorf(ErrConfig, "NewDQN needs a network, a buffer and a selector (got net %v, buf %v, sel %v)", net != nil, buf != nil, sel != nil)
+	if net == nil || buf == nil {
+		return nil, errorf(ErrConfig, "NewDQN needs a network and a buffer (got net %v, buf %v)", net != nil, buf != nil)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, errorf(ErrConfig, "%w", err)
 	}
 	bc := buf.Config()
 	switch {
@@ -179,8 +189,7 @@ func NewDQN(cfg DQNConfig, net *model.Net, buf *buffer.Buffer, sel sampler.Selec
 		target: net.Clone(),
 		adam:   adam,
 		buf:    buf,
-		sel:    sel,
-		w:      w,
+		m:      m,
 		store:  store,
 		pcg:    pcg,
 		rng:    rand.New(pcg),
@@ -193,6 +202,7 @@ func NewDQN(cfg DQNConfig, net *model.Net, buf *buffer.Buffer, sel sampler.Selec
 		y:      make([]float64, b),
 		qsa:    make([]float64, b),
 		absTD:  make([]float64, b),
+		wts:    make([]float64, b),
 		dq:     make([]float64, b*nA),
 	}
 	l.publish()
@@ -208,6 +218,9 @@ func (l *DQN) Net() *model.Net { return l.net }
 
 // Target returns the target network, under the same rule as Net.
 func (l *DQN) Target() *model.Net { return l.target }
+
+// Method returns the replay method the learner was built with.
+func (l *DQN) Method() sampler.Method { return l.m }
 
 // Steps returns the number of completed steps. Call it from the stepping
 // goroutine; other goroutines read Stats().Steps.
@@ -233,15 +246,16 @@ func (l *DQN) Stats() DQNStats {
 }
 
 // Step performs one learner update (see DQN for the maths): sample a
-// batch, weight it, compute the Double-DQN n-step targets, regress
-// Q(s, a_taken) toward them with one Adam step, write |δ| back as
-// priorities, update the target network when due and publish the
-// parameters when due. It implements runtime.Stepper.
+// batch, weight it, compute the Double-DQN n-step targets, scale the
+// weights by the method's Normalizer, regress Q(s, a_taken) toward the
+// targets with one Adam step, write |δ| back through the Selector, update
+// the target network when due and publish the parameters when due. It
+// implements runtime.Stepper.
 //
 // Errors name the step (1-based: the step that failed) and wrap what went
 // wrong: ctx's error if ctx is already done (nothing is done then); a
 // sampling error (buffer.ErrEmpty, buffer.ErrBatchSize, ...: nothing
-// changed); ErrAction for an action outside the network's outputs; a
+// changed); a Normalizer error (nothing changed); ErrAction for an action outside the network's outputs; a
 // *model.NonFiniteError (errors.Is model.ErrNonFinite) for a NaN or
 // infinite loss (nothing changed), gradient (refused by Adam: nothing
 // changed) or parameter after the update (the update has been applied:
@@ -256,12 +270,12 @@ func (l *DQN) Step(ctx context.Context) error {
 	}
 	step := l.steps + 1
 	b := l.batch
-	if err := l.sel.Sample(l.rng, b); err != nil {
+	if err := l.m.Selector.Sample(l.rng, b); err != nil {
 		return fmt.Errorf("learner: step %d: sample: %w", step, err)
 	}
 	var weight []float64
-	if l.w != nil {
-		if err := l.w.Weights(b, int64(l.steps)); err != nil {
+	if l.m.Weighter != nil {
+		if err := l.m.Weighter.Weights(b, int64(l.steps)); err != nil {
 			return fmt.Errorf("learner: step %d: weights: %w", step, err)
 		}
 		weight = b.Weight
@@ -293,16 +307,22 @@ func (l *DQN) Step(ctx context.Context) error {
 
 	q := l.net.Forward(l.obs)
 	model.Gather(l.qsa, q, b.Action)
-	loss := l.cfg.Loss.Selected(l.dq, q, b.Action, l.y, weight)
-	if err := model.CheckFiniteValue("loss", loss); err != nil {
-		return l.fail(step, err)
-	}
 	var sumTD, sumQ float64
 	for i, y := range l.y {
 		d := math.Abs(y - l.qsa[i])
 		l.absTD[i] = d
 		sumTD += d
 		sumQ += l.qsa[i]
+	}
+	if l.m.Normalizer != nil {
+		var err error
+		if weight, err = scaleWeights(l.wts, weight, l.m.Normalizer, l.absTD); err != nil {
+			return fmt.Errorf("learner: step %d: normalizer: %w", step, err)
+		}
+	}
+	loss := l.m.Loss.Selected(l.dq, q, b.Action, l.y, weight)
+	if err := model.CheckFiniteValue("loss", loss); err != nil {
+		return l.fail(step, err)
 	}
 	l.net.Backward(l.dq)
 	norm, err := l.adam.Step(l.net.Params(), l.net.Grads())
@@ -312,7 +332,7 @@ func (l *DQN) Step(ctx context.Context) error {
 	if err := l.net.CheckFinite(); err != nil {
 		return l.fail(step, err)
 	}
-	res, err := l.sel.Update(b.Refs, l.absTD)
+	res, err := l.m.Selector.Update(b.Refs, l.absTD)
 	if err != nil {
 		return fmt.Errorf("learner: step %d: priority write-back: %w", step, err)
 	}
@@ -359,6 +379,31 @@ func (l *DQN) publish() {
 	l.store.Publish(l.net.Snapshot(l.steps))
 	l.stats.publishes.Add(1)
 	l.stats.version.Store(l.steps)
+}
+
+// scaleWeights sets dst[i] = w[i]·c (w nil: 1·c) with c = n.Scale(absTD),
+// the method's batch scale (PAL's 1/λ̂), and returns dst. A Scale error, or
+// a scale that is not finite and > 0 (a *model.NonFiniteError for NaN and
+// infinities), returns w unchanged and the error. O(len(dst)).
+func scaleWeights(dst, w []float64, n sampler.Normalizer, absTD []float64) ([]float64, error) {
+	c, err := n.Scale(absTD)
+	if err != nil {
+		return w, err
+	}
+	if err := model.CheckFiniteValue("normalizer scale", c); err != nil {
+		return w, err
+	}
+	if !(c > 0) {
+		return w, fmt.Errorf("scale %v (must be > 0)", c)
+	}
+	for i := range dst {
+		v := 1.0
+		if w != nil {
+			v = w[i]
+		}
+		dst[i] = v * c
+	}
+	return dst, nil
 }
 
 // to64 converts the float32 observations of a batch into dst.

@@ -61,7 +61,7 @@ func handCase(t *testing.T, obs []float32, a int32) (y, q float64) {
 func newHand(t *testing.T, cfg DQNConfig, sel sampler.Selector, w sampler.Weighter, buf *buffer.Buffer) *DQN {
 	t.Helper()
 	net := linearNet(t, 2, 2, onlineParams)
-	l, err := NewDQN(cfg, net, buf, sel, w, nil)
+	l, err := NewDQN(cfg, net, buf, method("hand", sel, w), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,7 +465,9 @@ func TestConcurrentStats(t *testing.T) {
 func TestNewDQNErrors(t *testing.T) {
 	net := linearNet(t, 2, 2, onlineParams)
 	buf := newBuffer(t, 4, 2)
-	sel := sampler.NewUniform(buf)
+	m := method("uniform", sampler.NewUniform(buf), nil)
+	badLoss := m
+	badLoss.Loss = model.Loss{Kind: model.Huber, Delta: -1}
 	cont, err := buffer.New(buffer.Config{Capacity: 4, ObsDim: 2, Action: buffer.Continuous, ActionDim: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -476,18 +478,146 @@ func TestNewDQNErrors(t *testing.T) {
 	}
 	nan := linearNet(t, 2, 2, []float64{0, 0, math.NaN(), 0, 0, 0})
 	for name, mk := range map[string]func() (*DQN, error){
-		"nil net":      func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 2}, nil, buf, sel, nil, nil) },
-		"nil buffer":   func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 2}, net, nil, sel, nil, nil) },
-		"nil selector": func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 2}, net, buf, nil, nil, nil) },
-		"obs width":    func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 2}, net, newBuffer(t, 4, 3), sel, nil, nil) },
-		"continuous":   func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 2}, net, cont, sel, nil, nil) },
-		"num actions":  func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 2}, net, many, sel, nil, nil) },
-		"batch > cap":  func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 5}, net, buf, sel, nil, nil) },
-		"bad config":   func() (*DQN, error) { return NewDQN(DQNConfig{Batch: -1}, net, buf, sel, nil, nil) },
-		"nan init":     func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 2}, nan, buf, sel, nil, nil) },
+		"nil net":      func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 2}, nil, buf, m, nil) },
+		"nil buffer":   func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 2}, net, nil, m, nil) },
+		"nil selector": func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 2}, net, buf, sampler.Method{Name: "none"}, nil) },
+		"bad loss":     func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 2}, net, buf, badLoss, nil) },
+		"obs width":    func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 2}, net, newBuffer(t, 4, 3), m, nil) },
+		"continuous":   func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 2}, net, cont, m, nil) },
+		"num actions":  func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 2}, net, many, m, nil) },
+		"batch > cap":  func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 5}, net, buf, m, nil) },
+		"bad config":   func() (*DQN, error) { return NewDQN(DQNConfig{Batch: -1}, net, buf, m, nil) },
+		"nan init":     func() (*DQN, error) { return NewDQN(DQNConfig{Batch: 2}, nan, buf, m, nil) },
 	} {
 		if l, err := mk(); !errors.Is(err, ErrConfig) || l != nil {
 			t.Errorf("%s: NewDQN = %v, %v; want an ErrConfig error", name, l, err)
 		}
+	}
+}
+
+// TestPALMethodScale: under the PAL method the loss of the hand batch is
+// (1/B)·Σ_i c·ρ_PAL(δ_i) with c = 1/λ̂ = B / Σ_i max(|δ_i|, k)^α, computed
+// here by hand from the hand table; k = 3 puts one row (|δ| = 2) on the
+// quadratic side of ρ_PAL and the others beyond. The gradient at the taken
+// action is c·max(|δ|, k)^α·clip(δ, −k, k)/B.
+func TestPALMethodScale(t *testing.T) {
+	const k, alpha = 3.0, 0.5
+	buf := newBuffer(t, 4, 2)
+	insert(t, buf, handItems...)
+	m, err := sampler.NewMethod("pal", buf, sampler.MethodConfig{LAP: &sampler.LAPConfig{Alpha: alpha, K: k}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := linearNet(t, 2, 2, onlineParams)
+	l, err := NewDQN(DQNConfig{Batch: 4}, net, buf, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setParams(t, l.target, targetParams)
+	if err := l.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := l.batch
+	var lam float64
+	delta := make([]float64, 4)
+	for i := range 4 {
+		y, q := handCase(t, b.Obs[2*i:2*i+2], b.Action[i])
+		delta[i] = q - y
+		lam += math.Pow(math.Max(math.Abs(delta[i]), k), alpha) / 4
+	}
+	c := 1 / lam
+	var want float64
+	quad := false
+	for i, d := range delta {
+		a := math.Abs(d)
+		quad = quad || a <= k
+		rho := 0.5 * math.Pow(k, alpha) * d * d
+		if a > k {
+			rho = k * math.Pow(a, 1+alpha) / (1 + alpha)
+		}
+		want += c * rho / 4
+		g := c * math.Pow(math.Max(a, k), alpha) * math.Max(-k, math.Min(k, d)) / 4
+		if got := l.dq[2*i+int(b.Action[i])]; math.Abs(got-g) > 1e-12*math.Abs(g) {
+			t.Errorf("row %d (δ %v): dL/dQ %v, want %v", i, d, got, g)
+		}
+	}
+	if got := l.Stats().Loss; math.Abs(got-want) > 1e-12*want {
+		t.Errorf("loss %v, want %v (1/λ̂ = %v)", got, want, c)
+	}
+	if !quad {
+		t.Error("no sampled row has |δ| <= k: ρ_PAL's quadratic side was not exercised (pick another seed)")
+	}
+}
+
+// TestLAPMethodWriteBack: under the LAP method the priorities written back
+// are max(|δ|, k)^α of the hand TD errors (k = 3 floors the |δ| = 2 row),
+// and the loss is Huber(k) with no importance weights.
+func TestLAPMethodWriteBack(t *testing.T) {
+	const k, alpha = 3.0, 0.4
+	buf, err := buffer.New(buffer.Config{Capacity: 4, ObsDim: 2, InitialPriority: 2}) // >= k^α
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert(t, buf, handItems...)
+	m, err := sampler.NewMethod("lap", buf, sampler.MethodConfig{LAP: &sampler.LAPConfig{Alpha: alpha, K: k}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := linearNet(t, 2, 2, onlineParams)
+	l, err := NewDQN(DQNConfig{Batch: 4}, net, buf, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setParams(t, l.target, targetParams)
+	if err := l.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := l.batch
+	var wantLoss float64
+	floored := false
+	for i := range 4 {
+		y, q := handCase(t, b.Obs[2*i:2*i+2], b.Action[i])
+		d := math.Abs(y - q)
+		floored = floored || d < k
+		wantLoss += m.Loss.Rho(q-y) / 4
+		want := math.Pow(math.Max(d, k), alpha)
+		ref, got, ok := buf.SlotPriority(int(b.Refs[i].Slot))
+		if !ok || ref != b.Refs[i] {
+			t.Fatalf("row %d: slot %d no longer holds the sampled item", i, b.Refs[i].Slot)
+		}
+		if math.Abs(got-want) > buf.Resolution() {
+			t.Errorf("row %d: stored priority %v, want max(|δ|, k)^α = %v (|δ| = %v)", i, got, want, d)
+		}
+	}
+	if got := l.Stats().Loss; math.Abs(got-wantLoss) > 1e-12*wantLoss {
+		t.Errorf("loss %v, want mean Huber(%v) %v", got, k, wantLoss)
+	}
+	if !floored {
+		t.Error("the sampled batch has no |δ| below k: the floor was not exercised (pick another seed)")
+	}
+}
+
+// failingNormalizer refuses every batch.
+type failingNormalizer struct{}
+
+func (failingNormalizer) Scale([]float64) (float64, error) { return 0, errors.New("no scale") }
+
+// TestNormalizerError: a Normalizer error fails the step before anything
+// changes.
+func TestNormalizerError(t *testing.T) {
+	buf := newBuffer(t, 4, 2)
+	insert(t, buf, handItems...)
+	m := method("broken", sampler.NewUniform(buf), nil)
+	m.Normalizer = failingNormalizer{}
+	l, err := NewDQN(DQNConfig{Batch: 4}, linearNet(t, 2, 2, onlineParams), buf, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := params(l.net)
+	if err := l.Step(ctx); err == nil || !strings.Contains(err.Error(), "no scale") || !strings.Contains(err.Error(), "step 1") {
+		t.Fatalf("Step = %v, want the normalizer's error naming step 1", err)
+	}
+	if l.Steps() != 0 || l.adam.Steps() != 0 || !slices.Equal(before, l.net.Params()) {
+		t.Error("a failed step changed the learner")
 	}
 }

@@ -16,8 +16,8 @@ import (
 var _ runtime.Stepper = (*learner.DQN)(nil)
 
 // Example wires an Ape-X learner by hand, as an embedder would: the
-// network (whose Config the actors share), the replay buffer, a PER
-// stage, the Store the actors read, then a few steps. In a real run the
+// network (whose Config the actors share), the replay buffer, the PER
+// replay method, the Store the actors read, then a few steps. In a real run the
 // runtime calls Step from its learner goroutine while actors insert.
 func Example() {
 	netCfg := model.Config{In: 4, Hidden: []int{64, 64}, Out: 2} // CartPole-sized
@@ -29,12 +29,14 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	per, err := sampler.NewPER(buf, sampler.DefaultPERConfig(100_000)) // beta 0.4 → 1 over 1e5 steps
+	// PER with its importance weights and Huber(1); beta 0.4 → 1 over 1e5
+	// steps.
+	per, err := sampler.NewMethod("per", buf, sampler.MethodConfig{BetaSteps: 100_000})
 	if err != nil {
 		panic(err)
 	}
 	var store model.Store // actors Load from it
-	l, err := learner.NewDQN(learner.DQNConfig{Batch: 32, Seed: 1}, net, buf, per, per, &store)
+	l, err := learner.NewDQN(learner.DQNConfig{Batch: 32, Seed: 1}, net, buf, per, &store)
 	if err != nil {
 		panic(err)
 	}

@@ -125,7 +125,7 @@ func newRig(t testing.TB, cfg DQNConfig, netCfg model.Config, items int) *rig {
 		t.Fatal(err)
 	}
 	store := new(model.Store)
-	l, err := NewDQN(cfg, net, buf, per, per, store)
+	l, err := NewDQN(cfg, net, buf, method("per", per, per), store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,3 +133,8 @@ func newRig(t testing.TB, cfg DQNConfig, netCfg model.Config, items int) *rig {
 }
 
 func params(n *model.Net) []float64 { return slices.Clone(n.Params()) }
+
+// method pairs a stage built by hand with the default loss (Huber(1)).
+func method(name string, sel sampler.Selector, w sampler.Weighter) sampler.Method {
+	return sampler.Method{Name: name, Selector: sel, Weighter: w}
+}

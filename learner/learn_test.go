@@ -49,7 +49,7 @@ func TestLearnsChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := NewDQN(DQNConfig{Batch: 8, LR: 3e-3, TargetEvery: 50, Seed: 1}, net, buf, per, per, nil)
+	l, err := NewDQN(DQNConfig{Batch: 8, LR: 3e-3, TargetEvery: 50, Seed: 1}, net, buf, method("per", per, per), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

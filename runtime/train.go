@@ -19,8 +19,8 @@ import (
 	"github.com/apexrl/apex/sampler"
 )
 
-// Samplers are the selection stages TrainConfig.Sampler accepts.
-var Samplers = []string{"per", "rank", "uniform"}
+// Samplers are the replay methods TrainConfig.Sampler accepts.
+var Samplers = sampler.Methods
 
 // TrainConfig is one Ape-X training run. The zero value of a field selects
 // the default noted on it (see DefaultTrainConfig).
@@ -222,40 +222,24 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 		return nil, fmt.Errorf("runtime: train: the restored buffer (capacity %d, %d observations, %d actions) does not fit %s with capacity %d",
 			got.Capacity, got.ObsDim, got.NumActions, cfg.Env, cfg.Capacity)
 	}
-	var sel sampler.Selector
-	var wt sampler.Weighter
 	// PER's beta anneals to 1 over the run's learner steps; a run bounded
 	// only by time anneals over DefaultBetaSteps.
 	betaSteps := cfg.Steps
 	if betaSteps == 0 {
 		betaSteps = DefaultBetaSteps
 	}
-	switch cfg.Sampler {
-	case "per":
-		p, err := sampler.NewPER(buf, sampler.DefaultPERConfig(betaSteps))
-		if err != nil {
-			return nil, err
-		}
-		sel, wt = p, p
-	case "rank":
-		r, err := sampler.NewRank(buf, sampler.DefaultRankConfig(betaSteps))
-		if err != nil {
-			return nil, err
-		}
-		sel, wt = r, r
-	case "uniform":
-		u := sampler.NewUniform(buf)
-		sel, wt = u, u
-	default:
-		return nil, fmt.Errorf("runtime: train: unknown sampler %q (valid: %v)", cfg.Sampler, Samplers)
+	method, err := sampler.NewMethod(cfg.Sampler, buf, sampler.MethodConfig{BetaSteps: betaSteps})
+	if err != nil {
+		return nil, fmt.Errorf("runtime: train: %w", err)
 	}
+	sel := method.Selector
 	netCfg := model.Config{In: obsDim, Hidden: cfg.Hidden, Out: disc.N, Dueling: cfg.Dueling}
 	net, err := model.NewNet(netCfg, rand.New(rand.NewPCG(cfg.Seed, 0x5eed)))
 	if err != nil {
 		return nil, err
 	}
 	store := &model.Store{}
-	dqn, err := learner.NewDQN(learner.DQNConfig{Batch: cfg.Batch, LR: cfg.LR, Seed: cfg.Seed}, net, buf, sel, wt, store)
+	dqn, err := learner.NewDQN(learner.DQNConfig{Batch: cfg.Batch, LR: cfg.LR, Seed: cfg.Seed}, net, buf, method, store)
 	if err != nil {
 		return nil, err
 	}
