@@ -21,18 +21,26 @@ import (
 //     bootstraps from the last observation (FlagTruncated): a time limit is
 //     not a property of the state.
 //
+// An adder made by NewNStep takes discrete actions (Add, stored in Out's
+// Action column); one made by NewNStepContinuous takes continuous ones
+// (AddVec, stored in Out's ActionVec column, actionDim values per item).
+// Everything else is the same for both.
+//
 // Transitions are appended to a buffer.Transitions batch the caller owns
 // (Out); the caller sends it when full and calls ResetOut. Cost: O(N + obs
-// size) per Add. An NStep is not safe for concurrent use (one per actor).
+// size + action size) per Add. An NStep is not safe for concurrent use (one
+// per actor).
 type NStep struct {
 	n      int
 	gamma  float64
 	obsDim int
+	actDim int // 0: discrete actions (act); else the width of vec's rows
 
 	// Pending steps of the current episode, a ring of n: obs[i] is s_t,
-	// act[i] a_t, rew[i] r_t, for t = head .. head+len-1.
+	// act[i] (or vec[i]) a_t, rew[i] r_t, for t = head .. head+len-1.
 	obs     [][]float32
 	act     []int32
+	vec     [][]float32
 	rew     []float64
 	head    int
 	pending int
@@ -43,8 +51,8 @@ type NStep struct {
 	episode  uint64
 	stepInEp int32
 
-	// Out receives the emitted transitions (Obs, NextObs, Action, Reward,
-	// Discount, Flags, EpisodeID, EpisodeStep).
+	// Out receives the emitted transitions (Obs, NextObs, Action or
+	// ActionVec, Reward, Discount, Flags, EpisodeID, EpisodeStep).
 	Out buffer.Transitions
 }
 
@@ -68,7 +76,25 @@ func NewNStep(n int, gamma float64, obsDim int) (*NStep, error) {
 	return a, nil
 }
 
-// ErrNoEpisode is returned by Add before AddFirst (or after an episode
+// NewNStepContinuous is NewNStep for continuous actions of actionDim >= 1
+// values each (AddVec).
+func NewNStepContinuous(n int, gamma float64, obsDim, actionDim int) (*NStep, error) {
+	if actionDim < 1 {
+		return nil, fmt.Errorf("actor: action size must be >= 1, got %d", actionDim)
+	}
+	a, err := NewNStep(n, gamma, obsDim)
+	if err != nil {
+		return nil, err
+	}
+	a.actDim, a.act = actionDim, nil
+	a.vec = make([][]float32, n)
+	for i := range a.vec {
+		a.vec[i] = make([]float32, actionDim)
+	}
+	return a, nil
+}
+
+// ErrNoEpisode is returned by Add and AddVec before AddFirst (or after an episode
 // ended without a new AddFirst).
 var ErrNoEpisode = errors.New("actor: Add before AddFirst")
 
@@ -88,8 +114,47 @@ func (a *NStep) AddFirst(episode uint64, obs []float32) error {
 // Add records action taken at the current observation, the reward it
 // earned and the next observation, and appends every transition that
 // became complete to Out. terminated and truncated end the episode (both
-// true counts as terminated); a new AddFirst must follow.
+// true counts as terminated); a new AddFirst must follow. It fails on an
+// adder of continuous actions (use AddVec).
 func (a *NStep) Add(action int32, reward float64, next []float32, terminated, truncated bool) error {
+	if a.actDim != 0 {
+		return fmt.Errorf("actor: Add (a discrete action) on an adder of %d-value continuous actions: use AddVec", a.actDim)
+	}
+	if err := a.check(reward, next); err != nil {
+		return err
+	}
+	i := (a.head + a.pending) % a.n
+	a.act[i] = action
+	a.push(i, reward, next, terminated, truncated)
+	return nil
+}
+
+// AddVec is Add for an adder of continuous actions (NewNStepContinuous):
+// action holds the action's actionDim values, which must be finite; it is
+// copied. It fails on an adder of discrete actions.
+func (a *NStep) AddVec(action []float32, reward float64, next []float32, terminated, truncated bool) error {
+	if a.actDim == 0 {
+		return fmt.Errorf("actor: AddVec (a continuous action) on an adder of discrete actions: use Add")
+	}
+	if err := a.check(reward, next); err != nil {
+		return err
+	}
+	if len(action) != a.actDim {
+		return fmt.Errorf("actor: action has %d values, want %d", len(action), a.actDim)
+	}
+	for _, v := range action {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("actor: action %v at episode %d step %d is not finite", action, a.episode, a.stepInEp)
+		}
+	}
+	i := (a.head + a.pending) % a.n
+	copy(a.vec[i], action)
+	a.push(i, reward, next, terminated, truncated)
+	return nil
+}
+
+// check validates the parts of a step both kinds of action share.
+func (a *NStep) check(reward float64, next []float32) error {
 	if !a.started {
 		return ErrNoEpisode
 	}
@@ -99,9 +164,14 @@ func (a *NStep) Add(action int32, reward float64, next []float32, terminated, tr
 	if math.IsNaN(reward) || math.IsInf(reward, 0) {
 		return fmt.Errorf("actor: reward %v at episode %d step %d", reward, a.episode, a.stepInEp)
 	}
-	i := (a.head + a.pending) % a.n
+	return nil
+}
+
+// push records the step whose action is already in ring slot i and emits
+// what became complete.
+func (a *NStep) push(i int, reward float64, next []float32, terminated, truncated bool) {
 	copy(a.obs[i], a.last)
-	a.act[i], a.rew[i] = action, reward
+	a.rew[i] = reward
 	a.pending++
 	copy(a.last, next)
 
@@ -119,7 +189,6 @@ func (a *NStep) Add(action int32, reward float64, next []float32, terminated, tr
 	case a.pending == a.n:
 		a.emit(math.Pow(a.gamma, float64(a.n)), 0)
 	}
-	return nil
 }
 
 // emit appends the oldest pending step's transition, bootstrapping from the
@@ -133,7 +202,11 @@ func (a *NStep) emit(discount float64, flags uint32) {
 	t := &a.Out
 	t.Obs = append(t.Obs, a.obs[a.head]...)
 	t.NextObs = append(t.NextObs, a.last...)
-	t.Action = append(t.Action, a.act[a.head])
+	if a.actDim > 0 {
+		t.ActionVec = append(t.ActionVec, a.vec[a.head]...)
+	} else {
+		t.Action = append(t.Action, a.act[a.head])
+	}
 	t.Reward = append(t.Reward, float32(ret))
 	t.Discount = append(t.Discount, float32(discount))
 	t.Flags = append(t.Flags, flags)
@@ -148,7 +221,7 @@ func (a *NStep) emit(discount float64, flags uint32) {
 // of Out's contents on).
 func (a *NStep) ResetOut() {
 	t := &a.Out
-	t.Obs, t.NextObs, t.Action = t.Obs[:0], t.NextObs[:0], t.Action[:0]
+	t.Obs, t.NextObs, t.Action, t.ActionVec = t.Obs[:0], t.NextObs[:0], t.Action[:0], t.ActionVec[:0]
 	t.Reward, t.Discount, t.Flags = t.Reward[:0], t.Discount[:0], t.Flags[:0]
 	t.EpisodeID, t.EpisodeStep = t.EpisodeID[:0], t.EpisodeStep[:0]
 	t.Priority = t.Priority[:0]

@@ -155,3 +155,91 @@ func TestNStepBadInput(t *testing.T) {
 		t.Error("Add accepted a NaN reward")
 	}
 }
+
+// TestNStepContinuousMatchesReference is TestNStepMatchesReference for an
+// adder of continuous actions: the same returns, discounts and flags, and
+// each transition's ActionVec row is the action taken at its first state.
+func TestNStepContinuousMatchesReference(t *testing.T) {
+	const seed, actDim = 23, 3
+	rng := rand.New(rand.NewPCG(seed, 0))
+	for it := range 200 {
+		n := 1 + rng.IntN(5)
+		gamma := []float64{0, 0.5, 0.99, 1}[rng.IntN(4)]
+		T := 1 + rng.IntN(12)
+		term := rng.IntN(2) == 0
+		a, err := NewNStepContinuous(n, gamma, 1, actDim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acts := make([][]float32, T)
+		rew := make([]float64, T)
+		_ = a.AddFirst(uint64(it), obs1(0))
+		for i := range T {
+			acts[i] = []float32{float32(rng.NormFloat64()), float32(i), -float32(i)}
+			rew[i] = rng.NormFloat64()
+			if err := a.AddVec(acts[i], rew[i], obs1(float32(i+1)), term && i == T-1, !term && i == T-1); err != nil {
+				t.Fatal(err)
+			}
+			acts[i][1] = -1 // AddVec copied the action: changing it now must not matter
+		}
+		o := &a.Out
+		if o.Len() != T || len(o.ActionVec) != T*actDim || len(o.Action) != 0 {
+			t.Fatalf("seed %d it %d: %d transitions, %d action values, %d discrete actions for %d steps", seed, it, o.Len(), len(o.ActionVec), len(o.Action), T)
+		}
+		for s := range T {
+			m := min(n, T-s)
+			var ret float64
+			for k := range m {
+				ret += math.Pow(gamma, float64(k)) * rew[s+k]
+			}
+			disc, flags := math.Pow(gamma, float64(m)), uint32(0)
+			if s+n >= T {
+				if term {
+					disc, flags = 0, buffer.FlagTerminal
+				} else {
+					flags = buffer.FlagTruncated
+				}
+			}
+			row := o.ActionVec[s*actDim : (s+1)*actDim]
+			if math.Abs(float64(o.Reward[s])-ret) > 1e-5 || o.Discount[s] != float32(disc) || o.Flags[s] != flags ||
+				o.Obs[s] != float32(s) || o.NextObs[s] != float32(s+m) || row[0] != acts[s][0] || row[1] != float32(s) || row[2] != -float32(s) {
+				t.Fatalf("seed %d it %d (n=%d gamma=%v T=%d term=%v) step %d: R %v disc %v flags %v next %v action %v; want R %v disc %v flags %v next %v",
+					seed, it, n, gamma, T, term, s, o.Reward[s], o.Discount[s], o.Flags[s], o.NextObs[s], row, ret, disc, flags, s+m)
+			}
+		}
+		a.ResetOut()
+		if a.Out.Len() != 0 || len(a.Out.ActionVec) != 0 {
+			t.Fatal("ResetOut left transitions")
+		}
+	}
+}
+
+func TestNStepContinuousBadInput(t *testing.T) {
+	if _, err := NewNStepContinuous(3, 0.9, 2, 0); err == nil {
+		t.Error("NewNStepContinuous accepted actions of 0 values")
+	}
+	if _, err := NewNStepContinuous(0, 0.9, 2, 1); err == nil {
+		t.Error("NewNStepContinuous accepted n = 0")
+	}
+	c, _ := NewNStepContinuous(2, 0.9, 1, 2)
+	if err := c.AddVec([]float32{0, 0}, 1, obs1(0), false, false); !errors.Is(err, ErrNoEpisode) {
+		t.Errorf("AddVec before AddFirst: %v", err)
+	}
+	_ = c.AddFirst(0, obs1(0))
+	for _, act := range [][]float32{{0}, {0, 0, 0}, {0, float32(math.NaN())}, {float32(math.Inf(-1)), 0}} {
+		if err := c.AddVec(act, 1, obs1(1), false, false); err == nil {
+			t.Errorf("AddVec accepted the action %v", act)
+		}
+	}
+	if err := c.Add(0, 1, obs1(1), false, false); err == nil {
+		t.Error("Add (discrete) accepted by a continuous adder")
+	}
+	d, _ := NewNStep(2, 0.9, 1)
+	_ = d.AddFirst(0, obs1(0))
+	if err := d.AddVec([]float32{0}, 1, obs1(1), false, false); err == nil {
+		t.Error("AddVec (continuous) accepted by a discrete adder")
+	}
+	if c.Out.Len() != 0 || d.Out.Len() != 0 {
+		t.Error("a rejected step emitted transitions")
+	}
+}
