@@ -34,7 +34,7 @@ const (
 // magnitudes exp(-0.5 + 1.5·Z), half Student-t (2 degrees of freedom, scale
 // 0.5) magnitudes, positive with probability 0.65 (so that expected
 // gradients are clearly non-zero), plus the thresholds ±1, ±0.01 exactly.
-// It spans about 1e-5 to 1e2: values below and above both k = 0.01 and
+// |δ| spans about 3e-3 to 42: values below and above both k = 0.01 and
 // k = 1. No δ is 0 (Eq. 7's η would be 0).
 func theoryDeltas(t testing.TB) []float64 {
 	t.Helper()
