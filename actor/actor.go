@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
-	"sync/atomic"
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/envs"
@@ -49,51 +47,16 @@ import (
 // (the actor's); Stats may be called from any goroutine at any time. An
 // Actor must not be copied after first use.
 type Actor struct {
-	cfg     Config
+	runner // episodes, adder, Store refresh, hand-over, statistics
+
 	eps     float64
-	env     envs.Env
-	hasher  envs.StateHasher // set when cfg.Columns.StateHash
-	net     *model.Net
-	store   *model.Store
 	sel     sampler.Selector
-	rng     *rand.Rand
-	adder   *NStep
-	obsDim  int
 	actions int
-
-	// The current episode. obs is s_t (float32, as stored), next the
-	// scratch the next observation is converted into; they swap each step.
-	obs, next   []float32
-	live        bool   // an episode is running
-	started     uint64 // episodes started (the low bits of EpisodeID)
-	epReturn    float64
-	epLen       int   // steps taken in the current episode
-	epStart     int64 // steps (below) when the episode started
-	steps       int64 // environment steps taken by this actor
-	sinceUpdate int   // steps since the last read of the Store
-	// hashes[t mod (n+1)] is the state code of s_t for the last n+1 states
-	// of the episode (only with Columns.StateHash).
-	hashes []uint64
-
-	// Parameters held by the network: loaded is false until the first
-	// snapshot was copied (always true without a Store).
-	loaded  bool
-	version uint64
 
 	// Priority scratch, reused by every hand-over.
 	qsa, maxNext, absTD []float64
 	far                 []int     // items whose bootstrap state needs its own forward
 	farObs              []float32 // their NextObs rows
-
-	// Recent episode returns, a ring of StatsWindow.
-	returns          []float64
-	retHead, retFull int
-
-	// Published for Stats. Counters are written by the actor goroutine only.
-	nSteps, nTrans, nBatches, nReads, nLoads atomic.Int64
-	nVersion                                 atomic.Uint64
-	nLoaded                                  atomic.Bool
-	ep                                       atomic.Pointer[episodeStats]
 }
 
 // episodeStats is an immutable snapshot of the episode statistics,
@@ -148,24 +111,8 @@ func New(cfg Config, env envs.Env, net *model.Net, store *model.Store, sel sampl
 	if err != nil {
 		return nil, err
 	}
-	a := &Actor{
-		cfg: cfg, eps: cfg.epsilon(), env: env, net: net, store: store, sel: sel,
-		rng:    rand.New(rand.NewPCG(splitmix64(cfg.Seed), splitmix64(uint64(cfg.ID)^0x5851f42d4c957f2d))),
-		obsDim: obsDim, actions: actions,
-		obs: make([]float32, obsDim), next: make([]float32, obsDim),
-		returns: make([]float64, cfg.StatsWindow),
-		loaded:  store == nil,
-	}
-	a.nLoaded.Store(a.loaded)
-	if cfg.Columns.StateHash {
-		h, ok := env.(envs.StateHasher)
-		if !ok {
-			return nil, fmt.Errorf("%w: Columns.StateHash needs an environment with exact state codes (envs.StateHasher), got %T", ErrConfig, env)
-		}
-		a.hasher = h
-		a.hashes = make([]uint64, cfg.NStep+1)
-	}
-	if a.adder, err = NewNStep(cfg.NStep, cfg.Gamma, obsDim); err != nil {
+	a := &Actor{eps: cfg.epsilon(), sel: sel, actions: actions}
+	if err := a.init(cfg, env, net, store, obsDim, 0); err != nil {
 		return nil, err
 	}
 	if _, err := a.Update(); err != nil {
@@ -197,15 +144,8 @@ func (a *Actor) Epsilon() float64 { return a.eps }
 // Stats returns a snapshot of the actor's counters. Safe for concurrent
 // use; O(1).
 func (a *Actor) Stats() Stats {
-	s := Stats{
-		ID: a.cfg.ID, Epsilon: a.eps,
-		Steps: a.nSteps.Load(), Transitions: a.nTrans.Load(), Batches: a.nBatches.Load(),
-		ParamsLoaded: a.nLoaded.Load(), ParamsVersion: a.nVersion.Load(),
-		ParamReads: a.nReads.Load(), ParamLoads: a.nLoads.Load(),
-	}
-	if e := a.ep.Load(); e != nil {
-		s.Episodes, s.LastReturn, s.MeanReturn, s.LastLength = e.episodes, e.last, e.mean, e.lastLen
-	}
+	s := a.stats()
+	s.Epsilon = a.eps
 	return s
 }
 
@@ -215,24 +155,7 @@ func (a *Actor) Stats() Stats {
 // environment steps; call it to refresh now. Without a Store it does
 // nothing. An error means a snapshot of the wrong length (model.ErrShape).
 // Cost: one atomic load, plus O(parameters) when it copies.
-func (a *Actor) Update() (bool, error) {
-	if a.store == nil {
-		return false, nil
-	}
-	a.nReads.Add(1)
-	p := a.store.Load()
-	if p == nil || (a.loaded && p.Version() == a.version) {
-		return false, nil
-	}
-	if err := a.net.SetParams(p); err != nil {
-		return false, fmt.Errorf("actor %d: parameters version %d: %w", a.cfg.ID, p.Version(), err)
-	}
-	a.loaded, a.version = true, p.Version()
-	a.nLoads.Add(1)
-	a.nVersion.Store(a.version)
-	a.nLoaded.Store(true)
-	return true, nil
-}
+func (a *Actor) Update() (bool, error) { return a.update() }
 
 // SelectAction returns the epsilon-greedy action for observation obs
 // (float32, as stored): uniform with probability Epsilon (always, before
@@ -294,10 +217,8 @@ func (a *Actor) Fill(ctx context.Context, t *buffer.Transitions) error {
 // step takes one environment step (starting an episode first if none is
 // running), feeds the adder and refreshes the parameters when due.
 func (a *Actor) step() error {
-	if !a.live {
-		if err := a.begin(); err != nil {
-			return err
-		}
+	if err := a.ensureEpisode(); err != nil {
+		return err
 	}
 	act := a.SelectAction(a.obs)
 	res, err := a.env.Step(envs.Action{Index: act})
@@ -307,95 +228,16 @@ func (a *Actor) step() error {
 	if err := a.convert(a.next, res.Obs); err != nil {
 		return err
 	}
-	out := &a.adder.Out
-	before := out.Len()
+	before := a.adder.Out.Len()
 	if err := a.adder.Add(int32(act), res.Reward, a.next, res.Terminated, res.Truncated); err != nil {
 		return fmt.Errorf("actor %d: %w", a.cfg.ID, err)
 	}
-	a.epLen++
-	a.epReturn += res.Reward
-	if a.hasher != nil {
-		a.hashes[a.epLen%len(a.hashes)] = a.hasher.StateHash()
-	}
-	// Columns the adder does not fill, for the transitions it just emitted.
-	// Every emitted transition bootstraps from the newest state, s_epLen.
-	for i := before; i < out.Len(); i++ {
-		ts := out.EpisodeStep[i]
-		if a.cfg.Columns.GlobalStep {
-			out.GlobalStep = append(out.GlobalStep, a.epStart+int64(ts))
-		}
-		if a.hasher != nil {
-			out.StateHash = append(out.StateHash, a.hashes[int(ts)%len(a.hashes)])
-			out.NextStateHash = append(out.NextStateHash, a.hashes[a.epLen%len(a.hashes)])
-		}
-	}
-	a.obs, a.next = a.next, a.obs
-	a.steps++
-	a.nSteps.Store(a.steps)
-	if res.Done() {
-		a.live = false
-		a.endEpisode()
-	}
-	if a.sinceUpdate++; a.sinceUpdate >= a.cfg.RefreshEvery {
-		a.sinceUpdate = 0
-		if _, err := a.Update(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// begin resets the environment with a seed from the actor's generator and
-// starts an episode in the adder.
-func (a *Actor) begin() error {
-	if err := a.convert(a.obs, a.env.Reset(a.rng.Uint64())); err != nil {
-		return err
-	}
-	id := uint64(a.cfg.ID)<<32 | a.started&(1<<32-1)
-	a.started++
-	if err := a.adder.AddFirst(id, a.obs); err != nil {
-		return err
-	}
-	a.live, a.epReturn, a.epLen, a.epStart = true, 0, 0, a.steps
-	if a.hasher != nil {
-		a.hashes[0] = a.hasher.StateHash()
-	}
-	return nil
-}
-
-// convert writes the float32 values of an environment observation into dst.
-func (a *Actor) convert(dst []float32, obs []float64) error {
-	if len(obs) != len(dst) {
-		return fmt.Errorf("actor %d: the environment returned %d observation values, want %d", a.cfg.ID, len(obs), len(dst))
-	}
-	for i, v := range obs {
-		dst[i] = float32(v)
-	}
-	return nil
-}
-
-// endEpisode records the return of the episode that just ended and
-// publishes new episode statistics.
-func (a *Actor) endEpisode() {
-	a.returns[a.retHead] = a.epReturn
-	a.retHead = (a.retHead + 1) % len(a.returns)
-	a.retFull = min(a.retFull+1, len(a.returns))
-	var sum float64
-	for _, r := range a.returns[:a.retFull] {
-		sum += r
-	}
-	var episodes int64 = 1
-	if e := a.ep.Load(); e != nil {
-		episodes = e.episodes + 1
-	}
-	a.ep.Store(&episodeStats{episodes: episodes, last: a.epReturn, mean: sum / float64(a.retFull), lastLen: a.epLen})
+	return a.advance(res, before)
 }
 
 // handOver appends the first k pending transitions to t (with priorities
 // when prio is set and known) and drops them from the adder's output.
 func (a *Actor) handOver(t *buffer.Transitions, k int, prio bool) error {
-	out := &a.adder.Out
-	d := a.obsDim
 	n0 := t.Len()
 	known := prio && a.loaded && a.sel != nil && k > 0
 	if known {
@@ -403,31 +245,7 @@ func (a *Actor) handOver(t *buffer.Transitions, k int, prio bool) error {
 			return err
 		}
 	}
-	t.Obs = append(t.Obs, out.Obs[:k*d]...)
-	t.NextObs = append(t.NextObs, out.NextObs[:k*d]...)
-	t.Action = append(t.Action, out.Action[:k]...)
-	t.Reward = append(t.Reward, out.Reward[:k]...)
-	t.Discount = append(t.Discount, out.Discount[:k]...)
-	if len(t.Flags) == n0 {
-		t.Flags = append(t.Flags, out.Flags[:k]...)
-	}
-	cols := a.cfg.Columns
-	if cols.Episode {
-		t.EpisodeID = append(t.EpisodeID, out.EpisodeID[:k]...)
-		t.EpisodeStep = append(t.EpisodeStep, out.EpisodeStep[:k]...)
-	}
-	if cols.GlobalStep {
-		t.GlobalStep = append(t.GlobalStep, out.GlobalStep[:k]...)
-	}
-	if cols.ActorID {
-		for range k {
-			t.ActorID = append(t.ActorID, int32(a.cfg.ID))
-		}
-	}
-	if cols.StateHash {
-		t.StateHash = append(t.StateHash, out.StateHash[:k]...)
-		t.NextStateHash = append(t.NextStateHash, out.NextStateHash[:k]...)
-	}
+	a.appendOut(t, k)
 	switch {
 	case known && len(t.Priority) == n0:
 		for _, x := range a.absTD[:k] {
@@ -438,16 +256,6 @@ func (a *Actor) handOver(t *buffer.Transitions, k int, prio bool) error {
 		for range k {
 			t.Priority = append(t.Priority, a.sel.Priority(-1))
 		}
-	}
-
-	out.Obs, out.NextObs = dropFront(out.Obs, k*d), dropFront(out.NextObs, k*d)
-	out.Action, out.Reward, out.Discount = dropFront(out.Action, k), dropFront(out.Reward, k), dropFront(out.Discount, k)
-	out.Flags, out.EpisodeID, out.EpisodeStep = dropFront(out.Flags, k), dropFront(out.EpisodeID, k), dropFront(out.EpisodeStep, k)
-	out.GlobalStep = dropFront(out.GlobalStep, k)
-	out.StateHash, out.NextStateHash = dropFront(out.StateHash, k), dropFront(out.NextStateHash, k)
-	if k > 0 {
-		a.nTrans.Add(int64(k))
-		a.nBatches.Add(1)
 	}
 	return nil
 }
@@ -515,28 +323,10 @@ func rowMax(q []float64) float64 {
 	return m
 }
 
-// dropFront removes the first k values of s in place, keeping its storage.
-// A column shorter than k (one that is not filled) is emptied.
-func dropFront[T any](s []T, k int) []T {
-	if len(s) <= k {
-		return s[:0]
-	}
-	return s[:copy(s, s[k:])]
-}
-
 // grow returns s resliced to n, reallocated only when too small.
 func grow(s []float64, n int) []float64 {
 	if cap(s) < n {
 		return make([]float64, n)
 	}
 	return s[:n]
-}
-
-// splitmix64 is Steele, Lea and Flood's SplitMix64 finaliser, used to
-// spread (Seed, ID) over the generator's state.
-func splitmix64(x uint64) uint64 {
-	z := x + 0x9e3779b97f4a7c15
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
 }
