@@ -70,9 +70,12 @@ type episodeStats struct {
 // Stats is a snapshot of an actor's counters. Each field is read
 // atomically; fields may come from moments a few steps apart.
 type Stats struct {
-	// ID and Epsilon are the actor's index and exploration rate.
-	ID      int
-	Epsilon float64
+	// ID is the actor's index. Epsilon is a discrete actor's exploration
+	// rate (0 for a continuous one); Sigma is a continuous actor's
+	// exploration noise, in units of the action box's half-range (0 for a
+	// discrete one).
+	ID             int
+	Epsilon, Sigma float64
 	// Steps counts environment steps; Episodes completed episodes.
 	Steps, Episodes int64
 	// LastReturn and LastLength describe the last completed episode
@@ -126,7 +129,7 @@ func New(cfg Config, env envs.Env, net *model.Net, store *model.Store, sel sampl
 func shapes(env envs.Env, net *model.Net) (obsDim, actions int, err error) {
 	d, ok := env.ActionSpace().(envs.Discrete)
 	if !ok || d.N < 1 {
-		return 0, 0, fmt.Errorf("%w: the actor needs a discrete action space, got %v", ErrConfig, env.ActionSpace())
+		return 0, 0, fmt.Errorf("%w: the actor needs a discrete action space, got %v (NewContinuous takes a Box)", ErrConfig, env.ActionSpace())
 	}
 	obsDim = env.ObservationSpace().Dim()
 	if net.In() != obsDim || net.Out() != d.N {

@@ -408,6 +408,7 @@ func appendAll(dst, src *buffer.Transitions) {
 	dst.Obs = append(dst.Obs, src.Obs...)
 	dst.NextObs = append(dst.NextObs, src.NextObs...)
 	dst.Action = append(dst.Action, src.Action...)
+	dst.ActionVec = append(dst.ActionVec, src.ActionVec...)
 	dst.Reward = append(dst.Reward, src.Reward...)
 	dst.Discount = append(dst.Discount, src.Discount...)
 	dst.Flags = append(dst.Flags, src.Flags...)

@@ -106,7 +106,11 @@ type Columns struct {
 }
 
 // ColumnsOf returns the optional columns a buffer with config c stores, so
-// that an actor fills exactly those.
+// that an actor fills exactly those. It serves both action kinds: the
+// action column follows the actor (Actor fills Action, for a buffer with
+// buffer.Discrete actions; Continuous fills ActionVec, for a buffer with
+// buffer.Continuous actions of the box's dimension), so it is not among
+// the Columns.
 func ColumnsOf(c buffer.Config) Columns {
 	return Columns{Episode: c.Episode, GlobalStep: c.GlobalStep, ActorID: c.ActorID, StateHash: c.StateHash}
 }
@@ -200,4 +204,143 @@ func (c Config) epsilon() float64 {
 		return c.Epsilon
 	}
 	return Epsilon(c.EpsilonBase, c.EpsilonAlpha, c.ID, c.NumActors)
+}
+
+// DefaultSigma is the standard deviation of a continuous actor's Gaussian
+// exploration noise when ContinuousConfig.Sigma is 0, in units of the
+// action box's half-range: TD3's N(0, 0.1·max_action) (Fujimoto et al.
+// 2018, "Addressing Function Approximation Error in Actor-Critic Methods",
+// arXiv 1802.09477, §6.1 and its reference code).
+const DefaultSigma = 0.1
+
+// ContinuousConfig configures one continuous-action actor (NewContinuous):
+// the Ape-X actor for a deterministic policy (Ape-X DPG, Horgan et al.
+// 2018, §4.2) exploring with TD3's Gaussian noise. The zero value of each
+// field selects its documented default, so
+// ContinuousConfig{ID: i, NumActors: n, Seed: s} gives every actor TD3's
+// σ = 0.1. Validate reports the first field out of range.
+type ContinuousConfig struct {
+	// ID and NumActors are as in Config: 0 <= ID < NumActors (0 means 1).
+	// ID picks the actor's σ_i when SigmaLast spreads them, seeds its
+	// generator together with Seed, is stored in the ActorID column and
+	// makes its EpisodeIDs unique across actors.
+	ID        int
+	NumActors int
+
+	// Sigma is the standard deviation of the Gaussian noise added to the
+	// scaled policy action, in units of the box's half-range
+	// half_j = (high_j − low_j)/2:
+	// a = clip(ScaleAction(π(s)) + N(0, (σ_i·half_j)²), low, high).
+	// Finite and > 0; 0 means DefaultSigma (0.1).
+	Sigma float64
+	// SigmaLast, when set, spreads the actors' noise geometrically from
+	// Sigma (actor 0) to SigmaLast (actor N−1),
+	// σ_i = Sigma·(SigmaLast/Sigma)^(i/(N−1)) (see the Sigma function):
+	// Ape-X's way of giving each actor its own exploration, as its
+	// eps_i = 0.4^(1+7i/(N−1)) is geometric. Finite and > 0; 0 means every
+	// actor gets Sigma, as in TD3 and Ape-X DPG.
+	SigmaLast float64
+	// NoNoise makes the actor play the deterministic policy
+	// ScaleAction(π(s)) once it has parameters (tests; a greedy actor).
+	// Sigma and SigmaLast must then be 0.
+	NoNoise bool
+	// RandomSteps is the number of environment steps, counted from the
+	// actor's first, during which it acts uniformly at random in the box
+	// whatever parameters it holds: TD3's start_timesteps warm-up, per
+	// actor (N actors put N·RandomSteps such steps in the buffer). >= 0;
+	// 0 means none beyond the steps taken before the first snapshot
+	// arrives, which are always uniform.
+	RandomSteps int
+
+	// NStep, Gamma, LocalBatch, RefreshEvery, StatsWindow, Columns and
+	// Seed mean what they mean in Config, with the same defaults (n = 3,
+	// gamma = 0.99, batches of 50, a Store read every 400 steps, a window
+	// of 100 episodes). TD3 itself learns from 1-step targets: NStep 1
+	// reproduces them.
+	NStep        int
+	Gamma        float64
+	LocalBatch   int
+	RefreshEvery int
+	StatsWindow  int
+	Columns      Columns
+	Seed         uint64
+}
+
+// Sigma returns the exploration noise of actor i among n when the noise
+// spreads geometrically from first (actor 0) to last (actor n−1):
+// first·(last/first)^(i/(n−1)), first for n = 1, first for every actor
+// when last equals first. It panics unless 0 <= i < n.
+func Sigma(first, last float64, i, n int) float64 {
+	if i < 0 || i >= n {
+		panic(fmt.Sprintf("actor: Sigma: actor %d of %d", i, n))
+	}
+	switch {
+	case i == 0 || first == last:
+		return first
+	case i == n-1:
+		return last
+	}
+	return first * math.Pow(last/first, float64(i)/float64(n-1))
+}
+
+// common returns the fields c shares with Config, as a Config.
+func (c ContinuousConfig) common() Config {
+	return Config{ID: c.ID, NumActors: c.NumActors, NStep: c.NStep, Gamma: c.Gamma, LocalBatch: c.LocalBatch,
+		RefreshEvery: c.RefreshEvery, StatsWindow: c.StatsWindow, Columns: c.Columns, Seed: c.Seed}
+}
+
+// withDefaults returns c with zero fields replaced by their defaults.
+func (c ContinuousConfig) withDefaults() ContinuousConfig {
+	b := c.common().withDefaults()
+	c.NumActors, c.NStep, c.Gamma, c.LocalBatch, c.RefreshEvery, c.StatsWindow =
+		b.NumActors, b.NStep, b.Gamma, b.LocalBatch, b.RefreshEvery, b.StatsWindow
+	if !c.NoNoise {
+		if c.Sigma == 0 {
+			c.Sigma = DefaultSigma
+		}
+		if c.SigmaLast == 0 {
+			c.SigmaLast = c.Sigma
+		}
+	}
+	return c
+}
+
+// Validate fills in the defaults and reports the first field out of range
+// (wrapping ErrConfig).
+func (c ContinuousConfig) Validate() error {
+	_, _, err := c.validated()
+	return err
+}
+
+// validated returns c with its defaults and the common fields as a
+// validated Config (the runner's).
+func (c ContinuousConfig) validated() (ContinuousConfig, Config, error) {
+	c = c.withDefaults()
+	common, err := c.common().validated()
+	if err != nil {
+		return c, common, err
+	}
+	bad := func(format string, args ...any) (ContinuousConfig, Config, error) {
+		return c, common, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
+	}
+	finitePos := func(x float64) bool { return x > 0 && !math.IsInf(x, 1) }
+	switch {
+	case c.NoNoise && (c.Sigma != 0 || c.SigmaLast != 0):
+		return bad("Sigma (%v) and SigmaLast (%v) are not used with NoNoise", c.Sigma, c.SigmaLast)
+	case !c.NoNoise && !finitePos(c.Sigma):
+		return bad("Sigma must be finite and > 0, got %v", c.Sigma)
+	case !c.NoNoise && !finitePos(c.SigmaLast):
+		return bad("SigmaLast must be finite and > 0, got %v", c.SigmaLast)
+	case c.RandomSteps < 0:
+		return bad("RandomSteps must be >= 0, got %d", c.RandomSteps)
+	}
+	return c, common, nil
+}
+
+// sigma is the exploration noise c gives (c validated).
+func (c ContinuousConfig) sigma() float64 {
+	if c.NoNoise {
+		return 0
+	}
+	return Sigma(c.Sigma, c.SigmaLast, c.ID, c.NumActors)
 }

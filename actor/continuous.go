@@ -1,0 +1,252 @@
+package actor
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/envs"
+	"github.com/apexrl/apex/model"
+)
+
+// Continuous is the Ape-X actor for continuous actions: Ape-X DPG's actor
+// (Horgan et al. 2018, arXiv 1803.00933, §4.2) with TD3's exploration
+// (Fujimoto et al. 2018, arXiv 1802.09477). It steps its own environment,
+// whose action space is a bounded envs.Box, with its own copy of a
+// deterministic policy network π from observations to [−1, 1]^A, turns the
+// steps into n-step transitions (NStep) and hands them over LocalBatch at
+// a time. It implements the runtime's Source (Fill), so a TD3 learner can
+// be fed by many of them.
+//
+// # Policy
+//
+//	a = clip(ScaleAction(π(s)) + ε, low, high),  ε_j ~ N(0, (σ_i·half_j)²)
+//
+// ScaleAction maps [−1, 1] affinely onto [low, high] (max_action·π(s) on
+// a symmetric box), half_j = (high_j − low_j)/2, and σ_i is the actor's
+// noise (ContinuousConfig: 0.1 for every actor by default). The action is
+// then rounded to float32, staying inside the box: that value is stored in
+// the buffer's ActionVec column and the same value is sent to the
+// environment, so the learner replays exactly what was played. Before the
+// first snapshot, and during the first RandomSteps steps, the action is
+// uniform in the box instead (TD3's warm-up). Observations are converted
+// to float32 once, as they are stored, and π acts on those values.
+//
+// # Priorities
+//
+// A continuous actor has no critic, so it cannot compute Ape-X's initial
+// priorities: every batch goes out with Priority nil, and the buffer gives
+// each new item the largest priority it has seen
+// (buffer.Config.InitialPriority before any), as PER's Algorithm 1 and LAP
+// do for new transitions. The learner's first sample of an item sets its
+// real priority.
+//
+// # Parameters and episodes
+//
+// As for Actor: the Store is read at NewContinuous and then every
+// RefreshEvery steps, copying only a new version; a nil Store means a
+// fixed policy. Episodes are reset with seeds from the actor's PCG
+// generator, seeded from (Seed, ID), which also draws the noise and the
+// uniform actions; nothing reads a clock or a global generator, so the
+// same seed and snapshots give the same transitions. Terminations store
+// discount 0, time-limit truncations bootstrap (NStep).
+//
+// Concurrency: Fill, SelectAction and Update are called from one goroutine
+// (the actor's); Stats may be called from any goroutine at any time. A
+// Continuous must not be copied after first use.
+type Continuous struct {
+	runner // episodes, adder, Store refresh, hand-over, statistics
+
+	ccfg  ContinuousConfig
+	sigma float64
+	box   envs.Box  // the environment's action space (a copy)
+	half  []float64 // (high − low)/2 per dimension, the noise's unit
+	act   []float64 // the last action, as sent: float32 values in the box
+	act32 []float32 // the same action, as stored
+}
+
+// NewContinuous returns a continuous actor for cfg that steps env with its
+// own policy network policy, refreshed from store (nil: keep policy's
+// parameters). The actor owns env and policy from now on. env's action
+// space must be a Box of finite bounds (each holding a float32 value);
+// policy must map env's observations (policy.In() values) to one value per
+// action dimension (policy.Out() = box.Dim()) through a bounded output
+// activation (model.Tanh, or model.Softsign), so that its outputs lie in
+// [−1, 1]. Errors wrap ErrConfig, or model.ErrShape for a snapshot of the
+// wrong length. Cost: O(parameters) when it copies a snapshot.
+func NewContinuous(cfg ContinuousConfig, env envs.Env, policy *model.Net, store *model.Store) (*Continuous, error) {
+	ccfg, common, err := cfg.validated()
+	if err != nil {
+		return nil, err
+	}
+	if env == nil || policy == nil {
+		return nil, fmt.Errorf("%w: NewContinuous needs an environment and a policy network", ErrConfig)
+	}
+	obsDim, box, err := boxShapes(env, policy)
+	if err != nil {
+		return nil, err
+	}
+	A := box.Dim()
+	c := &Continuous{ccfg: ccfg, sigma: ccfg.sigma(), box: box,
+		half: make([]float64, A), act: make([]float64, A), act32: make([]float32, A)}
+	for j := range A {
+		c.half[j] = box.High[j]/2 - box.Low[j]/2
+	}
+	if err := c.init(common, env, policy, store, obsDim, A); err != nil {
+		return nil, err
+	}
+	if _, err := c.Update(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// boxShapes checks that env has a bounded Box action space and that net is
+// a policy for it; it returns the observation width and the box.
+func boxShapes(env envs.Env, net *model.Net) (obsDim int, box envs.Box, err error) {
+	box, ok := env.ActionSpace().(envs.Box)
+	if !ok || box.Dim() < 1 || len(box.High) != box.Dim() {
+		return 0, box, fmt.Errorf("%w: a continuous actor needs a Box action space, got %v (New takes a Discrete one)", ErrConfig, env.ActionSpace())
+	}
+	for j := range box.Dim() {
+		lo, hi := box.Low[j], box.High[j]
+		if math.IsInf(lo, 0) || math.IsInf(hi, 0) || !(lo <= hi) {
+			return 0, box, fmt.Errorf("%w: the action space %v is not a bounded box (dimension %d)", ErrConfig, box, j)
+		}
+		if f := float64(round32In(lo, lo, hi)); !(f >= lo && f <= hi) {
+			return 0, box, fmt.Errorf("%w: the action space %v holds no float32 value in dimension %d (actions are stored as float32)", ErrConfig, box, j)
+		}
+	}
+	obsDim = env.ObservationSpace().Dim()
+	if net.In() != obsDim || net.Out() != box.Dim() {
+		return 0, box, fmt.Errorf("%w: policy network %d→%d does not fit the environment (%d observations, %d action dimensions)", ErrConfig, net.In(), net.Out(), obsDim, box.Dim())
+	}
+	if act := net.Config().OutAct; act != model.Tanh && act != model.Softsign {
+		return 0, box, fmt.Errorf("%w: the policy network's output activation is %v; a policy must map into [-1, 1] (model.Tanh)", ErrConfig, act)
+	}
+	return obsDim, box, nil
+}
+
+// Config returns the actor's configuration with the defaults filled in.
+func (c *Continuous) Config() ContinuousConfig { return c.ccfg }
+
+// Sigma returns the actor's exploration noise σ_i, in units of the box's
+// half-range (0 with NoNoise).
+func (c *Continuous) Sigma() float64 { return c.sigma }
+
+// Stats returns a snapshot of the actor's counters (Sigma set, Epsilon 0).
+// Safe for concurrent use; O(1).
+func (c *Continuous) Stats() Stats {
+	s := c.stats()
+	s.Sigma = c.sigma
+	return s
+}
+
+// Update reads the Store and, if it holds a snapshot whose version differs
+// from the network's (or the network has none yet), copies it into the
+// policy network; it reports whether it did. Fill calls it every
+// RefreshEvery environment steps; call it to refresh now. Without a Store
+// it does nothing. An error means a snapshot of the wrong length
+// (model.ErrShape). Cost: one atomic load, plus O(parameters) when it
+// copies.
+func (c *Continuous) Update() (bool, error) { return c.update() }
+
+// SelectAction returns the action for observation obs (float32, as
+// stored): uniform in the box before the first snapshot and during the
+// first RandomSteps steps, otherwise ScaleAction(π(obs)) plus the actor's
+// Gaussian noise, clipped to the box; either way rounded to float32 values
+// inside the box. The returned slice is the actor's and is overwritten by
+// the next call. A policy that returns NaN gives NaN actions (Fill reports
+// them). It panics if len(obs) is not the observation width.
+//
+// Cost: one forward pass (a gemv per layer) and A normal draws from the
+// actor's generator, or A uniform draws and no forward pass; no
+// allocation.
+func (c *Continuous) SelectAction(obs []float32) []float64 {
+	if len(obs) != c.obsDim {
+		panic(fmt.Sprintf("actor: SelectAction: %d values, want %d", len(obs), c.obsDim))
+	}
+	low, high := c.box.Low, c.box.High
+	if !c.loaded || c.steps < int64(c.ccfg.RandomSteps) {
+		for j := range c.act {
+			c.act[j] = low[j] + (high[j]-low[j])*c.rng.Float64()
+		}
+	} else {
+		ScaleAction(c.box, c.act, c.net.Forward32(obs))
+		if c.sigma > 0 {
+			for j := range c.act {
+				c.act[j] += c.sigma * c.half[j] * c.rng.NormFloat64()
+			}
+		}
+	}
+	intoBox(c.box, c.act, c.act32)
+	return c.act
+}
+
+// Fill implements the runtime's Source: it steps the environment until
+// LocalBatch n-step transitions are ready and appends exactly LocalBatch of
+// them to t (transitions completed beyond that, when an episode's end
+// flushes several at once, wait for the next Fill), then returns nil.
+//
+// Columns appended: Obs, NextObs, ActionVec (the action a_t of each
+// transition's first step, box.Dim() float32 values, exactly as sent to
+// the environment), Reward (the n-step return), Discount (gamma^m, 0 after
+// a termination), Flags (FlagTerminal, FlagTruncated), and the optional
+// ones ContinuousConfig.Columns selects: EpisodeID and EpisodeStep,
+// GlobalStep, ActorID, StateHash and NextStateHash. Priority stays nil (see
+// the type's doc). t should be empty (as the pipeline hands it) or hold
+// earlier batches of this actor; a t with priorities is refused.
+//
+// When ctx ends, Fill returns nil at once (within one environment step)
+// after appending the transitions completed so far (a partial batch),
+// which the pipeline discards and counts. Errors: an environment that
+// fails a step or returns an observation of the wrong width, a non-finite
+// reward, a non-finite action (a diverged policy, wrapping
+// model.ErrNonFinite).
+//
+// Cost per environment step: SelectAction, the environment's step, and
+// O(n·(observation + action width)) in the adder.
+func (c *Continuous) Fill(ctx context.Context, t *buffer.Transitions) error {
+	if len(t.Priority) != 0 {
+		return fmt.Errorf("actor %d: Fill: the batch holds %d priorities; a continuous actor gives none (hand it a batch without)", c.cfg.ID, len(t.Priority))
+	}
+	done := ctx.Done()
+	for c.adder.Out.Len() < c.cfg.LocalBatch {
+		select {
+		case <-done:
+			c.appendOut(t, c.adder.Out.Len())
+			return nil
+		default:
+		}
+		if err := c.step(); err != nil {
+			return err
+		}
+	}
+	c.appendOut(t, c.cfg.LocalBatch)
+	return nil
+}
+
+// step takes one environment step (starting an episode first if none is
+// running), feeds the adder and refreshes the parameters when due.
+func (c *Continuous) step() error {
+	if err := c.ensureEpisode(); err != nil {
+		return err
+	}
+	act := c.SelectAction(c.obs)
+	if err := model.CheckFinite("policy action", act); err != nil {
+		return fmt.Errorf("actor %d (parameters version %d): step %d: %w", c.cfg.ID, c.version, c.steps, err)
+	}
+	res, err := c.env.Step(envs.Action{Vec: act})
+	if err != nil {
+		return fmt.Errorf("actor %d: step %d: %w", c.cfg.ID, c.steps, err)
+	}
+	if err := c.convert(c.next, res.Obs); err != nil {
+		return err
+	}
+	before := c.adder.Out.Len()
+	if err := c.adder.AddVec(c.act32, res.Reward, c.next, res.Terminated, res.Truncated); err != nil {
+		return fmt.Errorf("actor %d: %w", c.cfg.ID, err)
+	}
+	return c.advance(res, before)
+}
