@@ -9,12 +9,19 @@ import (
 	"github.com/apexrl/apex/model"
 )
 
-// Evaluate runs episodes greedy episodes (epsilon 0: always the argmax of
-// net's Q values, the first action on ties) on env and returns their mean
-// undiscounted return and the returns in order. It is EvaluateEpsilon with
-// epsilon 0: Gymnasium-style tasks are scored by the greedy policy, and
-// with no exploration a fixed network and seed give a fixed score.
+// Evaluate runs episodes greedy episodes on env and returns their mean
+// undiscounted return and the returns in order. For a discrete action
+// space it is EvaluateEpsilon with epsilon 0 (always the argmax of net's Q
+// values, the first action on ties); for a Box it is EvaluateContinuous
+// (net is a policy, played without noise). Gymnasium-style tasks are
+// scored by the greedy policy, and with no exploration a fixed network and
+// seed give a fixed score.
 func Evaluate(ctx context.Context, env envs.Env, net *model.Net, store *model.Store, episodes int, seed uint64) (float64, []float64, error) {
+	if env != nil {
+		if _, ok := env.ActionSpace().(envs.Box); ok {
+			return EvaluateContinuous(ctx, env, net, store, episodes, seed)
+		}
+	}
 	return EvaluateEpsilon(ctx, env, net, store, episodes, seed, 0)
 }
 
@@ -44,14 +51,70 @@ func EvaluateEpsilon(ctx context.Context, env envs.Env, net *model.Net, store *m
 	if err != nil {
 		return 0, nil, err
 	}
-	if store != nil {
-		if p := store.Load(); p != nil {
-			if err := net.SetParams(p); err != nil {
-				return 0, nil, fmt.Errorf("actor: Evaluate: parameters version %d: %w", p.Version(), err)
-			}
+	if err := loadSnapshot(net, store); err != nil {
+		return 0, nil, err
+	}
+	rng := evalRNG(seed)
+	return evaluate(ctx, env, obsDim, episodes, rng, func(obs []float32) (envs.Action, error) {
+		if epsilon > 0 && rng.Float64() < epsilon {
+			return envs.Action{Index: rng.IntN(actions)}, nil
+		}
+		return envs.Action{Index: model.Argmax(net.Forward32(obs))}, nil
+	})
+}
+
+// EvaluateContinuous is Evaluate for a continuous action space: net is a
+// deterministic policy, as NewContinuous takes it, and every action is
+// ScaleAction(π(s)) with no noise, rounded to float32 inside the box as
+// an actor's actions are. The Store, the seeding (episode seeds from a PCG
+// seeded with seed: the same network and seed give the same returns), the
+// ownership of env and net, the cancellation and the cost are as for
+// EvaluateEpsilon. Errors wrap ErrConfig for an env and net that do not
+// fit (see NewContinuous), model.ErrNonFinite for a policy that returns
+// NaN.
+func EvaluateContinuous(ctx context.Context, env envs.Env, net *model.Net, store *model.Store, episodes int, seed uint64) (float64, []float64, error) {
+	switch {
+	case env == nil || net == nil:
+		return 0, nil, fmt.Errorf("%w: Evaluate needs an environment and a network", ErrConfig)
+	case episodes < 1:
+		return 0, nil, fmt.Errorf("%w: Evaluate: episodes must be >= 1, got %d", ErrConfig, episodes)
+	}
+	obsDim, box, err := boxShapes(env, net)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := loadSnapshot(net, store); err != nil {
+		return 0, nil, err
+	}
+	act := make([]float64, box.Dim())
+	return evaluate(ctx, env, obsDim, episodes, evalRNG(seed), func(obs []float32) (envs.Action, error) {
+		ScaleAction(box, act, net.Forward32(obs))
+		intoBox(box, act, nil)
+		return envs.Action{Vec: act}, model.CheckFinite("policy action", act)
+	})
+}
+
+// loadSnapshot copies store's snapshot, if any, into net.
+func loadSnapshot(net *model.Net, store *model.Store) error {
+	if store == nil {
+		return nil
+	}
+	if p := store.Load(); p != nil {
+		if err := net.SetParams(p); err != nil {
+			return fmt.Errorf("actor: Evaluate: parameters version %d: %w", p.Version(), err)
 		}
 	}
-	rng := rand.New(rand.NewPCG(splitmix64(seed), splitmix64(seed^0x2545f4914f6cdd1d)))
+	return nil
+}
+
+// evalRNG is the generator of an evaluation with seed.
+func evalRNG(seed uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(splitmix64(seed), splitmix64(seed^0x2545f4914f6cdd1d)))
+}
+
+// evaluate runs the episodes with policy, resetting env with seeds from
+// rng, and returns their mean return and the returns.
+func evaluate(ctx context.Context, env envs.Env, obsDim, episodes int, rng *rand.Rand, policy func(obs []float32) (envs.Action, error)) (float64, []float64, error) {
 	obs := make([]float32, obsDim)
 	load := func(x []float64) error {
 		if len(x) != obsDim {
@@ -75,13 +138,11 @@ func EvaluateEpsilon(ctx context.Context, env envs.Env, net *model.Net, store *m
 				return mean(returns), returns, ctx.Err()
 			default:
 			}
-			var act int
-			if epsilon > 0 && rng.Float64() < epsilon {
-				act = rng.IntN(actions)
-			} else {
-				act = model.Argmax(net.Forward32(obs))
+			act, err := policy(obs)
+			if err != nil {
+				return 0, returns, fmt.Errorf("actor: Evaluate: %w", err)
 			}
-			res, err := env.Step(envs.Action{Index: act})
+			res, err := env.Step(act)
 			if err != nil {
 				return 0, returns, fmt.Errorf("actor: Evaluate: %w", err)
 			}
