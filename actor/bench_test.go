@@ -44,3 +44,38 @@ func BenchmarkActorCartPole(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkContinuousPendulum measures one continuous actor's environment
+// steps per second on Pendulum-v1 with a 3→64→64→1 Tanh policy and the
+// default local batch of 50: noise=0.1 is the default (one forward pass and
+// one normal draw per step), random the warm-up (RandomSteps: no forward
+// pass). One iteration is one environment step.
+func BenchmarkContinuousPendulum(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		cfg  ContinuousConfig
+	}{
+		{"noise=0.1", ContinuousConfig{}},
+		{"random", ContinuousConfig{RandomSteps: 1 << 62}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			net, st := policy(b, 3, 1, []int{64, 64}, 1, 1)
+			a, err := NewContinuous(c.cfg, mustEnv(b, "Pendulum-v1"), net, st)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var t buffer.Transitions
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for a.steps < int64(b.N) {
+				t.Obs, t.NextObs, t.ActionVec, t.Reward, t.Discount, t.Flags =
+					t.Obs[:0], t.NextObs[:0], t.ActionVec[:0], t.Reward[:0], t.Discount[:0], t.Flags[:0]
+				if err := a.Fill(ctx, &t); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(a.steps)/b.Elapsed().Seconds(), "steps/s")
+		})
+	}
+}

@@ -8,6 +8,19 @@
 // from the learner's model.Store every 400 environment steps; episode
 // statistics; and greedy evaluation (Evaluate).
 //
+// Continuous (NewContinuous) is the same actor for a continuous action
+// space (a bounded envs.Box), for a TD3 or DDPG learner: a deterministic
+// policy network with a Tanh output, a = clip(ScaleAction(π(s)) +
+// N(0, (σ·half-range)²), low, high) with TD3's σ = 0.1 for every actor by
+// default (ContinuousConfig.SigmaLast spreads it geometrically over the
+// actors, Ape-X style), uniform actions before the first snapshot and for
+// RandomSteps steps, actions stored as float32 in the buffer's ActionVec
+// column exactly as played, and no initial priorities (a policy has no
+// critic: the buffer gives new items its maximum). ScaleAction and
+// UnscaleAction are the affine map between [−1, 1]^A and the box that the
+// learner shares with it; Evaluate plays the policy without noise
+// (EvaluateContinuous).
+//
 // The package starts no goroutines, reads no clock and uses no global
 // random source: an Actor draws from its own PCG generator seeded from
 // (Config.Seed, Config.ID), so a run is reproducible from its seed.
@@ -25,14 +38,20 @@
 //		<send t to the inserter>
 //	}
 //
+// For continuous actions the buffer has Action: buffer.Continuous and
+// ActionDim: the box's dimension, and the actor is made with
+// actor.NewContinuous(actor.ContinuousConfig{...}, env, policyNet, store);
+// the rest is the same.
+//
 // The embedder's duties:
 //
 //  1. One Actor per goroutine, each with its own Env and its own Net (an
 //     Actor, its Env and its Net are not safe for concurrent use). Only
 //     Stats may be called from other goroutines.
 //  2. Give every actor of a run the same NumActors and Seed and a distinct
-//     ID in [0, NumActors): the ID picks the exploration rate, the
-//     generator's stream and the high 32 bits of its EpisodeIDs.
+//     ID in [0, NumActors): the ID picks the exploration rate (eps_i, or a
+//     continuous actor's σ_i when SigmaLast spreads it), the generator's
+//     stream and the high 32 bits of its EpisodeIDs.
 //  3. Set Config.Columns to ColumnsOf(the buffer's Config): the buffer
 //     rejects a column it does not store, and leaves one it stores but is
 //     not given at zero.
@@ -43,7 +62,8 @@
 //     holds the transitions completed so far, without priorities, and the
 //     runtime pipeline discards it.
 //  6. Evaluate with a separate Env and Net (Evaluate copies the Store's
-//     snapshot into the Net it is given).
+//     snapshot into the Net it is given: the Q network's, or for a Box the
+//     policy's).
 //
 // # Costs
 //
@@ -55,4 +75,10 @@
 // first states, plus a few bootstrap states) costs about 0.8 µs per step,
 // the greedy forward about 0.6 µs. One allocation per step: the
 // environment's observation.
+//
+// A continuous actor on Pendulum-v1 with a 3→64→64→1 Tanh policy
+// (BenchmarkContinuousPendulum, same machine, busier) takes about 0.4–0.7M
+// steps/s with noise (one gemv forward and one normal draw per step) and
+// about 3M during its uniform warm-up; the actor allocates nothing per
+// step (the 3 allocations are Pendulum's).
 package actor
