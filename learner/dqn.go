@@ -255,12 +255,13 @@ func (l *DQN) Stats() DQNStats {
 // Errors name the step (1-based: the step that failed) and wrap what went
 // wrong: ctx's error if ctx is already done (nothing is done then); a
 // sampling error (buffer.ErrEmpty, buffer.ErrBatchSize, ...: nothing
-// changed); a Normalizer error (nothing changed); ErrAction for an action outside the network's outputs; a
-// *model.NonFiniteError (errors.Is model.ErrNonFinite) for a NaN or
-// infinite loss (nothing changed), gradient (refused by Adam: nothing
-// changed) or parameter after the update (the update has been applied:
-// the network is poisoned and the run must stop). A failed step does not
-// count: Steps is unchanged.
+// changed); a Normalizer error (nothing changed); ErrAction for an action
+// outside the network's outputs; a *model.NonFiniteError (errors.Is
+// model.ErrNonFinite) for a NaN or infinite loss, or TD error under a
+// method with a Normalizer (nothing changed), gradient (refused by Adam:
+// nothing changed) or parameter after the update (the update has been
+// applied: the network is poisoned and the run must stop). A failed step
+// does not count: Steps is unchanged.
 //
 // Step must be called from one goroutine at a time. It allocates nothing
 // except, every PublishEvery steps, the published snapshot.
@@ -315,6 +316,11 @@ func (l *DQN) Step(ctx context.Context) error {
 		sumQ += l.qsa[i]
 	}
 	if l.m.Normalizer != nil {
+		// A NaN in the data shows here first: report it as such, not as
+		// the normaliser's refusal.
+		if err := model.CheckFinite("TD error", l.absTD); err != nil {
+			return l.fail(step, err)
+		}
 		var err error
 		if weight, err = scaleWeights(l.wts, weight, l.m.Normalizer, l.absTD); err != nil {
 			return fmt.Errorf("learner: step %d: normalizer: %w", step, err)

@@ -621,3 +621,31 @@ func TestNormalizerError(t *testing.T) {
 		t.Error("a failed step changed the learner")
 	}
 }
+
+// TestNaNRewardPAL: under a method with a Normalizer a NaN in the data is
+// reported as a non-finite TD error (not as the normaliser's refusal), with
+// nothing changed.
+func TestNaNRewardPAL(t *testing.T) {
+	buf := newBuffer(t, 4, 2)
+	items := slices.Clone(handItems)
+	for i := range items {
+		items[i].r = float32(math.NaN())
+	}
+	insert(t, buf, items...)
+	m, err := sampler.NewMethod("pal", buf, sampler.MethodConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewDQN(DQNConfig{Batch: 4}, linearNet(t, 2, 2, onlineParams), buf, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := params(l.net)
+	var nf *model.NonFiniteError
+	if err := l.Step(ctx); !errors.As(err, &nf) || nf.What != "TD error" || !strings.Contains(err.Error(), "step 1") {
+		t.Fatalf("Step = %v, want a non-finite TD error at step 1", err)
+	}
+	if l.Steps() != 0 || !slices.Equal(before, l.net.Params()) {
+		t.Error("a failed step changed the learner")
+	}
+}
