@@ -1,0 +1,164 @@
+package learner
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+
+	"github.com/apexrl/apex/model"
+)
+
+// TD3 checkpoint format, version 1, framed like the DQN's (checkpoint.go).
+// Integers are little endian.
+//
+//	magic    8 bytes "APEXTD3L"
+//	version  uint32 (1)
+//	hdrLen   uint32: length of the JSON header (at most 1 MiB)
+//	header   hdrLen bytes of JSON: td3Header (config, method name and
+//	         loss, step, counters, RNG)
+//	crc      uint32 CRC-32C (Castagnoli) of every byte before it
+//	nets     six networks, model.Net.Save's format (own checksums): actor,
+//	         target actor, critic 1, critic 2, target critic 1, target
+//	         critic 2
+//	adams    three optimizers, model.Adam.Save's format: actor, critic 1,
+//	         critic 2
+//
+// As for the DQN, the buffer and the sampler stage are checkpointed by
+// their own packages.
+const (
+	td3Magic   = "APEXTD3L"
+	td3Version = 1
+)
+
+// td3Header is the JSON header of a TD3 checkpoint.
+type td3Header struct {
+	Config TD3Config `json:"config"`
+	// Method and Loss are the replay method's Name and Loss.
+	Method string     `json:"method"`
+	Loss   model.Loss `json:"loss"`
+	Steps  uint64     `json:"steps"`
+	// RNG is the learner stream's PCG state (rand.PCG.MarshalBinary).
+	RNG   []byte   `json:"rng"`
+	Stats TD3Stats `json:"stats"`
+}
+
+// td3Nets lists the networks in checkpoint order, with their names.
+func (l *TD3) td3Nets() ([6]*model.Net, [6]string) {
+	return [6]*model.Net{l.actor, l.actorTarg, l.critic[0], l.critic[1], l.criticTarg[0], l.criticTarg[1]},
+		[6]string{"actor", "target actor", "critic 1", "critic 2", "target critic 1", "target critic 2"}
+}
+
+// Save writes the learner's whole state to w: its configuration, the
+// replay method's name and loss, its step count, counters and RNG state,
+// the six networks and the three optimizers' moments (format above). Load
+// on a learner built with the same configuration, method and network
+// shapes continues the run bit for bit, given the same buffer contents.
+// Call it while Step is not running. Cost: O(parameters); each part is
+// built in memory and written with one Write.
+func (l *TD3) Save(w io.Writer) error {
+	rng, err := l.pcg.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("learner: Save: %w", err)
+	}
+	st := l.Stats()
+	for _, f := range []*float64{&st.CriticLoss, &st.ActorLoss, &st.MeanAbsTD, &st.MeanQ, &st.CriticGradNorm, &st.ActorGradNorm} {
+		*f = finite0(*f)
+	}
+	h := td3Header{Config: l.cfg, Method: l.m.Name, Loss: l.m.Loss, Steps: l.steps, RNG: rng, Stats: st}
+	if err := writeHead(w, td3Magic, td3Version, h); err != nil {
+		return fmt.Errorf("learner: Save: %w", err)
+	}
+	nets, names := l.td3Nets()
+	for i, n := range nets {
+		if err := n.Save(w); err != nil {
+			return fmt.Errorf("learner: Save: %s: %w", names[i], err)
+		}
+	}
+	for i, a := range []*model.Adam{l.actorAdam, l.criticAdam[0], l.criticAdam[1]} {
+		if err := a.Save(w); err != nil {
+			return fmt.Errorf("learner: Save: optimizer %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Load restores a state written by Save into l, then publishes the
+// restored actor (versioned by the restored step count) to the Store. It
+// reads exactly the checkpoint's bytes from r, so other data may follow.
+//
+// The checkpoint must come from a TD3 learner with the same configuration
+// (after defaults), the same replay method (name and loss) and the same
+// network shapes; otherwise the error wraps ErrMismatch and says what
+// differs. A stream that is not a valid TD3 checkpoint (empty, truncated,
+// wrong magic or version, bad checksum, inconsistent contents) is an error
+// wrapping ErrCorrupt (and the model package's ErrCorrupt for a damaged
+// network or optimizer). Networks with a NaN or infinite parameter are
+// refused (model.ErrNonFinite). On any error l is left unchanged. Call it
+// while Step is not running. Cost: O(parameters).
+func (l *TD3) Load(r io.Reader) error {
+	var h td3Header
+	if err := readHead(r, td3Magic, td3Version, "a TD3 learner", &h); err != nil {
+		return err
+	}
+	saved, err := h.Config.Validate()
+	if err != nil {
+		return errorf(ErrCorrupt, "saved config: %w", err)
+	}
+	if diff := configDiff(saved, l.cfg); diff != "" {
+		return errorf(ErrMismatch, "config differs: %s", diff)
+	}
+	if err := checkMethod(h.Method, h.Loss, l.m); err != nil {
+		return err
+	}
+	pcg := new(rand.PCG)
+	if err := pcg.UnmarshalBinary(h.RNG); err != nil {
+		return errorf(ErrCorrupt, "RNG state: %w", err)
+	}
+	actorUpdates := h.Steps / uint64(l.cfg.PolicyDelay)
+	if h.Stats.ActorUpdates != actorUpdates || h.Stats.Steps != h.Steps {
+		return errorf(ErrCorrupt, "counters (%d steps, %d actor updates) do not match the step count %d and PolicyDelay %d",
+			h.Stats.Steps, h.Stats.ActorUpdates, h.Steps, l.cfg.PolicyDelay)
+	}
+
+	nets, names := l.td3Nets()
+	var loaded [6]*model.Net
+	for i, n := range nets {
+		if loaded[i], err = loadNet(r, names[i], n); err != nil {
+			return err
+		}
+	}
+	actorAdam, err := loadAdam(r, "actor optimizer", l.actorAdam, actorUpdates)
+	if err != nil {
+		return err
+	}
+	var criticAdam [2]*model.Adam
+	for k := range criticAdam {
+		if criticAdam[k], err = loadAdam(r, fmt.Sprintf("critic %d optimizer", k+1), l.criticAdam[k], h.Steps); err != nil {
+			return err
+		}
+	}
+
+	// Everything read and checked: commit.
+	for i, n := range nets {
+		n.CopyFrom(loaded[i])
+	}
+	l.actorAdam, l.criticAdam = actorAdam, criticAdam
+	*l.pcg = *pcg
+	l.steps, l.actorUpdates = h.Steps, actorUpdates
+	c, s := &l.stats, h.Stats
+	c.steps.Store(h.Steps)
+	c.criticLoss.Store(floatBits(s.CriticLoss))
+	c.actorLoss.Store(floatBits(s.ActorLoss))
+	c.meanAbsTD.Store(floatBits(s.MeanAbsTD))
+	c.meanQ.Store(floatBits(s.MeanQ))
+	c.criticGradNorm.Store(floatBits(s.CriticGradNorm))
+	c.actorGradNorm.Store(floatBits(s.ActorGradNorm))
+	c.writeBacks.Store(s.WriteBacks)
+	c.stale.Store(s.StaleWriteBacks)
+	c.publishes.Store(s.Publishes)
+	c.version.Store(s.Version)
+	c.actorUpdates.Store(s.ActorUpdates)
+	c.targetUpdates.Store(s.TargetUpdates)
+	l.publish()
+	return nil
+}
