@@ -1,14 +1,32 @@
 // Package learner holds apex's learners: the update rules that replay
 // sampled batches, train a network, write priorities back through the
-// sampler stage and publish parameters to the actors. This file set holds
-// the Ape-X learner, DQN: Double DQN with n-step targets and a target
-// network (Horgan et al. 2018, arXiv:1803.00933; van Hasselt et al. 2016,
-// arXiv:1509.06461).
+// sampler stage and publish parameters to the actors. It holds two:
+//
+//   - DQN, the Ape-X learner for discrete actions: Double DQN with n-step
+//     targets and a target network (Horgan et al. 2018, arXiv:1803.00933;
+//     van Hasselt et al. 2016, arXiv:1509.06461).
+//   - TD3 for continuous actions (Fujimoto et al. 2018, arXiv:1802.09477):
+//     an actor μ(s) ∈ [−1, 1]^A scaled by the environment's MaxAction, twin
+//     critics Q(s, a) whose minimum makes the target (clipped double Q),
+//     clipped Gaussian noise on the target action (target policy
+//     smoothing), and actor and Polyak target updates every PolicyDelay
+//     critic updates. The priority of a replayed item is the larger of the
+//     two critics' |δ|, as LAP and PAL prescribe (Fujimoto et al. 2020,
+//     arXiv:2007.06049): "uniform" with the MSE loss is TD3, "lap" and
+//     "pal" are TD3+LAP and TD3+PAL. It publishes the actor network only
+//     (the critics stay with the learner); exploration noise (Gaussian, σ = 0.1·MaxAction
+//     in the paper) is theirs. An embedder builds it like a DQN (below),
+//     with NewTD3(cfg, actor, critic, buf, method, store), a buffer of
+//     continuous actions and TD3Config.MaxAction set.
+//
+// Both take a sampler.Method: the selection stage, its per-item weights,
+// its batch normaliser and its loss, which a prioritized replay paper
+// derives together.
 //
 // A learner is a pure state machine driven by its caller, like raft's
 // RawNode: it starts no goroutines, reads no clock and draws from its own
 // seeded random stream. The runtime calls Step from its learner goroutine
-// (DQN implements runtime.Stepper); everything else (pacing against
+// (DQN and TD3 implement runtime.Stepper); everything else (pacing against
 // inserts, stopping, checkpoint files) is the runtime's.
 //
 // # Usage
@@ -49,4 +67,12 @@
 // is the network: three forward passes (online and target on s', online
 // on s) and one backward pass; sampling, importance weights, Adam and the
 // priority write-back share the rest.
+//
+// A TD3 Step on Pendulum-sized networks (actor 3→64→64→1, critics
+// 4→64→64→1, 2^16 items) took about 1.4 ms at Batch 64 and 4.5 ms at the
+// default Batch 256 (about 220 steps/s) on the same machine under load from
+// other work, the same with LAP's write-back as with uniform replay; no
+// allocation except the published snapshots. Five forward passes and two
+// backward passes make every step, and every second step adds the actor's
+// forward and backward through the first critic.
 package learner

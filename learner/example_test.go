@@ -79,3 +79,72 @@ func Example() {
 	// steps 20 publishes 3 version 20
 	// priorities written back 640 stale 0
 }
+
+// The runtime drives a TD3 the same way.
+var _ runtime.Stepper = (*learner.TD3)(nil)
+
+// ExampleTD3 wires a TD3 learner for a Pendulum-sized task (3
+// observations, one action in [−2, 2]): the actor with a tanh output the
+// learner scales by MaxAction, the first critic on [observation, action]
+// (the learner makes the second), a buffer of continuous actions, TD3's
+// own replay method (uniform sampling, MSE) and the Store the actors read.
+func ExampleTD3() {
+	const obsDim, actDim, maxAction = 3, 1, 2.0
+	rng := rand.New(rand.NewPCG(1, 0))
+	actor, err := model.NewNet(model.Config{In: obsDim, Hidden: []int{64, 64}, Out: actDim, OutAct: model.Tanh}, rng)
+	if err != nil {
+		panic(err)
+	}
+	critic, err := model.NewNet(model.Config{In: obsDim + actDim, Hidden: []int{64, 64}, Out: 1}, rng)
+	if err != nil {
+		panic(err)
+	}
+	buf, err := buffer.New(buffer.Config{Capacity: 1 << 14, ObsDim: obsDim, Action: buffer.Continuous, ActionDim: actDim})
+	if err != nil {
+		panic(err)
+	}
+	td3, err := sampler.NewMethod("uniform", buf, sampler.MethodConfig{Loss: model.Loss{Kind: model.MSE}})
+	if err != nil {
+		panic(err)
+	}
+	var store model.Store
+	l, err := learner.NewTD3(learner.TD3Config{Batch: 64, MaxAction: maxAction, Seed: 1}, actor, critic, buf, td3, &store)
+	if err != nil {
+		panic(err)
+	}
+
+	// What actors would send: 1-step transitions with the action they took
+	// (in the environment's units, exploration noise included).
+	const n = 256
+	tr := buffer.Transitions{
+		Obs:       make([]float32, n*obsDim),
+		NextObs:   make([]float32, n*obsDim),
+		ActionVec: make([]float32, n*actDim),
+		Reward:    make([]float32, n),
+		Discount:  make([]float32, n),
+	}
+	for i := range n {
+		for j := range obsDim {
+			tr.Obs[i*obsDim+j] = float32(rng.NormFloat64())
+			tr.NextObs[i*obsDim+j] = float32(rng.NormFloat64())
+		}
+		tr.ActionVec[i] = float32(maxAction * (2*rng.Float64() - 1))
+		tr.Reward[i] = float32(-rng.Float64())
+		tr.Discount[i] = 0.99
+	}
+	if err := buf.Insert(&tr); err != nil {
+		panic(err)
+	}
+
+	for range 10 {
+		if err := l.Step(context.Background()); err != nil {
+			panic(err)
+		}
+	}
+	st := l.Stats()
+	fmt.Println("steps", st.Steps, "actor updates", st.ActorUpdates, "target updates", st.TargetUpdates)
+	fmt.Println("publishes", st.Publishes, "version", store.Load().Version())
+	// Output:
+	// steps 10 actor updates 5 target updates 5
+	// publishes 6 version 10
+}
