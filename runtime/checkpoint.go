@@ -23,7 +23,8 @@ var ErrCheckpoint = errors.New("runtime: bad checkpoint")
 //	magic    "APEXTRN1"
 //	version  uint32
 //	hdrLen   uint32, then hdrLen bytes of JSON (ckHeader), then CRC-32C of them
-//	learner  uint64 length + learner.DQN.Save bytes (own checksum)
+//	learner  uint64 length + the learner's Save bytes (learner.DQN or
+//	         learner.TD3, own checksum)
 //	buffer   uint64 length + buffer.Buffer.Save bytes (own checksum)
 const (
 	ckMagic   = "APEXTRN1"
@@ -47,7 +48,7 @@ func (t *Trainer) SaveCheckpoint(path string) error {
 	st := t.Stats()
 	ls := t.limiter.snapshot()
 	h := ckHeader{Config: t.cfg, Base: counterBase{Seconds: st.Seconds, EnvSteps: st.EnvSteps,
-		Episodes: st.Episodes, LearnerSteps: int64(t.dqn.Steps())}, Inserted: ls.inserted, Sampled: ls.sampled}
+		Episodes: st.Episodes, LearnerSteps: int64(t.agent.steps())}, Inserted: ls.inserted, Sampled: ls.sampled}
 	t.mu.Lock()
 	h.Curve = append([]EvalPoint(nil), t.curve...)
 	t.mu.Unlock()
@@ -56,7 +57,7 @@ func (t *Trainer) SaveCheckpoint(path string) error {
 		return err
 	}
 	var lb, bb bytes.Buffer
-	if err := t.dqn.Save(&lb); err != nil {
+	if err := t.agent.save(&lb); err != nil {
 		return fmt.Errorf("runtime: checkpoint: learner: %w", err)
 	}
 	if err := t.buf.Save(&bb); err != nil {
@@ -178,7 +179,7 @@ func ResumeTrainer(path string, override func(*TrainConfig)) (*Trainer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCheckpoint, path, err)
 	}
-	if err := t.dqn.Load(bytes.NewReader(lsec)); err != nil {
+	if err := t.agent.load(bytes.NewReader(lsec)); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCheckpoint, path, err)
 	}
 	t.base = h.Base
@@ -195,6 +196,10 @@ func sameShape(a, b TrainConfig) error {
 		return fmt.Errorf("env %s cannot change to %s on resume", a.Env, b.Env)
 	case a.Sampler != b.Sampler:
 		return fmt.Errorf("sampler %s cannot change to %s on resume", a.Sampler, b.Sampler)
+	case a.Algo != b.Algo && b.Algo != "":
+		return fmt.Errorf("algo %s cannot change to %s on resume", a.Algo, b.Algo)
+	case a.Loss != b.Loss, a.LAPAlpha != b.LAPAlpha, a.LAPK != b.LAPK, a.Tau != b.Tau:
+		return errors.New("the method's settings (loss, lap alpha and k, tau) cannot change on resume")
 	case a.Capacity != b.Capacity, a.Dueling != b.Dueling, fmt.Sprint(a.Hidden) != fmt.Sprint(b.Hidden),
 		a.Batch != b.Batch, a.LR != b.LR, a.Seed != b.Seed, a.NStep != b.NStep, a.Gamma != b.Gamma:
 		return errors.New("the replay, model and learner settings (capacity, hidden, dueling, batch, lr, seed, n-step, gamma) cannot change on resume")

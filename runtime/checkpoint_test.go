@@ -47,15 +47,15 @@ func TestCheckpointResumeRoundTrip(t *testing.T) {
 		t.Fatal("the resumed replay buffer differs (contents, priorities, generations or counters)")
 	}
 	for name, pair := range map[string][2][]float64{
-		"online": {tr.dqn.Net().Params(), re.dqn.Net().Params()},
-		"target": {tr.dqn.Target().Params(), re.dqn.Target().Params()},
+		"online": {dqnOf(tr).Net().Params(), dqnOf(re).Net().Params()},
+		"target": {dqnOf(tr).Target().Params(), dqnOf(re).Target().Params()},
 	} {
 		if !slices.Equal(pair[0], pair[1]) {
 			t.Fatalf("the resumed %s network differs", name)
 		}
 	}
 	// Load publishes the restored weights once; every other counter is as saved.
-	ws, gs := tr.dqn.Stats(), re.dqn.Stats()
+	ws, gs := dqnOf(tr).Stats(), dqnOf(re).Stats()
 	gs.Publishes--
 	if ws != gs {
 		t.Fatalf("learner counters: resumed %+v, saved %+v", gs, ws)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,7 +26,11 @@ var Samplers = sampler.Methods
 type TrainConfig struct {
 	Env     string `json:"env"`     // registered environment (envs.Names); "CartPole-v1"
 	Actors  int    `json:"actors"`  // actor goroutines; 64
-	Sampler string `json:"sampler"` // "per", "rank" or "uniform"; "per"
+	Sampler string `json:"sampler"` // replay method (sampler.Methods: uniform, per, rank, lap, pal); "per"
+	// Algo is the learner: "dqn" (Double DQN, discrete actions) or "td3"
+	// (continuous actions); empty picks the one the environment's action
+	// space needs.
+	Algo string `json:"algo"`
 	// Steps stops the run after this many learner steps; Duration after
 	// this much wall time; whichever comes first (at least one is needed).
 	Steps    int64         `json:"steps"`
@@ -41,14 +44,37 @@ type TrainConfig struct {
 	StopWhenSolved bool    `json:"stop_when_solved"`
 	Seed           uint64  `json:"seed"`
 
-	Batch       int     `json:"batch"`        // learner batch; learner's default
-	LR          float64 `json:"lr"`           // Adam learning rate; learner's default
-	NStep       int     `json:"n_step"`       // 3
-	Gamma       float64 `json:"gamma"`        // 0.99
-	ReplayRatio float64 `json:"replay_ratio"` // sampled items per inserted item; 4
-	Capacity    int     `json:"capacity"`     // replay capacity; 100000
-	Hidden      []int   `json:"hidden"`       // hidden widths; [64 64]
+	Batch int     `json:"batch"`  // learner batch; learner's default (dqn 64, td3 256)
+	LR    float64 `json:"lr"`     // Adam learning rate (td3: actor and critics); learner's default (dqn 1e-3, td3 3e-4)
+	NStep int     `json:"n_step"` // dqn 3 (Ape-X), td3 1 (TD3)
+	Gamma float64 `json:"gamma"`  // 0.99
+	// ReplayRatio is the sampled items per inserted item the rate limiter
+	// keeps: dqn 4; td3 the batch size, one learner step per environment
+	// step as in TD3.
+	ReplayRatio float64 `json:"replay_ratio"`
+	Capacity    int     `json:"capacity"` // replay capacity; 100000
+	Hidden      []int   `json:"hidden"`   // hidden widths; [64 64] (td3: each of the policy and the critics)
 	Dueling     bool    `json:"dueling"`
+	// Loss is the per-sample loss of the uniform, per and rank methods:
+	// "huber", "mse" or "l1"; empty means dqn Huber(1), td3 MSE. lap and pal
+	// fix their own (Huber(k), PAL(k, alpha)).
+	Loss string `json:"loss,omitempty"`
+	// LAPAlpha and LAPK are lap's and pal's alpha and k; 0 means 0.4 and 1.
+	LAPAlpha float64 `json:"lap_alpha,omitempty"`
+	LAPK     float64 `json:"lap_k,omitempty"`
+	// Tau, when > 0, is the Polyak rate of the target networks (dqn: after
+	// every step instead of hard copies; td3: default 0.005).
+	Tau float64 `json:"tau,omitempty"`
+	// Epsilon, when > 0, is every dqn actor's exploration rate instead of
+	// Ape-X's per-actor schedule.
+	Epsilon float64 `json:"epsilon,omitempty"`
+	// Sigma is the td3 actors' Gaussian exploration noise in units of the
+	// action half-range; 0 means 0.1.
+	Sigma float64 `json:"sigma,omitempty"`
+	// RandomSteps is the number of uniformly random actions td3's actors
+	// take first, shared among them (TD3's start_timesteps); 0 means
+	// MinSizeToSample. Unused by dqn.
+	RandomSteps int `json:"random_steps,omitempty"`
 	// MinSizeToSample is the replay size before learning starts; 1000.
 	MinSizeToSample int `json:"min_size_to_sample"`
 	// EvalEvery is the time between periodic greedy evaluations (5 s) of
@@ -87,25 +113,40 @@ var SolvedReturn = map[string]float64{"CartPole-v1": 475, "Acrobot-v1": -100, "M
 // DefaultTrainConfig is the configuration `apex` trains with by default.
 func DefaultTrainConfig() TrainConfig {
 	return TrainConfig{Env: "CartPole-v1", Actors: 64, Sampler: "per", Duration: 3 * time.Minute, StopWhenSolved: true,
-		NStep: 3, Gamma: 0.99, ReplayRatio: 4, Capacity: 100_000, Hidden: []int{64, 64},
+		Gamma: 0.99, Capacity: 100_000, Hidden: []int{64, 64},
 		MinSizeToSample: 1000, EvalEvery: 5 * time.Second, EvalEpisodes: 5, FinalEpisodes: 20}
 }
 
-// withDefaults fills zero fields.
-func (c TrainConfig) withDefaults() TrainConfig {
+// withDefaults fills zero fields; algo is the learner the run uses (the
+// defaults of Batch, NStep, ReplayRatio, Loss and RandomSteps depend on it).
+func (c TrainConfig) withDefaults(algo string) TrainConfig {
 	d := DefaultTrainConfig()
+	c.Algo = algo
 	orDefault(&c.Env, d.Env)
 	orDefault(&c.Actors, d.Actors)
 	orDefault(&c.Sampler, d.Sampler)
-	orDefault(&c.NStep, d.NStep)
 	orDefault(&c.Gamma, d.Gamma)
-	orDefault(&c.ReplayRatio, d.ReplayRatio)
 	orDefault(&c.Capacity, d.Capacity)
+	switch algo {
+	case "td3":
+		orDefault(&c.Batch, learner.DefaultTD3Batch)
+		orDefault(&c.NStep, 1)
+		orDefault(&c.ReplayRatio, float64(c.Batch))
+		if c.Sampler != "lap" && c.Sampler != "pal" {
+			orDefault(&c.Loss, "mse") // TD3's critic loss
+		}
+	default:
+		orDefault(&c.NStep, 3)
+		orDefault(&c.ReplayRatio, 4)
+	}
 	orDefault(&c.MinSizeToSample, max(d.MinSizeToSample, c.Batch+actor.DefaultLocalBatch))
 	orDefault(&c.EvalEvery, d.EvalEvery)
 	orDefault(&c.EvalEpisodes, d.EvalEpisodes)
 	orDefault(&c.FinalEpisodes, d.FinalEpisodes)
 	orDefault(&c.EvalEverySteps, 1000)
+	if algo == "td3" {
+		orDefault(&c.RandomSteps, c.MinSizeToSample)
+	}
 	if c.Hidden == nil {
 		c.Hidden = d.Hidden
 	}
@@ -156,7 +197,7 @@ type TrainStats struct {
 	BufferSize     int
 	LastEval       float64 // NaN-free: 0 until the first evaluation
 	Evaluated      bool
-	Learner        learner.DQNStats
+	Learner        LearnerStats
 	Buffer         buffer.Stats
 	Pipeline       PipelineStats
 	Limiter        RateLimiterStats
@@ -166,12 +207,11 @@ type TrainStats struct {
 type Trainer struct {
 	cfg      TrainConfig
 	buf      *buffer.Buffer
-	dqn      *learner.DQN
-	actors   []*actor.Actor
+	agent    agent
+	actors   []actorSource
 	store    *model.Store
 	limiter  *RateLimiter
 	pipe     Pipeline
-	netCfg   model.Config
 	start    atomic.Pointer[time.Time] // set by Run; read by Stats from any goroutine
 	lastEval atomic.Pointer[EvalPoint]
 	base     counterBase // what earlier segments of a resumed run did
@@ -187,7 +227,16 @@ func NewTrainer(cfg TrainConfig) (*Trainer, error) { return newTrainer(cfg, nil)
 // newTrainer builds a Trainer around buf (a restored replay buffer) or, if
 // buf is nil, a new one.
 func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
-	cfg = cfg.withDefaults()
+	orDefault(&cfg.Env, DefaultTrainConfig().Env)
+	probe, err := envs.Make(cfg.Env)
+	if err != nil {
+		return nil, err
+	}
+	algo, err := algoFor(cfg.Algo, cfg.Env, probe.ActionSpace())
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults(algo)
 	switch {
 	case cfg.Steps < 0 || cfg.Duration < 0:
 		return nil, fmt.Errorf("runtime: train: Steps and Duration must not be negative, got %d and %v", cfg.Steps, cfg.Duration)
@@ -204,23 +253,16 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 		return nil, fmt.Errorf("runtime: train: the deterministic mode needs Actors = 1, Steps > 0 and no Duration (got %d actors, %d steps, %v)",
 			cfg.Actors, cfg.Steps, cfg.Duration)
 	}
-	probe, err := envs.Make(cfg.Env)
-	if err != nil {
-		return nil, err
-	}
-	disc, ok := probe.ActionSpace().(envs.Discrete)
-	if !ok {
-		return nil, fmt.Errorf("runtime: train: %s has a continuous action space; the DQN learner needs discrete actions", cfg.Env)
-	}
 	obsDim := len(probe.ObservationSpace().Low)
-	bcfg := buffer.Config{Capacity: cfg.Capacity, ObsDim: obsDim, NumActions: disc.N, Episode: true}
+	bcfg := bufferConfig(cfg, obsDim, probe.ActionSpace())
 	if buf == nil {
 		if buf, err = buffer.New(bcfg); err != nil {
 			return nil, err
 		}
-	} else if got := buf.Config(); got.Capacity != cfg.Capacity || got.ObsDim != obsDim || got.NumActions != disc.N {
-		return nil, fmt.Errorf("runtime: train: the restored buffer (capacity %d, %d observations, %d actions) does not fit %s with capacity %d",
-			got.Capacity, got.ObsDim, got.NumActions, cfg.Env, cfg.Capacity)
+	} else if got := buf.Config(); got.Capacity != bcfg.Capacity || got.ObsDim != bcfg.ObsDim || got.NumActions != bcfg.NumActions ||
+		got.Action != bcfg.Action || (bcfg.Action == buffer.Continuous && got.ActionDim != bcfg.ActionDim) {
+		return nil, fmt.Errorf("runtime: train: the restored buffer (capacity %d, %d observations, %v actions %d/%d) does not fit %s with capacity %d",
+			got.Capacity, got.ObsDim, got.Action, got.NumActions, got.ActionDim, cfg.Env, cfg.Capacity)
 	}
 	// PER's beta anneals to 1 over the run's learner steps; a run bounded
 	// only by time anneals over DefaultBetaSteps.
@@ -228,46 +270,44 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 	if betaSteps == 0 {
 		betaSteps = DefaultBetaSteps
 	}
-	method, err := sampler.NewMethod(cfg.Sampler, buf, sampler.MethodConfig{BetaSteps: betaSteps})
+	mcfg, err := methodConfig(cfg, betaSteps)
+	if err != nil {
+		return nil, err
+	}
+	method, err := sampler.NewMethod(cfg.Sampler, buf, mcfg)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: train: %w", err)
 	}
-	sel := method.Selector
-	netCfg := model.Config{In: obsDim, Hidden: cfg.Hidden, Out: disc.N, Dueling: cfg.Dueling}
-	net, err := model.NewNet(netCfg, rand.New(rand.NewPCG(cfg.Seed, 0x5eed)))
-	if err != nil {
-		return nil, err
-	}
 	store := &model.Store{}
-	dqn, err := learner.NewDQN(learner.DQNConfig{Batch: cfg.Batch, LR: cfg.LR, Seed: cfg.Seed}, net, buf, method, store)
+	var ag agent
+	switch space := probe.ActionSpace().(type) {
+	case envs.Discrete:
+		ag, err = newDQNAgent(cfg, buf, method, store, obsDim, space)
+	case envs.Box:
+		ag, err = newTD3Agent(cfg, buf, method, store, obsDim, space)
+	}
 	if err != nil {
 		return nil, err
 	}
-	lcfg := dqn.Config()
 	// The limiter admits a batch before the inserter has stored it, so up to
 	// one actor batch may be counted but not yet sampleable: learning must
 	// not start before a learner batch is surely stored.
-	if need := lcfg.Batch + actor.DefaultLocalBatch; cfg.MinSizeToSample < need {
+	if need := ag.batch + actor.DefaultLocalBatch; cfg.MinSizeToSample < need {
 		return nil, fmt.Errorf("runtime: train: MinSizeToSample must be at least the learner batch plus an actor batch (%d + %d = %d), got %d",
-			lcfg.Batch, actor.DefaultLocalBatch, need, cfg.MinSizeToSample)
+			ag.batch, actor.DefaultLocalBatch, need, cfg.MinSizeToSample)
 	}
 	lim, err := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: cfg.ReplayRatio, MinSizeToSample: int64(cfg.MinSizeToSample),
-		ErrorBuffer: max(cfg.ReplayRatio, 1) * float64(2*lcfg.Batch)})
+		ErrorBuffer: max(cfg.ReplayRatio, 1) * float64(2*ag.batch)})
 	if err != nil {
 		return nil, err
 	}
-	tr := &Trainer{cfg: cfg, buf: buf, dqn: dqn, store: store, limiter: lim, netCfg: netCfg}
+	tr := &Trainer{cfg: cfg, buf: buf, agent: ag, store: store, limiter: lim}
 	for i := range cfg.Actors {
 		env, err := envs.Make(cfg.Env)
 		if err != nil {
 			return nil, err
 		}
-		anet, err := model.NewNet(netCfg, nil)
-		if err != nil {
-			return nil, err
-		}
-		a, err := actor.New(actor.Config{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma,
-			Columns: actor.ColumnsOf(buf.Config()), Seed: cfg.Seed + cfg.Resumes<<40}, env, anet, store, sel)
+		a, err := ag.actor(i, env)
 		if err != nil {
 			return nil, err
 		}
@@ -314,8 +354,8 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 		if steps > 0 {
 			steps -= t.base.LearnerSteps // what is left of a resumed run (> 0: checked above)
 		}
-		return t.pipe.Run(gctx, t.buf, sources, t.dqn, PipelineConfig{Queue: 2 * len(t.actors),
-			LearnerBatch: t.dqn.Config().Batch, Limiter: t.limiter, MaxSteps: steps})
+		return t.pipe.Run(gctx, t.buf, sources, t.agent, PipelineConfig{Queue: 2 * len(t.actors),
+			LearnerBatch: t.agent.batch, Limiter: t.limiter, MaxSteps: steps})
 	})
 	g.Go(func() (err error) {
 		defer recoverTo(&err, "evaluator")
@@ -323,7 +363,7 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 		if err != nil {
 			return err
 		}
-		net, err := model.NewNet(t.netCfg, nil)
+		net, err := model.NewNet(t.agent.policy, nil)
 		if err != nil {
 			return err
 		}
@@ -400,12 +440,12 @@ func (t *Trainer) finish(solved *atomic.Pointer[finalEval]) (*TrainResult, error
 		if err != nil {
 			return nil, err
 		}
-		net, err := model.NewNet(t.netCfg, nil)
+		net, err := model.NewNet(t.agent.policy, nil)
 		if err != nil {
 			return nil, err
 		}
 		if t.store.Load() == nil {
-			t.store.Publish(t.dqn.Net().Snapshot(0)) // learning never started: evaluate the initial net
+			t.store.Publish(t.agent.first()) // learning never started: evaluate the initial net
 		}
 		mean, rets, err = actor.Evaluate(context.Background(), env, net, t.store, t.cfg.FinalEpisodes, t.cfg.Seed+0xf1a1)
 		if err != nil {
@@ -455,7 +495,7 @@ func (t *Trainer) record(mean float64) {
 
 // Stats returns a snapshot of the run. Safe for concurrent use.
 func (t *Trainer) Stats() TrainStats {
-	st := TrainStats{Pipeline: t.pipe.Stats(), Learner: t.dqn.Stats(), Buffer: t.buf.Stats(), Limiter: t.limiter.Stats()}
+	st := TrainStats{Pipeline: t.pipe.Stats(), Learner: t.agent.stats(), Buffer: t.buf.Stats(), Limiter: t.limiter.Stats()}
 	if start := t.start.Load(); start != nil {
 		st.SegmentSeconds = time.Since(*start).Seconds()
 	}
@@ -482,7 +522,7 @@ func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalE
 	if err != nil {
 		return err
 	}
-	net, err := model.NewNet(t.netCfg, nil)
+	net, err := model.NewNet(t.agent.policy, nil)
 	if err != nil {
 		return err
 	}
@@ -495,7 +535,7 @@ func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalE
 		return err
 	}
 	batch := &buffer.Transitions{}
-	n := t.dqn.Config().Batch
+	n := t.agent.batch
 	steps := t.base.LearnerSteps
 	nextEval := (steps/t.cfg.EvalEverySteps + 1) * t.cfg.EvalEverySteps
 	for evals := uint64(1); steps < t.cfg.Steps; {
@@ -505,7 +545,7 @@ func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalE
 			if err := t.limiter.AwaitSample(ctx, n); err != nil {
 				return stopped(err)
 			}
-			if err := t.dqn.Step(ctx); err != nil {
+			if err := t.agent.Step(ctx); err != nil {
 				return stopped(fmt.Errorf("learner step %d: %w", steps, err))
 			}
 			t.pipe.steps.Add(1)

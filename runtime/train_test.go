@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"github.com/apexrl/apex/learner"
 	"slices"
 	"strings"
 	"testing"
@@ -69,11 +70,15 @@ func TestTrainerStopsOnTarget(t *testing.T) {
 
 func TestTrainerConfigErrors(t *testing.T) {
 	for cfg, want := range map[*TrainConfig]string{
-		{Env: "NoSuchEnv-v0", Steps: 1}: "CartPole-v1",
-		{Sampler: "greedy", Steps: 1}:   "valid: [per rank uniform]",
-		{Env: "Pendulum-v1", Steps: 1}:  "continuous action space",
-		{}:                              "Steps or Duration",
-		{Actors: -1, Steps: 1}:          "Actors must be >= 1",
+		{Env: "NoSuchEnv-v0", Steps: 1}:             "CartPole-v1",
+		{Sampler: "greedy", Steps: 1}:               "valid: [uniform per rank lap pal]",
+		{Env: "Pendulum-v1", Algo: "dqn", Steps: 1}: "continuous action space",
+		{Env: "CartPole-v1", Algo: "td3", Steps: 1}: "discrete action space",
+		{Algo: "sac", Steps: 1}:                     "valid: [dqn td3]",
+		{Sampler: "lap", Loss: "mse", Steps: 1}:     "pairs with the huber(k=1) loss",
+		{Sampler: "per", Loss: "l2", Steps: 1}:      "unknown loss",
+		{}:                                          "Steps or Duration",
+		{Actors: -1, Steps: 1}:                      "Actors must be >= 1",
 	} {
 		if _, err := NewTrainer(*cfg); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%+v: got %v, want an error mentioning %q", *cfg, err, want)
@@ -92,7 +97,7 @@ func TestDeterministicModeRepeats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res, tr.dqn.Net().Params()
+		return res, dqnOf(tr).Net().Params()
 	}
 	a, pa := run(5)
 	b, pb := run(5)
@@ -158,3 +163,6 @@ func TestResumeCompletedRunTakesNoSteps(t *testing.T) {
 		t.Fatalf("a changed replay ratio on resume: %v", err)
 	}
 }
+
+// dqnOf is the DQN learner of a discrete run.
+func dqnOf(t *Trainer) *learner.DQN { return t.agent.impl.(*learner.DQN) }

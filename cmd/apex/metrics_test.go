@@ -18,7 +18,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/apexrl/apex/buffer"
-	"github.com/apexrl/apex/learner"
 	"github.com/apexrl/apex/runtime"
 )
 
@@ -36,7 +35,7 @@ func (f *fakeStats) stats() runtime.TrainStats {
 func TestTrainCollectorOneSnapshot(t *testing.T) {
 	f := &fakeStats{st: runtime.TrainStats{Seconds: 12.5, EnvSteps: 1000, Episodes: 40, LearnerSteps: 30,
 		BufferSize: 900,
-		Learner:    learner.DQNStats{Steps: 30, Loss: 0.25, MeanAbsTD: 0.75, StaleWriteBacks: 3},
+		Learner:    runtime.LearnerStats{Steps: 30, Loss: 0.25, MeanAbsTD: 0.75, StaleWriteBacks: 3},
 		Buffer: buffer.Stats{Capacity: 2048, Size: 900, Inserts: 950, Samples: 960, StaleUpdates: 4,
 			TornReads: 2, TotalPriority: 123.5},
 		Pipeline: runtime.PipelineStats{Batches: 19, Items: 950, LearnerSteps: 30},
