@@ -108,7 +108,7 @@ const DefaultBetaSteps = 100_000
 // SolvedReturn holds Gymnasium's published reward thresholds (the
 // environments' spec.reward_threshold): the mean return at which a task
 // counts as solved.
-var SolvedReturn = map[string]float64{"CartPole-v1": 475, "Acrobot-v1": -100, "MountainCar-v0": -110}
+var SolvedReturn = map[string]float64{"CartPole-v1": 475, "Acrobot-v1": -100, "MountainCar-v0": -110, "MountainCarContinuous-v0": 90}
 
 // DefaultTrainConfig is the configuration `apex` trains with by default.
 func DefaultTrainConfig() TrainConfig {

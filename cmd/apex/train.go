@@ -27,11 +27,13 @@ import (
 
 const trainUsage = `usage: apex [train] [flags]
 
-Trains a Double-DQN agent with Ape-X: -actors goroutines step their own
-environment copies with per-actor epsilon-greedy exploration, compute initial
-priorities with their copy of the network and send n-step transitions to the
-replay buffer; one learner samples prioritized batches, learns and writes
-priorities back. Prints progress every few seconds, evaluates the greedy
+Trains an agent with Ape-X: -actors goroutines step their own environment
+copies and send n-step transitions to the replay buffer; one learner samples
+batches through the -sampler method, learns and writes priorities back.
+Discrete environments train Double DQN (per-actor epsilon-greedy actors that
+compute initial priorities with their copy of the network); continuous ones
+train TD3 (-algo=td3: Gaussian exploration noise, new items at the maximum
+priority). Prints progress every few seconds, evaluates the greedy
 policy periodically, and writes results.json and curve.png to -out.
 
 flags:
@@ -45,7 +47,15 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.IntVar(&cfg.Actors, "actors", def.Actors, "actor goroutines (>= 1)")
 	fs.StringVar(&cfg.Env, "env", def.Env, "environment: "+strings.Join(envs.Names(), ", "))
-	fs.StringVar(&cfg.Sampler, "sampler", def.Sampler, "replay selection stage: "+strings.Join(runtime.Samplers, ", "))
+	fs.StringVar(&cfg.Sampler, "sampler", def.Sampler, "replay method (a selection stage paired with its loss): "+strings.Join(runtime.Samplers, ", "))
+	fs.StringVar(&cfg.Algo, "algo", "", "learner: "+strings.Join(runtime.Algos, ", ")+" (empty: dqn for discrete actions, td3 for continuous ones)")
+	fs.StringVar(&cfg.Loss, "loss", "", "per-sample loss of the uniform, per and rank methods: huber, mse or l1 (empty: dqn huber, td3 mse; lap and pal fix theirs)")
+	fs.Float64Var(&cfg.LAPAlpha, "lap-alpha", 0, "alpha of lap and pal (0: 0.4)")
+	fs.Float64Var(&cfg.LAPK, "lap-k", 0, "k of lap and pal (0: 1)")
+	fs.Float64Var(&cfg.Tau, "tau", 0, "Polyak rate of the target networks (0: dqn hard copies every 500 steps, td3 0.005)")
+	fs.Float64Var(&cfg.Epsilon, "epsilon", 0, "every dqn actor's exploration rate (0: Ape-X's per-actor schedule 0.4^(1+7i/(N-1)))")
+	fs.Float64Var(&cfg.Sigma, "sigma", 0, "td3 actors' Gaussian exploration noise, in units of the action half-range (0: 0.1)")
+	fs.IntVar(&cfg.RandomSteps, "random-steps", 0, "td3: uniformly random actions taken first, shared by the actors (0: the minimum replay size before learning)")
 	fs.Int64Var(&cfg.Steps, "steps", 0, "stop after this many learner steps (0: no limit)")
 	fs.DurationVar(&cfg.Duration, "duration", def.Duration, "stop after this much wall time (0: no limit)")
 	fs.Float64Var(&cfg.TargetReturn, "target-return", 0, "stop once solved: a periodic evaluation and a confirming final evaluation reach this mean return (0: the environment's published threshold, if -stop-when-solved)")
@@ -53,8 +63,8 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&cfg.Seed, "seed", def.Seed, "random seed")
 	fs.IntVar(&cfg.Batch, "batch", 0, "learner batch size (0: the learner's default)")
 	fs.Float64Var(&cfg.LR, "lr", 0, "Adam learning rate (0: the learner's default)")
-	fs.IntVar(&cfg.NStep, "n-step", def.NStep, "n-step return length")
-	fs.Float64Var(&cfg.ReplayRatio, "replay-ratio", def.ReplayRatio, "sampled transitions per inserted transition (the rate limiter keeps it)")
+	fs.IntVar(&cfg.NStep, "n-step", 0, "n-step return length (0: dqn 3, td3 1)")
+	fs.Float64Var(&cfg.ReplayRatio, "replay-ratio", 0, "sampled transitions per inserted transition, kept by the rate limiter (0: dqn 4, td3 the batch size: one learner step per environment step)")
 	fs.IntVar(&cfg.Capacity, "capacity", def.Capacity, "replay capacity in transitions")
 	fs.BoolVar(&cfg.Dueling, "dueling", false, "dueling Q head")
 	fs.BoolVar(&cfg.Deterministic, "deterministic", false, "one actor and the learner in lockstep on one goroutine: the same -seed and -steps give the same run (needs -actors=1 -steps=N -duration=0)")
@@ -88,6 +98,10 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	}
 	if !slices.Contains(envs.Names(), cfg.Env) {
 		fmt.Fprintf(stderr, "apex: unknown -env %q (valid: %s)\n", cfg.Env, strings.Join(envs.Names(), ", "))
+		return 2
+	}
+	if cfg.Algo != "" && !slices.Contains(runtime.Algos, cfg.Algo) {
+		fmt.Fprintf(stderr, "apex: unknown -algo %q (valid: %s)\n", cfg.Algo, strings.Join(runtime.Algos, ", "))
 		return 2
 	}
 	if !slices.Contains(runtime.Samplers, cfg.Sampler) {
@@ -140,6 +154,8 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 				"batch": func() { c.Batch = cfg.Batch }, "lr": func() { c.LR = cfg.LR }, "n-step": func() { c.NStep = cfg.NStep },
 				"capacity": func() { c.Capacity = cfg.Capacity }, "dueling": func() { c.Dueling = cfg.Dueling },
 				"replay-ratio": func() { c.ReplayRatio = cfg.ReplayRatio }, "deterministic": func() { c.Deterministic = cfg.Deterministic },
+				"algo": func() { c.Algo = cfg.Algo }, "loss": func() { c.Loss = cfg.Loss }, "lap-alpha": func() { c.LAPAlpha = cfg.LAPAlpha },
+				"lap-k": func() { c.LAPK = cfg.LAPK }, "tau": func() { c.Tau = cfg.Tau },
 			} {
 				if set[name] { // shaping flags reach ResumeTrainer, which refuses a change
 					apply()
