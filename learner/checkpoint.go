@@ -150,6 +150,7 @@ func (l *DQN) Load(r io.Reader) error {
 	c.publishes.Store(s.Publishes)
 	c.version.Store(s.Version)
 	c.targetUpdates.Store(s.TargetUpdates)
+	c.timing.store(s.Timing)
 	l.publish()
 	return nil
 }

@@ -95,6 +95,13 @@ func TestSaveLoadContinues(t *testing.T) {
 	// NewDQN's own publish of version 0 is counted by b as by a (restored
 	// from the checkpoint), and Load's publish of version 20 is one more.
 	sb.Publishes--
+	// Wall times differ between the runs; both must have counted every
+	// phase (the resumed one continuing from the saved totals).
+	if sa.Timing.Steps <= sa.Timing.Sample+sa.Timing.WriteBack || sb.Timing.Steps <= sb.Timing.Sample+sb.Timing.WriteBack ||
+		sa.Timing.Sample <= 0 || sb.Timing.WriteBack <= 0 {
+		t.Errorf("timing not recorded: saved %+v, resumed %+v", sa.Timing, sb.Timing)
+	}
+	sa.Timing, sb.Timing = Timing{}, Timing{}
 	if sa != sb {
 		t.Errorf("stats differ:\n saved run   %+v\n resumed run %+v", sa, sb)
 	}

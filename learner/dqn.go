@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync/atomic"
+	"time"
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/model"
@@ -91,6 +92,7 @@ type DQN struct {
 // dqnCounters are the Stats fields, each an atomic word so Stats may read
 // them from any goroutine while Step writes them (no allocation per Step).
 type dqnCounters struct {
+	timing        phaseTimer
 	steps         atomic.Uint64
 	loss          atomic.Uint64 // float64 bits
 	meanAbsTD     atomic.Uint64 // float64 bits
@@ -131,6 +133,8 @@ type DQNStats struct {
 	// TargetUpdates counts target-network updates (hard copies, or Polyak
 	// steps when Tau > 0).
 	TargetUpdates uint64 `json:"target_updates"`
+	// Timing is the cumulative time in steps and in their replay phases.
+	Timing Timing `json:"timing"`
 }
 
 // NewDQN returns a Double DQN learner training net on items that the
@@ -242,6 +246,7 @@ func (l *DQN) Stats() DQNStats {
 		Publishes:       c.publishes.Load(),
 		Version:         c.version.Load(),
 		TargetUpdates:   c.targetUpdates.Load(),
+		Timing:          c.timing.load(),
 	}
 }
 
@@ -271,6 +276,7 @@ func (l *DQN) Step(ctx context.Context) error {
 	}
 	step := l.steps + 1
 	b := l.batch
+	t0 := time.Now()
 	if err := l.m.Selector.Sample(l.rng, b); err != nil {
 		return fmt.Errorf("learner: step %d: sample: %w", step, err)
 	}
@@ -281,6 +287,7 @@ func (l *DQN) Step(ctx context.Context) error {
 		}
 		weight = b.Weight
 	}
+	t1 := time.Now()
 	nA := l.nA
 	for i, a := range b.Action {
 		if a < 0 || int(a) >= nA {
@@ -338,10 +345,12 @@ func (l *DQN) Step(ctx context.Context) error {
 	if err := l.net.CheckFinite(); err != nil {
 		return l.fail(step, err)
 	}
+	t2 := time.Now()
 	res, err := l.m.Selector.Update(b.Refs, l.absTD)
 	if err != nil {
 		return fmt.Errorf("learner: step %d: priority write-back: %w", step, err)
 	}
+	t3 := time.Now()
 
 	l.steps = step
 	if l.cfg.Tau > 0 {
@@ -362,6 +371,7 @@ func (l *DQN) Step(ctx context.Context) error {
 	c.gradNorm.Store(math.Float64bits(norm))
 	c.writeBacks.Add(uint64(res.Applied))
 	c.stale.Add(uint64(res.Stale))
+	c.timing.add(time.Since(t0), t1.Sub(t0), t3.Sub(t2))
 	c.steps.Store(step)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync/atomic"
+	"time"
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/model"
@@ -123,6 +124,7 @@ type TD3 struct {
 // td3Counters are the Stats fields, each an atomic word so Stats may read
 // them from any goroutine while Step writes them (no allocation per Step).
 type td3Counters struct {
+	timing         phaseTimer
 	steps          atomic.Uint64
 	criticLoss     atomic.Uint64 // float64 bits
 	actorLoss      atomic.Uint64 // float64 bits
@@ -175,6 +177,8 @@ type TD3Stats struct {
 	// TargetUpdates counts Polyak updates of the target networks (one per
 	// actor update, all three networks together).
 	TargetUpdates uint64 `json:"target_updates"`
+	// Timing is the cumulative time in steps and in their replay phases.
+	Timing Timing `json:"timing"`
 }
 
 // NewTD3 returns a TD3 learner training actorNet and two critics on items
@@ -340,6 +344,7 @@ func (l *TD3) Stats() TD3Stats {
 		Version:         c.version.Load(),
 		ActorUpdates:    c.actorUpdates.Load(),
 		TargetUpdates:   c.targetUpdates.Load(),
+		Timing:          c.timing.load(),
 	}
 }
 
@@ -373,6 +378,7 @@ func (l *TD3) Step(ctx context.Context) error {
 	}
 	step := l.steps + 1
 	b := l.batch
+	t0 := time.Now()
 	if err := l.m.Selector.Sample(l.rng, b); err != nil {
 		return fmt.Errorf("learner: step %d: sample: %w", step, err)
 	}
@@ -383,6 +389,7 @@ func (l *TD3) Step(ctx context.Context) error {
 		}
 		weight = b.Weight
 	}
+	t1 := time.Now()
 	to64(l.obs, b.Obs)
 	to64(l.next, b.NextObs)
 	l.joinRows(l.xa, l.obs, nil, b.ActionVec)
@@ -450,10 +457,12 @@ func (l *TD3) Step(ctx context.Context) error {
 			return l.fail(step, c, err)
 		}
 	}
+	t2 := time.Now()
 	res, err := l.m.Selector.Update(b.Refs, l.absTD)
 	if err != nil {
 		return fmt.Errorf("learner: step %d: priority write-back: %w", step, err)
 	}
+	t3 := time.Now()
 
 	// Delayed: the actor through the updated first critic, then the
 	// targets.
@@ -492,6 +501,7 @@ func (l *TD3) Step(ctx context.Context) error {
 	st.criticGradNorm.Store(math.Float64bits(norm))
 	st.writeBacks.Add(uint64(res.Applied))
 	st.stale.Add(uint64(res.Stale))
+	st.timing.add(time.Since(t0), t1.Sub(t0), t3.Sub(t2))
 	st.steps.Store(step)
 	return nil
 }

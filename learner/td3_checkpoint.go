@@ -159,6 +159,7 @@ func (l *TD3) Load(r io.Reader) error {
 	c.version.Store(s.Version)
 	c.actorUpdates.Store(s.ActorUpdates)
 	c.targetUpdates.Store(s.TargetUpdates)
+	c.timing.store(s.Timing)
 	l.publish()
 	return nil
 }

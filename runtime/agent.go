@@ -36,6 +36,9 @@ type LearnerStats struct {
 	Version         uint64  `json:"version"`
 	TargetUpdates   uint64  `json:"target_updates"`
 	ActorUpdates    uint64  `json:"actor_updates"`
+	// Timing is the learner's cumulative time in steps and in the replay's
+	// phases (sample, write-back).
+	Timing learner.Timing `json:"timing"`
 }
 
 // agent is the algorithm-specific part of a run: the learner as the
@@ -138,7 +141,7 @@ func newDQNAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 			s := dqn.Stats()
 			return LearnerStats{Steps: s.Steps, Loss: s.Loss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ, GradNorm: s.GradNorm,
 				WriteBacks: s.WriteBacks, StaleWriteBacks: s.StaleWriteBacks, Publishes: s.Publishes, Version: s.Version,
-				TargetUpdates: s.TargetUpdates}
+				TargetUpdates: s.TargetUpdates, Timing: s.Timing}
 		},
 		policy: netCfg,
 		method: m,
@@ -196,7 +199,7 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 			s := td3.Stats()
 			return LearnerStats{Steps: s.Steps, Loss: s.CriticLoss, ActorLoss: s.ActorLoss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ,
 				GradNorm: s.CriticGradNorm, WriteBacks: s.WriteBacks, StaleWriteBacks: s.StaleWriteBacks, Publishes: s.Publishes,
-				Version: s.Version, TargetUpdates: s.TargetUpdates, ActorUpdates: s.ActorUpdates}
+				Version: s.Version, TargetUpdates: s.TargetUpdates, ActorUpdates: s.ActorUpdates, Timing: s.Timing}
 		},
 		policy: polCfg,
 		method: m,
