@@ -20,6 +20,7 @@ type experiment struct {
 // experiments lists the papers' small experiments, in usage order.
 var experiments = []experiment{
 	{"cliffwalk", "PER's Blind Cliffwalk (Schaul et al. 2016, Fig. 1): updates to learn Q* vs replay memory size, uniform vs prioritized vs oracle", runCliffwalk},
+	{"lap-pal", "LAP and PAL (Fujimoto et al. 2020): regression fixed points, TD3 on Pendulum-v1 and DDQN on CartPole-v1 under uniform, PER, LAP and PAL", runLAPPAL},
 }
 
 // runExperiment dispatches `apex experiment NAME [flags]`: 0 success, 1

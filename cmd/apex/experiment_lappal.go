@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/apexrl/apex/experiment/lappal"
+)
+
+// lapPALParts are the parts of `apex experiment lap-pal`, in run order.
+var lapPALParts = []string{"regression", "pendulum", "cartpole"}
+
+// runLAPPAL runs the LAP/PAL experiments (Fujimoto et al. 2020): the
+// regression's fixed points, TD3 on Pendulum-v1 and Double DQN on
+// CartPole-v1 under several replay methods. It prints each part's table
+// and writes lap-pal.json and one plot per control part to -out. Exit 1 if
+// an acceptance check fails.
+func runLAPPAL(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("apex experiment lap-pal", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	parts := fs.String("parts", strings.Join(lapPALParts, ","), "comma-separated parts to run: "+strings.Join(lapPALParts, ", "))
+	seeds := fs.Int("seeds", 5, "seeds per method in the control parts (>= 2)")
+	workers := fs.Int("workers", 2, "control runs trained at once")
+	pendSteps := fs.Int64("pendulum-steps", lappal.DefaultPendulumConfig().Base.Steps, "learner (= environment) steps per Pendulum run")
+	cartSteps := fs.Int64("cartpole-steps", lappal.DefaultCartPoleConfig().Base.Steps, "learner (= environment) steps per CartPole run")
+	out := fs.String("out", "out/lap-pal", "directory for lap-pal.json, pendulum.png and cartpole.png")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: apex experiment lap-pal [flags]\n\n"+
+			"LAP and PAL (Fujimoto, Meger & Precup 2020): (1) a linear regression trained\n"+
+			"through each replay method's stage to its predicted fixed point; (2) TD3 on\n"+
+			"Pendulum-v1 under uniform, per, lap and pal; (3) Double DQN on CartPole-v1\n"+
+			"under uniform, per and lap. Control runs are deterministic (one actor in\n"+
+			"lockstep with the learner). Prints the tables and the acceptance checks.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	want := strings.Split(*parts, ",")
+	for _, p := range want {
+		if !slices.Contains(lapPALParts, p) {
+			fmt.Fprintf(stderr, "apex experiment lap-pal: unknown part %q (valid: %s)\n", p, strings.Join(lapPALParts, ", "))
+			return 2
+		}
+	}
+	if *seeds < 2 || *workers < 1 || *pendSteps <= 0 || *cartSteps <= 0 {
+		fmt.Fprintf(stderr, "apex experiment lap-pal: -seeds must be >= 2, -workers >= 1 and the step counts > 0\n")
+		return 2
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fmt.Fprintf(stderr, "apex experiment lap-pal: %v\n", err)
+		return 1
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	report := map[string]any{}
+	failed := false
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "apex experiment lap-pal: %v\n", err)
+		return 1
+	}
+	if slices.Contains(want, "regression") {
+		start := time.Now()
+		res, err := lappal.RunRegression(lappal.DefaultRegressionConfig())
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Fprintln(stdout, "== (1) regression: each method's fixed point")
+		if err := lappal.WriteRegressionTable(stdout, res); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "(%.1fs)\n\n", time.Since(start).Seconds())
+		failed = failed || !res.AllWithin()
+		report["regression"] = res
+	}
+	for _, part := range []struct {
+		name  string
+		cfg   lappal.ControlConfig
+		steps int64
+	}{{"pendulum", lappal.DefaultPendulumConfig(), *pendSteps}, {"cartpole", lappal.DefaultCartPoleConfig(), *cartSteps}} {
+		if !slices.Contains(want, part.name) {
+			continue
+		}
+		cfg := part.cfg
+		cfg.Base.Steps, cfg.Workers, cfg.Seeds = part.steps, *workers, nil
+		for i := range *seeds {
+			cfg.Seeds = append(cfg.Seeds, uint64(i+1))
+		}
+		fmt.Fprintf(stdout, "== %s: %s on %s, %d methods x %d seeds\n", part.name, cfg.Base.Algo, cfg.Base.Env, len(cfg.Samplers), len(cfg.Seeds))
+		start := time.Now()
+		res, err := lappal.RunControl(ctx, cfg, func(r lappal.ControlRun) {
+			fmt.Fprintf(stdout, "  %-8s seed %d: final %.1f (%.0fs, replay %.1f%% of learner time)\n", r.Sampler, r.Seed, r.Final,
+				r.Seconds, 100*(r.SampleShare+r.WriteBackShare))
+		})
+		if err != nil {
+			return fail(err)
+		}
+		if err := lappal.WriteControlTable(stdout, res); err != nil {
+			return fail(err)
+		}
+		png := filepath.Join(*out, part.name+".png")
+		if err := lappal.SaveControlPlot(res, png); err != nil {
+			return fail(fmt.Errorf("plot: %w", err))
+		}
+		fmt.Fprintf(stdout, "wrote %s (%.0fs)\n\n", png, time.Since(start).Seconds())
+		for _, c := range res.Checks {
+			failed = failed || !c.OK
+		}
+		report[part.name] = res
+	}
+	js, err := json.MarshalIndent(report, "", "  ")
+	if err != nil {
+		return fail(err)
+	}
+	path := filepath.Join(*out, "lap-pal.json")
+	if err := os.WriteFile(path, js, 0o644); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", path)
+	if failed {
+		fmt.Fprintln(stdout, "some acceptance checks failed (see above)")
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,81 @@
+package lappal
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// WriteControlTable writes res as a text table: per method the final
+// returns of every seed, their mean ± 95% CI and median, the mean wall
+// time of a run, and the share of learner time in the replay (sample and
+// write-back, the paper's Appendix B comparison); then the acceptance
+// checks.
+func WriteControlTable(w io.Writer, res *ControlResult) error {
+	var b strings.Builder
+	c := &res.Config
+	fmt.Fprintf(&b, "%s: %s on %s, %d learner steps per run, %d seeds, final evaluation of %d episodes\n",
+		c.Name, c.Base.Algo, c.Base.Env, c.Base.Steps, len(c.Seeds), c.Base.FinalEpisodes)
+	rows := [][]string{{"method", "final returns by seed", "mean ± 95% CI", "median", "s/run", "replay share (sample + write-back)"}}
+	for _, a := range res.Arms {
+		var fs []string
+		for _, f := range a.Finals {
+			fs = append(fs, fmt.Sprintf("%.1f", f))
+		}
+		rows = append(rows, []string{a.Sampler, strings.Join(fs, " "), fmt.Sprintf("%.1f ± %.1f", a.Mean, a.CI95),
+			fmt.Sprintf("%.1f", a.Median), fmt.Sprintf("%.1f", a.Seconds),
+			fmt.Sprintf("%.1f%% (%.1f%% + %.1f%%)", 100*a.ReplayShare, 100*a.SampleShare, 100*a.WriteBackShare)})
+	}
+	writeAligned(&b, rows)
+	for _, ch := range res.Checks {
+		mark := "ok  "
+		if !ch.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(&b, "%s %s\n", mark, ch.What)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// controlColours are the arms' colours, uniform first in black.
+var controlColours = []color.NRGBA{
+	{0, 0, 0, 255}, {213, 94, 0, 255}, {0, 114, 178, 255}, {0, 158, 115, 255}, {204, 121, 167, 255}, {230, 159, 0, 255},
+}
+
+// SaveControlPlot writes the arms' mean evaluation curves (mean return
+// over seeds against learner steps) to path as a PNG.
+func SaveControlPlot(res *ControlResult, path string) error {
+	p := plot.New()
+	c := &res.Config
+	p.Title.Text = fmt.Sprintf("%s on %s: mean evaluation return over %d seeds", c.Base.Algo, c.Base.Env, len(c.Seeds))
+	p.X.Label.Text = "learner steps"
+	p.Y.Label.Text = "return"
+	p.Legend.Top, p.Legend.Left = false, false
+	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(8), vg.Points(8)
+	for i, a := range res.Arms {
+		xy := make(plotter.XYs, len(a.Curve))
+		for j, pt := range a.Curve {
+			xy[j] = plotter.XY{X: float64(pt.LearnerSteps), Y: pt.MeanReturn}
+		}
+		if len(xy) == 0 {
+			continue
+		}
+		line, pts, err := plotter.NewLinePoints(xy)
+		if err != nil {
+			return err
+		}
+		col := controlColours[i%len(controlColours)]
+		line.Color, line.Width = col, vg.Points(1.5)
+		pts.Color, pts.Shape = col, plotutil.Shape(i)
+		p.Add(line, pts)
+		p.Legend.Add(fmt.Sprintf("%s (final %.0f ± %.0f)", a.Sampler, a.Mean, a.CI95), line, pts)
+	}
+	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}

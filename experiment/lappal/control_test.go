@@ -1,0 +1,119 @@
+package lappal
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apexrl/apex/runtime"
+)
+
+func TestMeanCI(t *testing.T) {
+	// n = 4, mean 2.5, s = sqrt(5/3); t(0.975, 3) = 3.182446305284263.
+	m, ci := meanCI([]float64{1, 2, 3, 4})
+	want := 3.182446305284263 * math.Sqrt(5.0/3) / 2
+	if m != 2.5 || math.Abs(ci-want) > 1e-9 {
+		t.Errorf("meanCI = %v ± %v, want 2.5 ± %v", m, ci, want)
+	}
+}
+
+func TestChecks(t *testing.T) {
+	cfg := ControlConfig{Floor: -200, FloorArms: []string{"lap", "pal"}}
+	arms := []ControlArm{
+		{Sampler: "uniform", Mean: -150, CI95: 10, Median: -150},
+		{Sampler: "lap", Mean: -180, CI95: 25, Median: -190}, // -155 >= -160: within the CIs
+		{Sampler: "pal", Mean: -300, CI95: 20, Median: -250}, // below the floor and beyond the CIs
+	}
+	got := checks(cfg, arms)
+	ok := make([]bool, len(got))
+	for i, c := range got {
+		ok[i] = c.OK
+	}
+	if want := []bool{true, false, true, false}; !slices.Equal(ok, want) {
+		t.Errorf("checks %+v, want OK = %v", got, want)
+	}
+}
+
+func TestControlValidate(t *testing.T) {
+	base := DefaultPendulumConfig()
+	for name, mut := range map[string]func(*ControlConfig){
+		"no samplers":     func(c *ControlConfig) { c.Samplers = nil },
+		"one seed":        func(c *ControlConfig) { c.Seeds = []uint64{1} },
+		"no workers":      func(c *ControlConfig) { c.Workers = 0 },
+		"no steps":        func(c *ControlConfig) { c.Base.Steps = 0 },
+		"unknown floored": func(c *ControlConfig) { c.FloorArms = []string{"ners"} },
+	} {
+		c := base
+		c.Samplers = slices.Clone(base.Samplers)
+		mut(&c)
+		if _, err := RunControl(context.Background(), c, nil); err == nil {
+			t.Errorf("%s: RunControl accepted %+v", name, c)
+		}
+	}
+}
+
+// TestControlSmoke runs a reduced Pendulum comparison end to end: two
+// methods, two seeds, a few hundred TD3 steps, through the real runtime.
+// The runs are deterministic, so running it twice gives the same finals.
+func TestControlSmoke(t *testing.T) {
+	cfg := DefaultPendulumConfig()
+	cfg.Base.Steps, cfg.Base.Batch, cfg.Base.Hidden = 300, 32, []int{16}
+	cfg.Base.MinSizeToSample, cfg.Base.EvalEverySteps, cfg.Base.EvalEpisodes, cfg.Base.FinalEpisodes = 200, 150, 1, 2
+	cfg.Samplers, cfg.Seeds, cfg.FloorArms = []string{"uniform", "pal"}, []uint64{1, 2}, []string{"pal"}
+	var seen []ControlRun
+	res, err := RunControl(context.Background(), cfg, func(r ControlRun) { seen = append(seen, r) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 4 || len(res.Runs) != 4 || len(res.Arms) != 2 {
+		t.Fatalf("%d callbacks, %d runs, %d arms; want 4, 4, 2", len(seen), len(res.Runs), len(res.Arms))
+	}
+	for _, a := range res.Arms {
+		// Two periodic evaluations and the final one, at the last step.
+		if len(a.Finals) != 2 || len(a.Curve) != 3 || a.Curve[2].LearnerSteps != 300 || a.Curve[2].MeanReturn != a.Mean || !(a.Seconds > 0) {
+			t.Errorf("arm %+v", a)
+		}
+		if a.SampleShare <= 0 || a.WriteBackShare <= 0 || a.ReplayShare >= 1 {
+			t.Errorf("%s: replay shares %v + %v", a.Sampler, a.SampleShare, a.WriteBackShare)
+		}
+		for _, f := range a.Finals {
+			if !(f < 0 && f > -2000) { // Pendulum's returns lie in (-1700·20/20, 0]
+				t.Errorf("%s: final %v outside Pendulum's range", a.Sampler, f)
+			}
+		}
+	}
+	if len(res.Checks) != 2 {
+		t.Errorf("checks %+v, want the floor and the CI comparison for pal", res.Checks)
+	}
+	again, err := RunControl(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range res.Arms {
+		if !slices.Equal(res.Arms[i].Finals, again.Arms[i].Finals) {
+			t.Errorf("%s: finals %v then %v: the runs are not deterministic", res.Arms[i].Sampler, res.Arms[i].Finals, again.Arms[i].Finals)
+		}
+	}
+	var b bytes.Buffer
+	if err := WriteControlTable(&b, res); err != nil || !strings.Contains(b.String(), "pal") || !strings.Contains(b.String(), "replay share") {
+		t.Errorf("table %q, %v", b.String(), err)
+	}
+	if err := SaveControlPlot(res, t.TempDir()+"/c.png"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestControlCancel: a cancelled context stops the runs and returns its
+// error, leaving no goroutine behind (TestMain).
+func TestControlCancel(t *testing.T) {
+	cfg := DefaultCartPoleConfig()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := RunControl(ctx, cfg, nil); err == nil {
+		t.Fatal("a cancelled RunControl returned no error")
+	}
+	_ = runtime.Samplers
+}
