@@ -4,9 +4,17 @@
 //
 // One small interface, Selector (modelled on Reverb's ItemSelector), and one
 // file per method: uniform.go, per.go (PER proportional), rank.go (PER
-// rank-based). What does not fit Selector gets its own small interface
-// (Weighter) rather than growing it. Every Selector passes the conformance
+// rank-based), lap.go (LAP) and pal.go (PAL). What does not fit Selector
+// gets its own small interface rather than growing it: Weighter (importance
+// weights before the forward pass) and Normalizer (a loss scale from the
+// batch's own TD errors, PAL's 1/λ̂). Every Selector passes the conformance
 // suite in sampler/samplertest.
+//
+// A replay method is a stage paired with the loss its expected gradient
+// was derived for (Fujimoto et al. 2020): Method holds the pairing and
+// NewMethod builds the valid ones by name (uniform, per, rank with Huber,
+// MSE or L1; lap with Huber(k); pal, uniform selection with the PAL loss
+// over the batch mean of max(|δ|, k)^α). Learners take a Method.
 package sampler
 
 import (
