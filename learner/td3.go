@@ -379,15 +379,9 @@ func (l *TD3) Step(ctx context.Context) error {
 	step := l.steps + 1
 	b := l.batch
 	t0 := time.Now()
-	if err := l.m.Selector.Sample(l.rng, b); err != nil {
-		return fmt.Errorf("learner: step %d: sample: %w", step, err)
-	}
-	var weight []float64
-	if l.m.Weighter != nil {
-		if err := l.m.Weighter.Weights(b, int64(l.steps)); err != nil {
-			return fmt.Errorf("learner: step %d: weights: %w", step, err)
-		}
-		weight = b.Weight
+	weight, err := sampleWeighted(l.m, l.rng, b, step)
+	if err != nil {
+		return err
 	}
 	t1 := time.Now()
 	to64(l.obs, b.Obs)
