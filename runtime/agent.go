@@ -96,7 +96,7 @@ func bufferConfig(cfg TrainConfig, obsDim int, space envs.Space) buffer.Config {
 
 // methodConfig is the replay method cfg asks for.
 func methodConfig(cfg TrainConfig, betaSteps int64) (sampler.MethodConfig, error) {
-	mc := sampler.MethodConfig{BetaSteps: betaSteps}
+	mc := sampler.MethodConfig{BetaSteps: betaSteps, NoIS: cfg.NoIS}
 	if cfg.Loss != "" {
 		if err := mc.Loss.Kind.UnmarshalText([]byte(cfg.Loss)); err != nil {
 			return mc, fmt.Errorf("runtime: train: Loss: %w", err)

@@ -198,8 +198,8 @@ func sameShape(a, b TrainConfig) error {
 		return fmt.Errorf("sampler %s cannot change to %s on resume", a.Sampler, b.Sampler)
 	case a.Algo != b.Algo && b.Algo != "":
 		return fmt.Errorf("algo %s cannot change to %s on resume", a.Algo, b.Algo)
-	case a.Loss != b.Loss, a.LAPAlpha != b.LAPAlpha, a.LAPK != b.LAPK, a.Tau != b.Tau:
-		return errors.New("the method's settings (loss, lap alpha and k, tau) cannot change on resume")
+	case a.Loss != b.Loss, a.LAPAlpha != b.LAPAlpha, a.LAPK != b.LAPK, a.Tau != b.Tau, a.NoIS != b.NoIS:
+		return errors.New("the method's settings (loss, lap alpha and k, tau, no-is) cannot change on resume")
 	case a.Capacity != b.Capacity, a.Dueling != b.Dueling, fmt.Sprint(a.Hidden) != fmt.Sprint(b.Hidden),
 		a.Batch != b.Batch, a.LR != b.LR, a.Seed != b.Seed, a.NStep != b.NStep, a.Gamma != b.Gamma:
 		return errors.New("the replay, model and learner settings (capacity, hidden, dueling, batch, lr, seed, n-step, gamma) cannot change on resume")

@@ -59,6 +59,10 @@ type TrainConfig struct {
 	// "huber", "mse" or "l1"; empty means dqn Huber(1), td3 MSE. lap and pal
 	// fix their own (Huber(k), PAL(k, alpha)).
 	Loss string `json:"loss,omitempty"`
+	// NoIS drops the importance weights of per and rank. With an MSE loss
+	// that pairing is biased (Fujimoto et al. 2020, Theorem 3); the run is
+	// allowed and Trainer.Warnings says so.
+	NoIS bool `json:"no_is,omitempty"`
 	// LAPAlpha and LAPK are lap's and pal's alpha and k; 0 means 0.4 and 1.
 	LAPAlpha float64 `json:"lap_alpha,omitempty"`
 	LAPK     float64 `json:"lap_k,omitempty"`
@@ -315,6 +319,10 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 	}
 	return tr, nil
 }
+
+// Warnings are the replay method's warnings about a biased pairing
+// (sampler.Method.Warnings); the caller should show them.
+func (t *Trainer) Warnings() []string { return t.agent.method.Warnings }
 
 // Config is the run's configuration, defaults filled in.
 func (t *Trainer) Config() TrainConfig { return t.cfg }

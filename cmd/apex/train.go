@@ -50,6 +50,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Sampler, "sampler", def.Sampler, "replay method (a selection stage paired with its loss): "+strings.Join(runtime.Samplers, ", "))
 	fs.StringVar(&cfg.Algo, "algo", "", "learner: "+strings.Join(runtime.Algos, ", ")+" (empty: dqn for discrete actions, td3 for continuous ones)")
 	fs.StringVar(&cfg.Loss, "loss", "", "per-sample loss of the uniform, per and rank methods: huber, mse or l1 (empty: dqn huber, td3 mse; lap and pal fix theirs)")
+	fs.BoolVar(&cfg.NoIS, "no-is", false, "per and rank without importance weights (with -loss=mse a biased pairing: allowed, with a warning)")
 	fs.Float64Var(&cfg.LAPAlpha, "lap-alpha", 0, "alpha of lap and pal (0: 0.4)")
 	fs.Float64Var(&cfg.LAPK, "lap-k", 0, "k of lap and pal (0: 1)")
 	fs.Float64Var(&cfg.Tau, "tau", 0, "Polyak rate of the target networks (0: dqn hard copies every 500 steps, td3 0.005)")
@@ -155,7 +156,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 				"capacity": func() { c.Capacity = cfg.Capacity }, "dueling": func() { c.Dueling = cfg.Dueling },
 				"replay-ratio": func() { c.ReplayRatio = cfg.ReplayRatio }, "deterministic": func() { c.Deterministic = cfg.Deterministic },
 				"algo": func() { c.Algo = cfg.Algo }, "loss": func() { c.Loss = cfg.Loss }, "lap-alpha": func() { c.LAPAlpha = cfg.LAPAlpha },
-				"lap-k": func() { c.LAPK = cfg.LAPK }, "tau": func() { c.Tau = cfg.Tau },
+				"lap-k": func() { c.LAPK = cfg.LAPK }, "tau": func() { c.Tau = cfg.Tau }, "no-is": func() { c.NoIS = cfg.NoIS },
 			} {
 				if set[name] { // shaping flags reach ResumeTrainer, which refuses a change
 					apply()
@@ -172,6 +173,9 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	} else if tr, err = runtime.NewTrainer(cfg); err != nil {
 		fmt.Fprintf(stderr, "apex: %v\n", err)
 		return 2
+	}
+	for _, w := range tr.Warnings() {
+		log.Warn("replay method", "warning", w)
 	}
 	var metrics *metricsServer
 	if *metricsAddr != "" {

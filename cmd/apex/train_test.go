@@ -141,3 +141,14 @@ func TestTrainCheckpointResumeDeterministic(t *testing.T) {
 		t.Fatalf("deterministic: exit %d: %s", code, errb.String())
 	}
 }
+
+// TestTrainWarnsBiasedPairing: PER with MSE and no importance weights runs,
+// with the Theorem 3 warning in the log.
+func TestTrainWarnsBiasedPairing(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"train", "-deterministic", "-steps=30", "-sampler=per", "-loss=mse", "-no-is", "-checkpoint=none",
+		"-progress=0", "-out", t.TempDir()}, &stdout, &stderr)
+	if code != 0 || !strings.Contains(stdout.String(), "Theorem 3") {
+		t.Fatalf("exit %d, stdout %q, stderr %q: want success with the Theorem 3 warning", code, stdout.String(), stderr.String())
+	}
+}
