@@ -31,6 +31,11 @@ type ControlConfig struct {
 	Seeds []uint64 `json:"seeds"`
 	// Workers is the number of runs trained at once (>= 1).
 	Workers int `json:"workers"`
+	// TailEvals is the number of last periodic evaluations averaged into
+	// each run's Tail (the paper reports the mean of the last 10
+	// evaluations; a single final evaluation of an unstable learner such
+	// as DQN on CartPole swings widely).
+	TailEvals int `json:"tail_evals"`
 	// Floor, if set, is the return the prioritized arms named in
 	// FloorArms must reach on their median seed (the issue's −200 for
 	// Pendulum's LAP and PAL).
@@ -53,10 +58,11 @@ func DefaultPendulumConfig() ControlConfig {
 		Name: "pendulum-td3",
 		Base: runtime.TrainConfig{Env: "Pendulum-v1", Algo: "td3", Steps: 12_000, Hidden: []int{64, 64},
 			Capacity: 100_000, MinSizeToSample: 1000, EvalEverySteps: 1000, EvalEpisodes: 5, FinalEpisodes: 20},
-		Samplers: []string{"uniform", "per", "lap", "pal"},
-		Seeds:    []uint64{1, 2, 3, 4, 5},
-		Workers:  2,
-		Floor:    -200, FloorArms: []string{"lap", "pal"},
+		Samplers:  []string{"uniform", "per", "lap", "pal"},
+		Seeds:     []uint64{1, 2, 3, 4, 5},
+		Workers:   2,
+		TailEvals: 5,
+		Floor:     -200, FloorArms: []string{"lap", "pal"},
 	}
 }
 
@@ -64,17 +70,19 @@ func DefaultPendulumConfig() ControlConfig {
 // uniform, PER and LAP with 5 seeds, in the design notes' non-Atari setting
 // (§6.6): one update of 64 per environment step, Polyak 0.005, Adam 3e-4,
 // exploration epsilon 0.1, a 64-64 network, LAP alpha 0.4 and k 1, 1-step
-// targets as in the paper's DDQN, 30k steps evaluated every 2500 on 10
-// episodes and at the end on 20.
+// targets as in the paper's DDQN, 60k steps evaluated every 2500 on 10
+// episodes (the tail averages the last 10 evaluations, the last 25k steps)
+// and at the end on 20.
 func DefaultCartPoleConfig() ControlConfig {
 	return ControlConfig{
 		Name: "cartpole-ddqn",
-		Base: runtime.TrainConfig{Env: "CartPole-v1", Algo: "dqn", Steps: 30_000, Hidden: []int{64, 64}, Batch: 64,
+		Base: runtime.TrainConfig{Env: "CartPole-v1", Algo: "dqn", Steps: 60_000, Hidden: []int{64, 64}, Batch: 64,
 			LR: 3e-4, Tau: 0.005, Epsilon: 0.1, NStep: 1, ReplayRatio: 64, Capacity: 100_000, MinSizeToSample: 1000,
 			EvalEverySteps: 2500, EvalEpisodes: 10, FinalEpisodes: 20},
-		Samplers: []string{"uniform", "per", "lap"},
-		Seeds:    []uint64{1, 2, 3, 4, 5},
-		Workers:  2,
+		Samplers:  []string{"uniform", "per", "lap"},
+		Seeds:     []uint64{1, 2, 3, 4, 5},
+		Workers:   2,
+		TailEvals: 10,
 	}
 }
 
@@ -87,6 +95,8 @@ func (c *ControlConfig) Validate() error {
 		return fmt.Errorf("lappal: %d seeds: a confidence interval needs at least 2", len(c.Seeds))
 	case c.Workers < 1:
 		return fmt.Errorf("lappal: Workers must be >= 1, got %d", c.Workers)
+	case c.TailEvals < 1:
+		return fmt.Errorf("lappal: TailEvals must be >= 1, got %d", c.TailEvals)
 	case c.Base.Steps <= 0:
 		return fmt.Errorf("lappal: Base.Steps must be > 0 (the runs are deterministic), got %d", c.Base.Steps)
 	}
@@ -100,9 +110,12 @@ func (c *ControlConfig) Validate() error {
 
 // ControlRun is one training run.
 type ControlRun struct {
-	Sampler string              `json:"sampler"`
-	Seed    uint64              `json:"seed"`
-	Final   float64             `json:"final_return"` // the final evaluation's mean return
+	Sampler string  `json:"sampler"`
+	Seed    uint64  `json:"seed"`
+	Final   float64 `json:"final_return"` // the final evaluation's mean return
+	// Tail is the mean of the last TailEvals periodic evaluations (fewer
+	// if the run made fewer).
+	Tail    float64             `json:"tail_return"`
 	Curve   []runtime.EvalPoint `json:"curve"`
 	Seconds float64             `json:"seconds"` // wall time of the run
 	// SampleShare and WriteBackShare are the fractions of the learner's
@@ -123,6 +136,11 @@ type ControlArm struct {
 	// (Student's t with len(Finals)−1 degrees of freedom).
 	CI95   float64 `json:"ci95"`
 	Median float64 `json:"median"`
+	// Tails are the runs' Tail returns; TailMean ± TailCI95 their mean and
+	// 95% confidence interval.
+	Tails    []float64 `json:"tails"`
+	TailMean float64   `json:"tail_mean"`
+	TailCI95 float64   `json:"tail_ci95"`
 	// Seconds is the mean wall time of a run; ReplayShare the mean share of
 	// learner time in sampling and write-back, split in SampleShare and
 	// WriteBackShare.
@@ -235,7 +253,15 @@ func trainOne(ctx context.Context, cfg ControlConfig, sampler string, seed uint6
 		return ControlRun{}, fmt.Errorf("lappal: %s seed %d: %w", sampler, seed, err)
 	}
 	tm := tr.Stats().Learner.Timing
-	r := ControlRun{Sampler: sampler, Seed: seed, Final: out.FinalReturn, Curve: out.Curve,
+	// The curve ends with the final evaluation; the ones before it are
+	// the periodic evaluations.
+	periodic := out.Curve[:max(len(out.Curve)-1, 0)]
+	tail := periodic[max(len(periodic)-cfg.TailEvals, 0):]
+	var tailSum float64
+	for _, p := range tail {
+		tailSum += p.MeanReturn / float64(len(tail))
+	}
+	r := ControlRun{Sampler: sampler, Seed: seed, Final: out.FinalReturn, Tail: tailSum, Curve: out.Curve,
 		Seconds: time.Since(start).Seconds(), LearnerSeconds: tm.Steps.Seconds()}
 	if tm.Steps > 0 {
 		r.SampleShare = float64(tm.Sample) / float64(tm.Steps)
@@ -249,6 +275,7 @@ func summarise(name string, runs []ControlRun) ControlArm {
 	arm := ControlArm{Sampler: name}
 	for _, r := range runs {
 		arm.Finals = append(arm.Finals, r.Final)
+		arm.Tails = append(arm.Tails, r.Tail)
 		arm.Seconds += r.Seconds / float64(len(runs))
 		arm.SampleShare += r.SampleShare / float64(len(runs))
 		arm.WriteBackShare += r.WriteBackShare / float64(len(runs))
@@ -256,6 +283,7 @@ func summarise(name string, runs []ControlRun) ControlArm {
 	arm.ReplayShare = arm.SampleShare + arm.WriteBackShare
 	arm.Mean, arm.CI95 = meanCI(arm.Finals)
 	arm.Median = median(arm.Finals)
+	arm.TailMean, arm.TailCI95 = meanCI(arm.Tails)
 	// Mean curve over the evaluation points every run shares (the same
 	// learner steps: the runs are lockstep with the same schedule).
 	n := len(runs[0].Curve)

@@ -13,7 +13,8 @@ import (
 )
 
 // WriteControlTable writes res as a text table: per method the final
-// returns of every seed, their mean ± 95% CI and median, the mean wall
+// returns of every seed, their mean ± 95% CI and median, the mean of the
+// last TailEvals periodic evaluations ± 95% CI, the mean wall
 // time of a run, and the share of learner time in the replay (sample and
 // write-back, the paper's Appendix B comparison); then the acceptance
 // checks.
@@ -22,14 +23,15 @@ func WriteControlTable(w io.Writer, res *ControlResult) error {
 	c := &res.Config
 	fmt.Fprintf(&b, "%s: %s on %s, %d learner steps per run, %d seeds, final evaluation of %d episodes\n",
 		c.Name, c.Base.Algo, c.Base.Env, c.Base.Steps, len(c.Seeds), c.Base.FinalEpisodes)
-	rows := [][]string{{"method", "final returns by seed", "mean ± 95% CI", "median", "s/run", "replay share (sample + write-back)"}}
+	rows := [][]string{{"method", "final returns by seed", "mean ± 95% CI", "median", fmt.Sprintf("last %d evals ± CI", c.TailEvals), "s/run",
+		"replay share (sample + write-back)"}}
 	for _, a := range res.Arms {
 		var fs []string
 		for _, f := range a.Finals {
 			fs = append(fs, fmt.Sprintf("%.1f", f))
 		}
 		rows = append(rows, []string{a.Sampler, strings.Join(fs, " "), fmt.Sprintf("%.1f ± %.1f", a.Mean, a.CI95),
-			fmt.Sprintf("%.1f", a.Median), fmt.Sprintf("%.1f", a.Seconds),
+			fmt.Sprintf("%.1f", a.Median), fmt.Sprintf("%.1f ± %.1f", a.TailMean, a.TailCI95), fmt.Sprintf("%.1f", a.Seconds),
 			fmt.Sprintf("%.1f%% (%.1f%% + %.1f%%)", 100*a.ReplayShare, 100*a.SampleShare, 100*a.WriteBackShare)})
 	}
 	writeAligned(&b, rows)

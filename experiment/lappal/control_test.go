@@ -44,6 +44,7 @@ func TestControlValidate(t *testing.T) {
 		"one seed":        func(c *ControlConfig) { c.Seeds = []uint64{1} },
 		"no workers":      func(c *ControlConfig) { c.Workers = 0 },
 		"no steps":        func(c *ControlConfig) { c.Base.Steps = 0 },
+		"no tail":         func(c *ControlConfig) { c.TailEvals = 0 },
 		"unknown floored": func(c *ControlConfig) { c.FloorArms = []string{"ners"} },
 	} {
 		c := base
@@ -75,6 +76,10 @@ func TestControlSmoke(t *testing.T) {
 		// Two periodic evaluations and the final one, at the last step.
 		if len(a.Finals) != 2 || len(a.Curve) != 3 || a.Curve[2].LearnerSteps != 300 || a.Curve[2].MeanReturn != a.Mean || !(a.Seconds > 0) {
 			t.Errorf("arm %+v", a)
+		}
+		// The tail averages the two periodic evaluations (TailEvals 5 > 2).
+		if want := (a.Curve[0].MeanReturn + a.Curve[1].MeanReturn) / 2; math.Abs(a.TailMean-want) > 1e-9 {
+			t.Errorf("%s: tail mean %v, want %v", a.Sampler, a.TailMean, want)
 		}
 		if a.SampleShare <= 0 || a.WriteBackShare <= 0 || a.ReplayShare >= 1 {
 			t.Errorf("%s: replay shares %v + %v", a.Sampler, a.SampleShare, a.WriteBackShare)
