@@ -9,7 +9,7 @@ import (
 
 // copyCol copies element by element with atomic operations, so the race
 // detector understands the sequence-lock protocol and weakly ordered CPUs
-// cannot complete a load after the tag's re-check (see copy_norace.go).
+// cannot complete a load after the tag's re-check (see copy_plain.go).
 func copyCol[T any](dst, src []T) {
 	n := min(len(dst), len(src))
 	if n == 0 {

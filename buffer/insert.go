@@ -116,7 +116,7 @@ func (b *Buffer) publish(leaves []atomic.Uint64, ws []uint64, t *Transitions, ro
 	if t.Priority == nil {
 		m := b.c.maxUnits.Load()
 		for i := range leaves {
-			leaves[i].Store(nextGen(ws[i]>>prioBits+1)<<prioBits | m)
+			storeOwned(&leaves[i], nextGen(ws[i]>>prioBits+1)<<prioBits|m)
 			ws[i] = m
 		}
 		return
@@ -128,7 +128,7 @@ func (b *Buffer) publish(leaves []atomic.Uint64, ws []uint64, t *Transitions, ro
 		if c {
 			clamped++
 		}
-		leaves[i].Store(nextGen(ws[i]>>prioBits+1)<<prioBits | u)
+		storeOwned(&leaves[i], nextGen(ws[i]>>prioBits+1)<<prioBits|u)
 		ws[i] = u
 		hi = max(hi, u)
 	}
@@ -152,8 +152,16 @@ func (b *Buffer) addRunWords(s, l0 int, ws []uint64, sign int64) {
 	const groups = runMax/fanout + 2
 	var bufA, bufB [groups]int64
 	j0 := l0 >> fanShift
-	for i, w := range ws {
-		bufA[(l0+i)>>fanShift-j0] += sign * int64(w&prioMask)
+	// Sum each group of up to fanout leaves in a register: accumulating
+	// into bufA[x] directly chains every add through memory.
+	for i, x := 0, 0; i < r; x++ {
+		end := min(r, (j0+x+1)<<fanShift-l0)
+		var acc uint64
+		for _, w := range ws[i:end] {
+			acc += w & prioMask
+		}
+		bufA[x] = sign * int64(acc)
+		i = end
 	}
 	b.addGroups(s, &bufA, &bufB, j0, (l0+r-1)>>fanShift-j0+1)
 }
