@@ -200,7 +200,6 @@ func TestNewRejects(t *testing.T) {
 		{"continuous actions", Config{}, mustEnv(t, "Pendulum-v1"), net3x1},
 		{"wrong action count", Config{}, mustEnv(t, "CartPole-v1"), net4x3},
 		{"wrong observation width", Config{}, mustEnv(t, "Acrobot-v1"), net4x2},
-		{"no state codes", Config{Columns: Columns{StateHash: true}}, mustEnv(t, "CartPole-v1"), net4x2},
 		{"bad config", Config{NStep: -2}, mustEnv(t, "CartPole-v1"), net4x2},
 		{"nil env", Config{}, nil, net4x2},
 		{"nil net", Config{}, mustEnv(t, "CartPole-v1"), nil},

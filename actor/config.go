@@ -99,9 +99,10 @@ type Columns struct {
 	GlobalStep bool
 	// ActorID: Config.ID.
 	ActorID bool
-	// StateHash: the environment's exact state codes of s_t and of the
-	// bootstrap state (StateHash, NextStateHash); the environment must
-	// implement envs.StateHasher.
+	// StateHash: codes of s_t and of the bootstrap state (StateHash,
+	// NextStateHash): the environment's exact codes when it implements
+	// envs.StateHasher, otherwise a Projection of the observation (TER's
+	// d = 3 random projection, rounded; the same for every actor).
 	StateHash bool
 }
 

@@ -225,7 +225,6 @@ func TestNewContinuousRejects(t *testing.T) {
 		{"unbounded output", ContinuousConfig{}, newBoxEnv(), ident},
 		{"unbounded box", ContinuousConfig{}, unbounded, box2},
 		{"no float32 in the box", ContinuousConfig{}, tiny, box2},
-		{"no state codes", ContinuousConfig{Columns: Columns{StateHash: true}}, newBoxEnv(), box2},
 		{"bad config", ContinuousConfig{Sigma: -1}, newBoxEnv(), box2},
 		{"nil env", ContinuousConfig{}, nil, box2},
 		{"nil net", ContinuousConfig{}, newBoxEnv(), nil},

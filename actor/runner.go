@@ -21,7 +21,8 @@ import (
 type runner struct {
 	cfg    Config // the fields common to both kinds, validated
 	env    envs.Env
-	hasher envs.StateHasher // set when cfg.Columns.StateHash
+	hasher envs.StateHasher // set when cfg.Columns.StateHash and env has exact codes
+	proj   *Projection      // set when cfg.Columns.StateHash and it has not
 	net    *model.Net
 	store  *model.Store
 	rng    *rand.Rand
@@ -72,11 +73,11 @@ func (r *runner) init(cfg Config, env envs.Env, net *model.Net, store *model.Sto
 	}
 	r.nLoaded.Store(r.loaded)
 	if cfg.Columns.StateHash {
-		h, ok := env.(envs.StateHasher)
-		if !ok {
-			return fmt.Errorf("%w: Columns.StateHash needs an environment with exact state codes (envs.StateHasher), got %T", ErrConfig, env)
+		if h, ok := env.(envs.StateHasher); ok {
+			r.hasher = h
+		} else {
+			r.proj = NewProjection(obsDim, ProjectionDim, ProjectionSeed)
 		}
-		r.hasher = h
 		r.hashes = make([]uint64, cfg.NStep+1)
 	}
 	var err error
@@ -142,10 +143,20 @@ func (r *runner) begin() error {
 		return err
 	}
 	r.live, r.epReturn, r.epLen, r.epStart = true, 0, 0, r.steps
-	if r.hasher != nil {
-		r.hashes[0] = r.hasher.StateHash()
+	if r.hashes != nil {
+		r.hashes[0] = r.stateCode(r.obs)
 	}
 	return nil
+}
+
+// stateCode is the state's code for the StateHash columns: the
+// environment's exact code, or the projection of obs (the state's float32
+// observation, as stored).
+func (r *runner) stateCode(obs []float32) uint64 {
+	if r.hasher != nil {
+		return r.hasher.StateHash()
+	}
+	return r.proj.Code(obs)
 }
 
 // convert writes the float32 values of an environment observation into dst.
@@ -167,8 +178,8 @@ func (r *runner) advance(res envs.StepResult, before int) error {
 	out := &r.adder.Out
 	r.epLen++
 	r.epReturn += res.Reward
-	if r.hasher != nil {
-		r.hashes[r.epLen%len(r.hashes)] = r.hasher.StateHash()
+	if r.hashes != nil {
+		r.hashes[r.epLen%len(r.hashes)] = r.stateCode(r.next)
 	}
 	// Columns the adder does not fill, for the transitions it just emitted.
 	// Every emitted transition bootstraps from the newest state, s_epLen.
@@ -177,7 +188,7 @@ func (r *runner) advance(res envs.StepResult, before int) error {
 		if r.cfg.Columns.GlobalStep {
 			out.GlobalStep = append(out.GlobalStep, r.epStart+int64(ts))
 		}
-		if r.hasher != nil {
+		if r.hashes != nil {
 			out.StateHash = append(out.StateHash, r.hashes[int(ts)%len(r.hashes)])
 			out.NextStateHash = append(out.NextStateHash, r.hashes[r.epLen%len(r.hashes)])
 		}
