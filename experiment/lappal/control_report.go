@@ -59,8 +59,9 @@ func SaveControlPlot(res *ControlResult, path string) error {
 	p.Title.Text = fmt.Sprintf("%s on %s: mean evaluation return over %d seeds", c.Base.Algo, c.Base.Env, len(c.Seeds))
 	p.X.Label.Text = "learner steps"
 	p.Y.Label.Text = "return"
-	p.Legend.Top, p.Legend.Left = false, false
-	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(8), vg.Points(8)
+	// Top left is empty: returns start low and rise.
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs, p.Legend.YOffs = vg.Points(8), -vg.Points(8)
 	for i, a := range res.Arms {
 		xy := make(plotter.XYs, len(a.Curve))
 		for j, pt := range a.Curve {
