@@ -34,6 +34,9 @@
 //     whose slot was overwritten meanwhile are dropped and counted.
 //  5. Read Stats for metrics; call Save/Load and CheckInvariants only while
 //     no goroutine writes.
+//  6. A stage that keeps its own index over the contents (TER's state
+//     graph) follows new items with a Watcher (NewWatcher, Poll) from its
+//     owner goroutine: no lock and no extra work on Insert.
 //
 // Selection methods beyond proportional and uniform (rank-based PER and the
 // other papers' stages) live in package sampler and use GatherSlot /
