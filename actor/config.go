@@ -241,6 +241,16 @@ type ContinuousConfig struct {
 	// eps_i = 0.4^(1+7i/(N−1)) is geometric. Finite and > 0; 0 means every
 	// actor gets Sigma, as in TD3 and Ape-X DPG.
 	SigmaLast float64
+	// OUTheta, when > 0, makes the noise temporally correlated: an
+	// Ornstein–Uhlenbeck process per action dimension (DDPG's exploration,
+	// Lillicrap et al. 2016), x ← x − OUTheta·x·dt + σ_i·√dt·N(0, 1) with
+	// dt = 0.01 as in OpenAI baselines, reset to 0 when an episode starts,
+	// added in units of the half-range like the Gaussian noise. Its
+	// stationary std is σ_i/√(2·OUTheta) and it drifts over about
+	// 1/(OUTheta·dt) steps: the push that tasks such as
+	// MountainCarContinuous need to be explored. 0 (the default) means
+	// independent Gaussian noise each step. Finite and >= 0.
+	OUTheta float64
 	// NoNoise makes the actor play the deterministic policy
 	// ScaleAction(π(s)) once it has parameters (tests; a greedy actor).
 	// Sigma and SigmaLast must then be 0.
@@ -334,6 +344,10 @@ func (c ContinuousConfig) validated() (ContinuousConfig, Config, error) {
 		return bad("SigmaLast must be finite and > 0, got %v", c.SigmaLast)
 	case c.RandomSteps < 0:
 		return bad("RandomSteps must be >= 0, got %d", c.RandomSteps)
+	case !(c.OUTheta >= 0) || math.IsInf(c.OUTheta, 1):
+		return bad("OUTheta must be finite and >= 0, got %v", c.OUTheta)
+	case c.NoNoise && c.OUTheta != 0:
+		return bad("OUTheta (%v) is not used with NoNoise", c.OUTheta)
 	}
 	return c, common, nil
 }

@@ -62,6 +62,7 @@ type Continuous struct {
 	sigma float64
 	box   envs.Box  // the environment's action space (a copy)
 	half  []float64 // (high − low)/2 per dimension, the noise's unit
+	ou    []float64 // the Ornstein–Uhlenbeck state per dimension (OUTheta > 0)
 	act   []float64 // the last action, as sent: float32 values in the box
 	act32 []float32 // the same action, as stored
 }
@@ -89,7 +90,7 @@ func NewContinuous(cfg ContinuousConfig, env envs.Env, policy *model.Net, store 
 	}
 	A := box.Dim()
 	c := &Continuous{ccfg: ccfg, sigma: ccfg.sigma(), box: box,
-		half: make([]float64, A), act: make([]float64, A), act32: make([]float32, A)}
+		half: make([]float64, A), act: make([]float64, A), act32: make([]float32, A), ou: make([]float64, A)}
 	for j := range A {
 		c.half[j] = box.High[j]/2 - box.Low[j]/2
 	}
@@ -174,7 +175,17 @@ func (c *Continuous) SelectAction(obs []float32) []float64 {
 		}
 	} else {
 		ScaleAction(c.box, c.act, c.net.Forward32(obs))
-		if c.sigma > 0 {
+		switch {
+		case c.sigma > 0 && c.ccfg.OUTheta > 0:
+			if c.epLen == 0 {
+				clear(c.ou) // a new episode: the process restarts at 0
+			}
+			const dt = 0.01
+			for j := range c.act {
+				c.ou[j] += -c.ccfg.OUTheta*c.ou[j]*dt + c.sigma*math.Sqrt(dt)*c.rng.NormFloat64()
+				c.act[j] += c.ou[j] * c.half[j]
+			}
+		case c.sigma > 0:
 			for j := range c.act {
 				c.act[j] += c.sigma * c.half[j] * c.rng.NormFloat64()
 			}

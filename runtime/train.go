@@ -75,6 +75,11 @@ type TrainConfig struct {
 	// Sigma is the td3 actors' Gaussian exploration noise in units of the
 	// action half-range; 0 means 0.1.
 	Sigma float64 `json:"sigma,omitempty"`
+	// OUTheta, when > 0, makes td3's exploration noise an
+	// Ornstein–Uhlenbeck process with this mean reversion (dt 0.01, reset
+	// each episode; see actor.ContinuousConfig.OUTheta); 0 means
+	// independent Gaussian noise.
+	OUTheta float64 `json:"ou_theta,omitempty"`
 	// RandomSteps is the number of uniformly random actions td3's actors
 	// take first, shared among them (TD3's start_timesteps); 0 means
 	// MinSizeToSample. Unused by dqn.
