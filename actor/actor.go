@@ -141,14 +141,25 @@ func shapes(env envs.Env, net *model.Net) (obsDim, actions int, err error) {
 // Config returns the actor's configuration with the defaults filled in.
 func (a *Actor) Config() Config { return a.cfg }
 
-// Epsilon returns the actor's exploration rate (once it has parameters).
-func (a *Actor) Epsilon() float64 { return a.eps }
+// Epsilon returns the actor's exploration rate now (once it has
+// parameters): its final rate, or the annealed one during
+// Config.EpsilonDecaySteps.
+func (a *Actor) Epsilon() float64 { return a.epsAt(a.steps) }
+
+// epsAt is the exploration rate after steps environment steps.
+func (a *Actor) epsAt(steps int64) float64 {
+	d := a.cfg.EpsilonDecaySteps
+	if d <= 0 || steps >= d {
+		return a.eps
+	}
+	return 1 + (a.eps-1)*float64(steps)/float64(d)
+}
 
 // Stats returns a snapshot of the actor's counters. Safe for concurrent
 // use; O(1).
 func (a *Actor) Stats() Stats {
 	s := a.stats()
-	s.Epsilon = a.eps
+	s.Epsilon = a.epsAt(s.Steps)
 	return s
 }
 
@@ -169,7 +180,7 @@ func (a *Actor) SelectAction(obs []float32) int {
 	if len(obs) != a.obsDim {
 		panic(fmt.Sprintf("actor: SelectAction: %d values, want %d", len(obs), a.obsDim))
 	}
-	if !a.loaded || (a.eps > 0 && a.rng.Float64() < a.eps) {
+	if eps := a.epsAt(a.steps); !a.loaded || (eps > 0 && a.rng.Float64() < eps) {
 		return a.rng.IntN(a.actions)
 	}
 	return model.Argmax(a.net.Forward32(obs))

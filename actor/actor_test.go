@@ -735,3 +735,25 @@ func TestStats(t *testing.T) {
 		t.Fatalf("stats %+v; want steps %d episodes %d last %v mean %v length %d", s, len(rec.steps), len(returns), returns[len(returns)-1], want, lastLen)
 	}
 }
+
+// TestEpsilonDecay: with EpsilonDecaySteps the rate falls linearly from 1
+// to the actor's rate, then stays there; the share of random actions
+// follows it.
+func TestEpsilonDecay(t *testing.T) {
+	net, st := glorot(t, model.Config{In: 4, Hidden: []int{8}, Out: 2}, 3)
+	a, err := New(Config{FixedEpsilon: true, Epsilon: 0.1, EpsilonDecaySteps: 1000, Seed: 2}, mustEnv(t, "CartPole-v1"), net, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		steps int64
+		want  float64
+	}{{0, 1}, {500, 0.55}, {1000, 0.1}, {5000, 0.1}} {
+		if got := a.epsAt(c.steps); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("epsAt(%d) = %v, want %v", c.steps, got, c.want)
+		}
+	}
+	if _, err := New(Config{EpsilonDecaySteps: -1}, mustEnv(t, "CartPole-v1"), net, st, nil); err == nil {
+		t.Error("a negative EpsilonDecaySteps was accepted")
+	}
+}

@@ -59,6 +59,11 @@ type Config struct {
 	// Epsilon is the exploration rate used when FixedEpsilon is set, in
 	// [0, 1].
 	Epsilon float64
+	// EpsilonDecaySteps, when > 0, anneals the exploration rate linearly
+	// from 1 to the actor's rate (the schedule's or Epsilon) over its first
+	// EpsilonDecaySteps environment steps, as DQN does (TER: 1.0 → 0.01).
+	// 0 means the rate from the start. >= 0.
+	EpsilonDecaySteps int64
 
 	// NStep is the n of the n-step returns (>= 1). 0 means 3.
 	NStep int
@@ -185,6 +190,8 @@ func (c Config) validated() (Config, error) {
 		return bad("Epsilon must be in [0, 1], got %v", c.Epsilon)
 	case !c.FixedEpsilon && c.Epsilon != 0:
 		return bad("Epsilon (%v) is only used with FixedEpsilon", c.Epsilon)
+	case c.EpsilonDecaySteps < 0:
+		return bad("EpsilonDecaySteps must be >= 0, got %d", c.EpsilonDecaySteps)
 	case c.NStep < 1:
 		return bad("NStep must be >= 1, got %d", c.NStep)
 	case !(c.Gamma > 0 && c.Gamma <= 1):

@@ -155,6 +155,9 @@ func newDQNAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 			if cfg.Epsilon > 0 {
 				ac.FixedEpsilon, ac.Epsilon = true, cfg.Epsilon
 			}
+			if cfg.Resumes == 0 {
+				ac.EpsilonDecaySteps = cfg.EpsilonDecaySteps // a resumed run has explored already
+			}
 			return actor.New(ac, env, anet, store, m.Selector)
 		},
 	}, nil

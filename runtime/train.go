@@ -72,6 +72,10 @@ type TrainConfig struct {
 	// Epsilon, when > 0, is every dqn actor's exploration rate instead of
 	// Ape-X's per-actor schedule.
 	Epsilon float64 `json:"epsilon,omitempty"`
+	// EpsilonDecaySteps, when > 0, anneals every dqn actor's exploration
+	// rate linearly from 1 to its rate over its first EpsilonDecaySteps
+	// environment steps.
+	EpsilonDecaySteps int64 `json:"epsilon_decay_steps,omitempty"`
 	// Sigma is the td3 actors' Gaussian exploration noise in units of the
 	// action half-range; 0 means 0.1.
 	Sigma float64 `json:"sigma,omitempty"`
