@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/apexrl/apex/experiment/control"
 	"github.com/apexrl/apex/experiment/lappal"
 )
 
@@ -85,7 +86,7 @@ func runLAPPAL(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, part := range []struct {
 		name  string
-		cfg   lappal.ControlConfig
+		cfg   control.Config
 		steps int64
 	}{{"pendulum", lappal.DefaultPendulumConfig(), *pendSteps}, {"cartpole", lappal.DefaultCartPoleConfig(), *cartSteps}} {
 		if !slices.Contains(want, part.name) {
@@ -98,18 +99,18 @@ func runLAPPAL(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "== %s: %s on %s, %d methods x %d seeds\n", part.name, cfg.Base.Algo, cfg.Base.Env, len(cfg.Samplers), len(cfg.Seeds))
 		start := time.Now()
-		res, err := lappal.RunControl(ctx, cfg, func(r lappal.ControlRun) {
+		res, err := control.Run(ctx, cfg, func(r control.Trial) {
 			fmt.Fprintf(stdout, "  %-8s seed %d: final %.1f (%.0fs, replay %.1f%% of learner time)\n", r.Sampler, r.Seed, r.Final,
 				r.Seconds, 100*(r.SampleShare+r.WriteBackShare))
 		})
 		if err != nil {
 			return fail(err)
 		}
-		if err := lappal.WriteControlTable(stdout, res); err != nil {
+		if err := control.WriteTable(stdout, res); err != nil {
 			return fail(err)
 		}
 		png := filepath.Join(*out, part.name+".png")
-		if err := lappal.SaveControlPlot(res, png); err != nil {
+		if err := control.SavePlot(res, png); err != nil {
 			return fail(fmt.Errorf("plot: %w", err))
 		}
 		fmt.Fprintf(stdout, "wrote %s (%.0fs)\n\n", png, time.Since(start).Seconds())

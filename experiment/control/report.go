@@ -1,10 +1,12 @@
-package lappal
+package control
 
 import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"strings"
+	"unicode/utf8"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -12,13 +14,13 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// WriteControlTable writes res as a text table: per method the final
+// WriteTable writes res as a text table: per method the final
 // returns of every seed, their mean ± 95% CI and median, the mean of the
 // last TailEvals periodic evaluations ± 95% CI, the mean wall
 // time of a run, and the share of learner time in the replay (sample and
 // write-back, the paper's Appendix B comparison); then the acceptance
 // checks.
-func WriteControlTable(w io.Writer, res *ControlResult) error {
+func WriteTable(w io.Writer, res *Result) error {
 	var b strings.Builder
 	c := &res.Config
 	fmt.Fprintf(&b, "%s: %s on %s, %d learner steps per run, %d seeds, final evaluation of %d episodes\n",
@@ -34,6 +36,16 @@ func WriteControlTable(w io.Writer, res *ControlResult) error {
 			fmt.Sprintf("%.1f", a.Median), fmt.Sprintf("%.1f ± %.1f", a.TailMean, a.TailCI95), fmt.Sprintf("%.1f", a.Seconds),
 			fmt.Sprintf("%.1f%% (%.1f%% + %.1f%%)", 100*a.ReplayShare, 100*a.SampleShare, 100*a.WriteBackShare)})
 	}
+	if c.Threshold != nil {
+		rows[0] = append(rows[0], fmt.Sprintf("env steps to %g (median; reached)", *c.Threshold))
+		for i, a := range res.Arms {
+			med := "never"
+			if !math.IsInf(a.MedianStepsTo, 1) {
+				med = fmt.Sprintf("%.0f", a.MedianStepsTo)
+			}
+			rows[i+1] = append(rows[i+1], fmt.Sprintf("%s; %d/%d", med, a.Reached, len(a.StepsTo)))
+		}
+	}
 	writeAligned(&b, rows)
 	for _, ch := range res.Checks {
 		mark := "ok  "
@@ -46,14 +58,14 @@ func WriteControlTable(w io.Writer, res *ControlResult) error {
 	return err
 }
 
-// controlColours are the arms' colours, uniform first in black.
-var controlColours = []color.NRGBA{
+// colours are the arms' colours, uniform first in black.
+var colours = []color.NRGBA{
 	{0, 0, 0, 255}, {213, 94, 0, 255}, {0, 114, 178, 255}, {0, 158, 115, 255}, {204, 121, 167, 255}, {230, 159, 0, 255},
 }
 
-// SaveControlPlot writes the arms' mean evaluation curves (mean return
+// SavePlot writes the arms' mean evaluation curves (mean return
 // over seeds against learner steps) to path as a PNG.
-func SaveControlPlot(res *ControlResult, path string) error {
+func SavePlot(res *Result, path string) error {
 	p := plot.New()
 	c := &res.Config
 	p.Title.Text = fmt.Sprintf("%s on %s: mean evaluation return over %d seeds", c.Base.Algo, c.Base.Env, len(c.Seeds))
@@ -74,11 +86,36 @@ func SaveControlPlot(res *ControlResult, path string) error {
 		if err != nil {
 			return err
 		}
-		col := controlColours[i%len(controlColours)]
+		col := colours[i%len(colours)]
 		line.Color, line.Width = col, vg.Points(1.5)
 		pts.Color, pts.Shape = col, plotutil.Shape(i)
 		p.Add(line, pts)
 		p.Legend.Add(fmt.Sprintf("%s (final %.0f ± %.0f)", a.Sampler, a.Mean, a.CI95), line, pts)
 	}
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}
+
+// writeAligned writes rows as columns padded to their widest cell.
+func writeAligned(b *strings.Builder, rows [][]string) {
+	var w []int
+	for _, r := range rows {
+		for i, c := range r {
+			if i >= len(w) {
+				w = append(w, 0)
+			}
+			w[i] = max(w[i], utf8.RuneCountInString(c))
+		}
+	}
+	for _, r := range rows {
+		for i, c := range r {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(c)
+			if i < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", w[i]-utf8.RuneCountInString(c)))
+			}
+		}
+		b.WriteByte('\n')
+	}
 }

@@ -1,4 +1,4 @@
-package lappal
+package control
 
 import (
 	"bytes"
@@ -21,8 +21,8 @@ func TestMeanCI(t *testing.T) {
 }
 
 func TestChecks(t *testing.T) {
-	cfg := ControlConfig{Floor: -200, FloorArms: []string{"lap", "pal"}}
-	arms := []ControlArm{
+	cfg := Config{Floor: -200, FloorArms: []string{"lap", "pal"}}
+	arms := []Arm{
 		{Sampler: "uniform", Mean: -150, CI95: 10, Median: -150},
 		{Sampler: "lap", Mean: -180, CI95: 25, Median: -190}, // -155 >= -160: within the CIs
 		{Sampler: "pal", Mean: -300, CI95: 20, Median: -250}, // below the floor and beyond the CIs
@@ -38,20 +38,20 @@ func TestChecks(t *testing.T) {
 }
 
 func TestControlValidate(t *testing.T) {
-	base := DefaultPendulumConfig()
-	for name, mut := range map[string]func(*ControlConfig){
-		"no samplers":     func(c *ControlConfig) { c.Samplers = nil },
-		"one seed":        func(c *ControlConfig) { c.Seeds = []uint64{1} },
-		"no workers":      func(c *ControlConfig) { c.Workers = 0 },
-		"no steps":        func(c *ControlConfig) { c.Base.Steps = 0 },
-		"no tail":         func(c *ControlConfig) { c.TailEvals = 0 },
-		"unknown floored": func(c *ControlConfig) { c.FloorArms = []string{"ners"} },
+	base := pendulumConfig()
+	for name, mut := range map[string]func(*Config){
+		"no samplers":     func(c *Config) { c.Samplers = nil },
+		"one seed":        func(c *Config) { c.Seeds = []uint64{1} },
+		"no workers":      func(c *Config) { c.Workers = 0 },
+		"no steps":        func(c *Config) { c.Base.Steps = 0 },
+		"no tail":         func(c *Config) { c.TailEvals = 0 },
+		"unknown floored": func(c *Config) { c.FloorArms = []string{"ners"} },
 	} {
 		c := base
 		c.Samplers = slices.Clone(base.Samplers)
 		mut(&c)
-		if _, err := RunControl(context.Background(), c, nil); err == nil {
-			t.Errorf("%s: RunControl accepted %+v", name, c)
+		if _, err := Run(context.Background(), c, nil); err == nil {
+			t.Errorf("%s: Run accepted %+v", name, c)
 		}
 	}
 }
@@ -60,12 +60,14 @@ func TestControlValidate(t *testing.T) {
 // methods, two seeds, a few hundred TD3 steps, through the real runtime.
 // The runs are deterministic, so running it twice gives the same finals.
 func TestControlSmoke(t *testing.T) {
-	cfg := DefaultPendulumConfig()
+	cfg := pendulumConfig()
 	cfg.Base.Steps, cfg.Base.Batch, cfg.Base.Hidden = 300, 32, []int{16}
 	cfg.Base.MinSizeToSample, cfg.Base.EvalEverySteps, cfg.Base.EvalEpisodes, cfg.Base.FinalEpisodes = 200, 150, 1, 2
 	cfg.Samplers, cfg.Seeds, cfg.FloorArms = []string{"uniform", "pal"}, []uint64{1, 2}, []string{"pal"}
-	var seen []ControlRun
-	res, err := RunControl(context.Background(), cfg, func(r ControlRun) { seen = append(seen, r) })
+	low := -1e9 // every evaluation reaches it: the first one counts
+	cfg.Threshold = &low
+	var seen []Trial
+	res, err := Run(context.Background(), cfg, func(r Trial) { seen = append(seen, r) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +78,9 @@ func TestControlSmoke(t *testing.T) {
 		// Two periodic evaluations and the final one, at the last step.
 		if len(a.Finals) != 2 || len(a.Curve) != 3 || a.Curve[2].LearnerSteps != 300 || a.Curve[2].MeanReturn != a.Mean || !(a.Seconds > 0) {
 			t.Errorf("arm %+v", a)
+		}
+		if a.Reached != 2 || a.StepsTo[0] <= 0 || a.MedianStepsTo != float64(a.StepsTo[0]+a.StepsTo[1])/2 {
+			t.Errorf("%s: steps to threshold %v (median %v, reached %d), want both runs at their first evaluation", a.Sampler, a.StepsTo, a.MedianStepsTo, a.Reached)
 		}
 		// The tail averages the two periodic evaluations (TailEvals 5 > 2).
 		if want := (a.Curve[0].MeanReturn + a.Curve[1].MeanReturn) / 2; math.Abs(a.TailMean-want) > 1e-9 {
@@ -93,7 +98,7 @@ func TestControlSmoke(t *testing.T) {
 	if len(res.Checks) != 2 {
 		t.Errorf("checks %+v, want the floor and the CI comparison for pal", res.Checks)
 	}
-	again, err := RunControl(context.Background(), cfg, nil)
+	again, err := Run(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,10 +108,10 @@ func TestControlSmoke(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	if err := WriteControlTable(&b, res); err != nil || !strings.Contains(b.String(), "pal") || !strings.Contains(b.String(), "replay share") {
+	if err := WriteTable(&b, res); err != nil || !strings.Contains(b.String(), "pal") || !strings.Contains(b.String(), "replay share") {
 		t.Errorf("table %q, %v", b.String(), err)
 	}
-	if err := SaveControlPlot(res, t.TempDir()+"/c.png"); err != nil {
+	if err := SavePlot(res, t.TempDir()+"/c.png"); err != nil {
 		t.Error(err)
 	}
 }
@@ -114,11 +119,21 @@ func TestControlSmoke(t *testing.T) {
 // TestControlCancel: a cancelled context stops the runs and returns its
 // error, leaving no goroutine behind (TestMain).
 func TestControlCancel(t *testing.T) {
-	cfg := DefaultCartPoleConfig()
+	cfg := pendulumConfig()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := RunControl(ctx, cfg, nil); err == nil {
-		t.Fatal("a cancelled RunControl returned no error")
+	if _, err := Run(ctx, cfg, nil); err == nil {
+		t.Fatal("a cancelled Run returned no error")
 	}
-	_ = runtime.Samplers
+}
+
+// pendulumConfig is a small TD3 comparison on Pendulum-v1.
+func pendulumConfig() Config {
+	return Config{
+		Name: "pendulum-td3",
+		Base: runtime.TrainConfig{Env: "Pendulum-v1", Algo: "td3", Steps: 12_000, Hidden: []int{64, 64},
+			Capacity: 100_000, MinSizeToSample: 1000, EvalEverySteps: 1000, EvalEpisodes: 5, FinalEpisodes: 20},
+		Samplers: []string{"uniform", "per", "lap", "pal"}, Seeds: []uint64{1, 2, 3, 4, 5}, Workers: 2, TailEvals: 5,
+		Floor: -200, FloorArms: []string{"lap", "pal"},
+	}
 }

@@ -1,0 +1,360 @@
+// Package control runs control experiments: one environment trained by the
+// runtime under several replay methods, several seeds each, in the
+// runtime's deterministic mode (a seed always gives the same run), and
+// summarises them (final return mean ± 95% CI and median, the mean of the
+// last evaluations, environment steps to a return threshold, wall time,
+// the replay's share of learner time) with a table and a plot of the mean
+// curves. The paper experiments (experiment/lappal, experiment/ter) define
+// their configurations on top of it.
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/apexrl/apex/runtime"
+)
+
+// Config is one control experiment: an environment trained by a learner
+// under several replay methods, several seeds each. Every run is the runtime's deterministic mode (one
+// actor and the learner in lockstep), so a seed always gives the same run.
+type Config struct {
+	// Name labels the experiment ("pendulum-td3").
+	Name string `json:"name"`
+	// Base is the training configuration every run starts from (Env, Algo,
+	// Steps, network, evaluation); Sampler and Seed are set per run, and
+	// Actors = 1 with Deterministic on.
+	Base runtime.TrainConfig `json:"base"`
+	// Samplers are the replay methods compared (sampler.Methods).
+	Samplers []string `json:"samplers"`
+	// Seeds are the runs' seeds, the same for every method.
+	Seeds []uint64 `json:"seeds"`
+	// Workers is the number of runs trained at once (>= 1).
+	Workers int `json:"workers"`
+	// TailEvals is the number of last periodic evaluations averaged into
+	// each run's Tail (the paper reports the mean of the last 10
+	// evaluations; a single final evaluation of an unstable learner such
+	// as DQN on CartPole swings widely).
+	TailEvals int `json:"tail_evals"`
+	// Threshold, if set, is a return: each run reports the environment
+	// steps its periodic evaluations took to first reach it (TER's "steps
+	// to a normalised return of 0.9").
+	Threshold *float64 `json:"threshold,omitempty"`
+	// Floor, if set, is the return the prioritized arms named in
+	// FloorArms must reach on their median seed (the issue's −200 for
+	// Pendulum's LAP and PAL).
+	Floor     float64  `json:"floor,omitempty"`
+	FloorArms []string `json:"floor_arms,omitempty"`
+}
+
+// Validate reports a config that cannot run.
+func (c *Config) Validate() error {
+	switch {
+	case len(c.Samplers) == 0:
+		return errors.New("control: no samplers to compare")
+	case len(c.Seeds) < 2:
+		return fmt.Errorf("control: %d seeds: a confidence interval needs at least 2", len(c.Seeds))
+	case c.Workers < 1:
+		return fmt.Errorf("control: Workers must be >= 1, got %d", c.Workers)
+	case c.TailEvals < 1:
+		return fmt.Errorf("control: TailEvals must be >= 1, got %d", c.TailEvals)
+	case c.Base.Steps <= 0:
+		return fmt.Errorf("control: Base.Steps must be > 0 (the runs are deterministic), got %d", c.Base.Steps)
+	}
+	for _, a := range c.FloorArms {
+		if !slices.Contains(c.Samplers, a) {
+			return fmt.Errorf("control: FloorArms names %q, which is not among the samplers %v", a, c.Samplers)
+		}
+	}
+	return nil
+}
+
+// Trial is one training run.
+type Trial struct {
+	Sampler string  `json:"sampler"`
+	Seed    uint64  `json:"seed"`
+	Final   float64 `json:"final_return"` // the final evaluation's mean return
+	// Tail is the mean of the last TailEvals periodic evaluations (fewer
+	// if the run made fewer).
+	Tail    float64             `json:"tail_return"`
+	Curve   []runtime.EvalPoint `json:"curve"`
+	Seconds float64             `json:"seconds"` // wall time of the run
+	// SampleShare and WriteBackShare are the fractions of the learner's
+	// step time spent in the stage's Sample (with its weights) and in its
+	// priority write-back.
+	SampleShare    float64 `json:"sample_share"`
+	WriteBackShare float64 `json:"write_back_share"`
+	// LearnerSeconds is the learner's total step time.
+	LearnerSeconds float64 `json:"learner_seconds"`
+	// StepsTo is the environment steps at the first periodic evaluation
+	// that reached Config.Threshold, or −1 if none did (or no threshold).
+	StepsTo int64 `json:"steps_to_threshold"`
+}
+
+// Arm summarises one method over the seeds.
+type Arm struct {
+	Sampler string    `json:"sampler"`
+	Finals  []float64 `json:"finals"` // per seed, in Seeds order
+	Mean    float64   `json:"mean"`
+	// CI95 is the half-width of the 95% confidence interval of the mean
+	// (Student's t with len(Finals)−1 degrees of freedom).
+	CI95   float64 `json:"ci95"`
+	Median float64 `json:"median"`
+	// Tails are the runs' Tail returns; TailMean ± TailCI95 their mean and
+	// 95% confidence interval.
+	Tails    []float64 `json:"tails"`
+	TailMean float64   `json:"tail_mean"`
+	TailCI95 float64   `json:"tail_ci95"`
+	// Seconds is the mean wall time of a run; ReplayShare the mean share of
+	// learner time in sampling and write-back, split in SampleShare and
+	// WriteBackShare.
+	Seconds        float64 `json:"seconds"`
+	ReplayShare    float64 `json:"replay_share"`
+	SampleShare    float64 `json:"sample_share"`
+	WriteBackShare float64 `json:"write_back_share"`
+	// StepsTo are the runs' Trial.StepsTo; MedianStepsTo their median with
+	// the runs that never reached the threshold counted as infinitely
+	// late (+Inf when half or more never did); Reached counts those that
+	// did.
+	StepsTo       []int64 `json:"steps_to_threshold,omitempty"`
+	MedianStepsTo float64 `json:"median_steps_to_threshold,omitempty"`
+	Reached       int     `json:"reached_threshold,omitempty"`
+	// Curve is the mean over seeds of the evaluation curve, by learner
+	// step.
+	Curve []runtime.EvalPoint `json:"curve"`
+}
+
+// Result is what Run returns.
+type Result struct {
+	Config Config  `json:"config"`
+	Arms   []Arm   `json:"arms"`
+	Runs   []Trial `json:"runs"`
+	// Checks lists the acceptance checks and whether each held.
+	Checks []Check `json:"checks"`
+}
+
+// Check is one acceptance statement and its outcome.
+type Check struct {
+	What string `json:"what"`
+	OK   bool   `json:"ok"`
+}
+
+// Run trains every (sampler, seed) pair of cfg, Workers at a time,
+// and summarises them. onRun, if not nil, is called after each run (from
+// the goroutine that ran it, one call at a time). It stops at ctx's end or
+// the first failed run, having waited for the runs in flight.
+func Run(ctx context.Context, cfg Config, onRun func(Trial)) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	type job struct{ arm, seed int }
+	jobs := make(chan job)
+	runs := make([][]Trial, len(cfg.Samplers))
+	for i := range runs {
+		runs[i] = make([]Trial, len(cfg.Seeds))
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for range cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				r, err := trainOne(ctx, cfg, cfg.Samplers[j.arm], cfg.Seeds[j.seed])
+				mu.Lock()
+				if err != nil {
+					if firstErr == nil {
+						firstErr = err
+					}
+					cancel()
+				} else {
+					runs[j.arm][j.seed] = r
+					if onRun != nil {
+						onRun(r)
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+feed:
+	for s := range cfg.Seeds { // seed-major: every arm progresses together
+		for a := range cfg.Samplers {
+			select {
+			case jobs <- job{a, s}:
+			case <-ctx.Done():
+				break feed
+			}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res := &Result{Config: cfg}
+	for a, name := range cfg.Samplers {
+		res.Arms = append(res.Arms, summarise(name, runs[a]))
+		res.Runs = append(res.Runs, runs[a]...)
+	}
+	res.Checks = checks(cfg, res.Arms)
+	return res, nil
+}
+
+// trainOne trains one deterministic run.
+func trainOne(ctx context.Context, cfg Config, sampler string, seed uint64) (Trial, error) {
+	tc := cfg.Base
+	tc.Sampler, tc.Seed, tc.Actors, tc.Deterministic, tc.Duration = sampler, seed, 1, true, 0
+	tc.StopWhenSolved, tc.TargetReturn, tc.Checkpoint = false, 0, ""
+	start := time.Now()
+	tr, err := runtime.NewTrainer(tc)
+	if err != nil {
+		return Trial{}, fmt.Errorf("control: %s seed %d: %w", sampler, seed, err)
+	}
+	out, err := tr.Run(ctx)
+	if err != nil {
+		return Trial{}, fmt.Errorf("control: %s seed %d: %w", sampler, seed, err)
+	}
+	tm := tr.Stats().Learner.Timing
+	// The curve ends with the final evaluation; the ones before it are
+	// the periodic evaluations.
+	periodic := out.Curve[:max(len(out.Curve)-1, 0)]
+	tail := periodic[max(len(periodic)-cfg.TailEvals, 0):]
+	var tailSum float64
+	for _, p := range tail {
+		tailSum += p.MeanReturn / float64(len(tail))
+	}
+	stepsTo := int64(-1)
+	if cfg.Threshold != nil {
+		for _, p := range periodic {
+			if p.MeanReturn >= *cfg.Threshold {
+				stepsTo = p.EnvSteps
+				break
+			}
+		}
+	}
+	r := Trial{Sampler: sampler, Seed: seed, Final: out.FinalReturn, Tail: tailSum, Curve: out.Curve, StepsTo: stepsTo,
+		Seconds: time.Since(start).Seconds(), LearnerSeconds: tm.Steps.Seconds()}
+	if tm.Steps > 0 {
+		r.SampleShare = float64(tm.Sample) / float64(tm.Steps)
+		r.WriteBackShare = float64(tm.WriteBack) / float64(tm.Steps)
+	}
+	return r, nil
+}
+
+// summarise reduces one arm's runs.
+func summarise(name string, runs []Trial) Arm {
+	arm := Arm{Sampler: name}
+	for _, r := range runs {
+		arm.Finals = append(arm.Finals, r.Final)
+		arm.Tails = append(arm.Tails, r.Tail)
+		arm.StepsTo = append(arm.StepsTo, r.StepsTo)
+		if r.StepsTo >= 0 {
+			arm.Reached++
+		}
+		arm.Seconds += r.Seconds / float64(len(runs))
+		arm.SampleShare += r.SampleShare / float64(len(runs))
+		arm.WriteBackShare += r.WriteBackShare / float64(len(runs))
+	}
+	arm.ReplayShare = arm.SampleShare + arm.WriteBackShare
+	arm.Mean, arm.CI95 = meanCI(arm.Finals)
+	arm.Median = median(arm.Finals)
+	arm.TailMean, arm.TailCI95 = meanCI(arm.Tails)
+	late := make([]float64, len(arm.StepsTo))
+	for i, s := range arm.StepsTo {
+		late[i] = float64(s)
+		if s < 0 {
+			late[i] = math.Inf(1)
+		}
+	}
+	arm.MedianStepsTo = median(late)
+	// Mean curve over the evaluation points every run shares (the same
+	// learner steps: the runs are lockstep with the same schedule).
+	n := len(runs[0].Curve)
+	for _, r := range runs {
+		n = min(n, len(r.Curve))
+	}
+	for i := range n {
+		p := runtime.EvalPoint{LearnerSteps: runs[0].Curve[i].LearnerSteps}
+		for _, r := range runs {
+			p.MeanReturn += r.Curve[i].MeanReturn / float64(len(runs))
+			p.EnvSteps += r.Curve[i].EnvSteps / int64(len(runs))
+			p.Seconds += r.Curve[i].Seconds / float64(len(runs))
+		}
+		arm.Curve = append(arm.Curve, p)
+	}
+	return arm
+}
+
+// meanCI returns the mean of xs and the half-width of its 95% confidence
+// interval, t(0.975, n−1)·s/√n.
+func meanCI(xs []float64) (m, ci float64) {
+	n := float64(len(xs))
+	m = mean(xs)
+	var ss float64
+	for _, x := range xs {
+		ss += (x - m) * (x - m)
+	}
+	sd := math.Sqrt(ss / (n - 1))
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: n - 1}.Quantile(0.975)
+	return m, t * sd / math.Sqrt(n)
+}
+
+// checks states the issue's acceptance for cfg's FloorArms: the floor on
+// their median seed, and each not below uniform beyond the confidence
+// intervals (its interval's top under uniform's interval's bottom).
+func checks(cfg Config, arms []Arm) []Check {
+	var out []Check
+	byName := map[string]Arm{}
+	for _, a := range arms {
+		byName[a.Sampler] = a
+	}
+	for _, name := range cfg.FloorArms {
+		a := byName[name]
+		out = append(out, Check{What: fmt.Sprintf("%s: median final return %.1f >= %g", name, a.Median, cfg.Floor), OK: a.Median >= cfg.Floor})
+	}
+	u, ok := byName["uniform"]
+	if !ok {
+		return out
+	}
+	for _, name := range cfg.FloorArms {
+		a := byName[name]
+		hi, lo := a.Mean+a.CI95, u.Mean-u.CI95
+		out = append(out, Check{What: fmt.Sprintf("%s not below uniform beyond the CIs: %.1f+%.1f vs %.1f-%.1f", a.Sampler, a.Mean, a.CI95, u.Mean, u.CI95),
+			OK: hi >= lo})
+	}
+	return out
+}
+
+func mean(xs []float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+func median(xs []float64) float64 {
+	c := slices.Clone(xs)
+	slices.Sort(c)
+	n := len(c)
+	if n%2 == 1 {
+		return c[n/2]
+	}
+	return (c[n/2-1] + c[n/2]) / 2
+}
