@@ -46,6 +46,12 @@ type Options struct {
 	// Seed seeds the suite's random streams; 0 selects a fixed default. It
 	// is printed with every failure.
 	Seed uint64
+	// StateHash gives the suite's buffers the state-hash columns
+	// (buffer.Config.StateHash), for stages that index states (TER). Insert
+	// then files item id under state id mod 8 with next state (id+1) mod 8,
+	// the step into state 0 a termination, so the items form a ring with
+	// one terminal state.
+	StateHash bool
 }
 
 // DefaultSeed is the suite's seed when Options.Seed is 0.
@@ -96,9 +102,21 @@ func Items(first, n int, prio []float64) *buffer.Transitions {
 }
 
 // Insert inserts Items(first, n, prio) into buf and fails the test on error.
+// If buf stores state hashes it fills them (see Options.StateHash).
 func Insert(t testing.TB, buf *buffer.Buffer, first, n int, prio []float64) {
 	t.Helper()
-	if err := buf.Insert(Items(first, n, prio)); err != nil {
+	items := Items(first, n, prio)
+	if buf.Config().StateHash {
+		items.StateHash, items.NextStateHash, items.Flags = make([]uint64, n), make([]uint64, n), make([]uint32, n)
+		for i := range n {
+			id := uint64(first + i)
+			items.StateHash[i], items.NextStateHash[i] = id%8, (id+1)%8
+			if (id+1)%8 == 0 {
+				items.Flags[i] = buffer.FlagTerminal
+			}
+		}
+	}
+	if err := buf.Insert(items); err != nil {
 		t.Fatalf("samplertest: Insert(%d items from id %d): %v", n, first, err)
 	}
 }
@@ -174,13 +192,24 @@ func ChiSquare(t testing.TB, seed uint64, counts []int, probs []float64) {
 }
 
 // Run runs the conformance suite against the stages newSel builds. Each
-// subtest uses fresh buffers from NewBuffer.
+// subtest uses fresh buffers from NewBuffer (with the state-hash columns
+// if opt.StateHash).
 func Run(t *testing.T, newSel Factory, opt Options) {
 	seed := opt.Seed
 	if seed == 0 {
 		seed = DefaultSeed
 	}
 	rngFor := func(i uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, i)) }
+	newBuf := func(t *testing.T, capacity int) *buffer.Buffer {
+		t.Helper()
+		c := Config(capacity)
+		c.StateHash = opt.StateHash
+		b, err := buffer.New(c)
+		if err != nil {
+			t.Fatalf("samplertest: buffer.New: %v", err)
+		}
+		return b
+	}
 	build := func(t *testing.T, buf *buffer.Buffer) sampler.Selector {
 		t.Helper()
 		s := newSel(t, buf)
@@ -195,14 +224,14 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 	}
 
 	t.Run("String", func(t *testing.T) {
-		s := build(t, NewBuffer(t, 8))
+		s := build(t, newBuf(t, 8))
 		if s.String() == "" {
 			t.Fatal("String() is empty")
 		}
 	})
 
 	t.Run("SampleErrors", func(t *testing.T) {
-		buf := NewBuffer(t, 16)
+		buf := newBuf(t, 16)
 		s := build(t, buf)
 		rng := rngFor(1)
 		if err := s.Sample(rng, buf.NewBatch(4)); !errors.Is(err, buffer.ErrEmpty) {
@@ -223,7 +252,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 	})
 
 	t.Run("UpdateRejectsBadInput", func(t *testing.T) {
-		buf := NewBuffer(t, 16)
+		buf := newBuf(t, 16)
 		s := build(t, buf)
 		Insert(t, buf, 0, 16, nil)
 		b := buf.NewBatch(4)
@@ -262,7 +291,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 	})
 
 	t.Run("RowsValid", func(t *testing.T) {
-		buf := NewBuffer(t, 64)
+		buf := newBuf(t, 64)
 		s := build(t, buf)
 		rng := rngFor(3)
 		var prio []float64
@@ -311,7 +340,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 	})
 
 	t.Run("UpdateStoresPriority", func(t *testing.T) {
-		buf := NewBuffer(t, 32)
+		buf := newBuf(t, 32)
 		s := build(t, buf)
 		rng := rngFor(4)
 		Insert(t, buf, 0, 32, nil)
@@ -340,7 +369,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 	})
 
 	t.Run("StaleUpdatesDropped", func(t *testing.T) {
-		buf := NewBuffer(t, 32)
+		buf := newBuf(t, 32)
 		s := build(t, buf)
 		rng := rngFor(5)
 		Insert(t, buf, 0, 32, nil)
@@ -369,7 +398,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 
 	t.Run("Deterministic", func(t *testing.T) {
 		run := func() (refs []buffer.Ref, probs []float64) {
-			buf := NewBuffer(t, 64)
+			buf := newBuf(t, 64)
 			s := build(t, buf)
 			rng := rngFor(6)
 			Insert(t, buf, 0, 40, nil)
@@ -402,7 +431,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 
 	if opt.PriorityBased {
 		t.Run("ZeroPriorityNeverSampled", func(t *testing.T) {
-			buf := NewBuffer(t, 64)
+			buf := newBuf(t, 64)
 			s := build(t, buf)
 			rng := rngFor(7)
 			prio := make([]float64, 64)
@@ -433,7 +462,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 		})
 
 		t.Run("AllZeroPriorities", func(t *testing.T) {
-			buf := NewBuffer(t, 16)
+			buf := newBuf(t, 16)
 			s := build(t, buf)
 			Insert(t, buf, 0, 16, make([]float64, 16))
 			if err := s.Sample(rngFor(8), buf.NewBatch(4)); !errors.Is(err, buffer.ErrZeroMass) {
@@ -443,7 +472,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 	}
 
 	t.Run("PriorityMonotone", func(t *testing.T) {
-		buf := NewBuffer(t, 8)
+		buf := newBuf(t, 8)
 		s := build(t, buf)
 		prev := math.Inf(-1)
 		for _, d := range []float64{0, 1e-9, 1e-3, 0.5, 1, 2, 10, 1e3} {
@@ -459,7 +488,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 	})
 
 	t.Run("Weights", func(t *testing.T) {
-		buf := NewBuffer(t, 64)
+		buf := newBuf(t, 64)
 		s := build(t, buf)
 		w, ok := s.(sampler.Weighter)
 		if !ok {
@@ -503,7 +532,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 	})
 
 	t.Run("ConcurrentInserts", func(t *testing.T) {
-		buf := NewBuffer(t, 256)
+		buf := newBuf(t, 256)
 		s := build(t, buf)
 		Insert(t, buf, 0, 256, nil)
 		rng := rngFor(10)
