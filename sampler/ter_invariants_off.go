@@ -1,0 +1,6 @@
+//go:build !invariants
+
+package sampler
+
+// terInvariants: see ter_invariants_on.go.
+const terInvariants = false
