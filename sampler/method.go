@@ -8,7 +8,7 @@ import (
 )
 
 // Methods lists the replay methods NewMethod builds, by name.
-var Methods = []string{"uniform", "per", "rank", "lap", "pal"}
+var Methods = []string{"uniform", "per", "rank", "lap", "pal", "ter"}
 
 // Method is a replay method as the learner uses it: a selection stage
 // paired with the loss its expected gradient was derived for (Fujimoto et
@@ -85,10 +85,14 @@ type MethodConfig struct {
 	// LAP configures "lap" and "pal" (the same Alpha and K, so the two
 	// are each other's twin); nil means DefaultLAPConfig().
 	LAP *LAPConfig
+	// TER configures "ter"; nil means DefaultTERConfig(BetaSteps). The
+	// buffer must store state hashes (buffer.Config.StateHash).
+	TER *TERConfig
 	// BetaSteps is the learner steps over which the default PER and rank
 	// configurations anneal beta to 1.
 	BetaSteps int64
-	// NoIS drops the importance weights of "per" and "rank" (Weighter nil).
+	// NoIS drops the importance weights of "per", "rank" and "ter" (the
+	// PER rows of ter; Weighter nil).
 	// With an MSE loss that pairing is biased (Theorem 3: it behaves like a
 	// uniform loss on |δ|^(2+alpha)); NewMethod allows it with a warning.
 	NoIS bool
@@ -102,6 +106,7 @@ type MethodConfig struct {
 //	rank     Rank, cfg.Loss, importance weights (unless NoIS)
 //	lap      LAP, Huber(K), no importance weights
 //	pal      PAL (uniform selection), PAL(K, Alpha) loss scaled by 1/λ̂
+//	ter      TER, cfg.Loss, importance weights on its PER rows (unless NoIS)
 //
 // The PAL loss is refused with any other stage (it is only the uniform twin
 // of LAP with its normaliser), and a loss other than their own is refused
@@ -121,13 +126,13 @@ func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error
 	}
 	m := Method{Name: name, Loss: cfg.Loss}
 	switch name {
-	case "uniform", "per", "rank":
+	case "uniform", "per", "rank", "ter":
 		if cfg.Loss.Kind == model.PAL {
 			return Method{}, fmt.Errorf("%w: method %q: the PAL loss is paired with uniform selection and its batch normaliser only: use method \"pal\"", buffer.ErrConfig, name)
 		}
 	case "lap", "pal":
 		if cfg.NoIS {
-			return Method{}, fmt.Errorf("%w: method %q: NoIS is for per and rank (%s has no importance weights)", buffer.ErrConfig, name, name)
+			return Method{}, fmt.Errorf("%w: method %q: NoIS is for per, rank and ter (%s has no importance weights)", buffer.ErrConfig, name, name)
 		}
 		want := model.Loss{Kind: model.Huber, Delta: lap.K}
 		if name == "pal" {
@@ -164,6 +169,16 @@ func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error
 			return Method{}, err
 		}
 		m.Selector, m.Weighter = r, r
+	case "ter":
+		c := DefaultTERConfig(cfg.BetaSteps)
+		if cfg.TER != nil {
+			c = *cfg.TER
+		}
+		t, err := NewTER(buf, c)
+		if err != nil {
+			return Method{}, err
+		}
+		m.Selector, m.Weighter = t, t
 	case "lap":
 		l, err := NewLAP(buf, lap)
 		if err != nil {
@@ -177,7 +192,7 @@ func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error
 		}
 		m.Selector, m.Weighter, m.Normalizer = p, p, p
 	}
-	if (name == "per" || name == "rank") && cfg.NoIS {
+	if (name == "per" || name == "rank" || name == "ter") && cfg.NoIS {
 		m.Weighter = nil
 		if m.Loss.Kind == model.MSE {
 			m.Warnings = append(m.Warnings, fmt.Sprintf("method %q with an MSE loss and no importance weights is biased toward outliers "+
