@@ -84,7 +84,7 @@ func algoFor(algo, env string, space envs.Space) (string, error) {
 
 // bufferConfig is the replay layout cfg needs for env's spaces.
 func bufferConfig(cfg TrainConfig, obsDim int, space envs.Space) buffer.Config {
-	c := buffer.Config{Capacity: cfg.Capacity, ObsDim: obsDim, Episode: true}
+	c := buffer.Config{Capacity: cfg.Capacity, ObsDim: obsDim, Episode: true, StateHash: cfg.Sampler == "ter"}
 	switch s := space.(type) {
 	case envs.Discrete:
 		c.NumActions = s.N
@@ -114,6 +114,19 @@ func methodConfig(cfg TrainConfig, betaSteps int64) (sampler.MethodConfig, error
 		if cfg.Sampler == "lap" || cfg.Sampler == "pal" {
 			mc.Loss = model.Loss{} // the method derives its own from Alpha and K
 		}
+	}
+	if cfg.Sampler == "ter" {
+		t := sampler.DefaultTERConfig(betaSteps)
+		if cfg.TEREta != 0 {
+			t.Eta = cfg.TEREta
+		}
+		if cfg.TERRoots != 0 {
+			t.Roots = cfg.TERRoots
+		}
+		if cfg.TERPreds != 0 {
+			t.Preds = cfg.TERPreds
+		}
+		mc.TER = &t
 	}
 	return mc, nil
 }

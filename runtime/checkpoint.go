@@ -198,8 +198,9 @@ func sameShape(a, b TrainConfig) error {
 		return fmt.Errorf("sampler %s cannot change to %s on resume", a.Sampler, b.Sampler)
 	case a.Algo != b.Algo && b.Algo != "":
 		return fmt.Errorf("algo %s cannot change to %s on resume", a.Algo, b.Algo)
-	case a.Loss != b.Loss, a.LAPAlpha != b.LAPAlpha, a.LAPK != b.LAPK, a.Tau != b.Tau, a.NoIS != b.NoIS:
-		return errors.New("the method's settings (loss, lap alpha and k, tau, no-is) cannot change on resume")
+	case a.Loss != b.Loss, a.LAPAlpha != b.LAPAlpha, a.LAPK != b.LAPK, a.Tau != b.Tau, a.NoIS != b.NoIS,
+		a.TEREta != b.TEREta, a.TERRoots != b.TERRoots, a.TERPreds != b.TERPreds:
+		return errors.New("the method's settings (loss, lap alpha and k, tau, no-is, ter eta/roots/preds) cannot change on resume")
 	case a.Capacity != b.Capacity, a.Dueling != b.Dueling, fmt.Sprint(a.Hidden) != fmt.Sprint(b.Hidden),
 		a.Batch != b.Batch, a.LR != b.LR, a.Seed != b.Seed, a.NStep != b.NStep, a.Gamma != b.Gamma:
 		return errors.New("the replay, model and learner settings (capacity, hidden, dueling, batch, lr, seed, n-step, gamma) cannot change on resume")

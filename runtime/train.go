@@ -63,6 +63,15 @@ type TrainConfig struct {
 	// that pairing is biased (Fujimoto et al. 2020, Theorem 3); the run is
 	// allowed and Trainer.Warnings says so.
 	NoIS bool `json:"no_is,omitempty"`
+	// TEREta, TERRoots and TERPreds configure ter: the share of each batch
+	// drawn by PER (floor(eta·B)), the terminal vertices each sweep starts
+	// from, and the predecessors each expanded vertex contributes; 0 means
+	// 0.5, 8 and 3 (sampler.DefaultTERConfig). A TER run stores state codes
+	// (exact ones where the environment has them, a random projection
+	// otherwise).
+	TEREta   float64 `json:"ter_eta,omitempty"`
+	TERRoots int     `json:"ter_roots,omitempty"`
+	TERPreds int     `json:"ter_preds,omitempty"`
 	// LAPAlpha and LAPK are lap's and pal's alpha and k; 0 means 0.4 and 1.
 	LAPAlpha float64 `json:"lap_alpha,omitempty"`
 	LAPK     float64 `json:"lap_k,omitempty"`

@@ -52,6 +52,9 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Loss, "loss", "", "per-sample loss of the uniform, per and rank methods: huber, mse or l1 (empty: dqn huber, td3 mse; lap and pal fix theirs)")
 	fs.BoolVar(&cfg.NoIS, "no-is", false, "per and rank without importance weights (with -loss=mse a biased pairing: allowed, with a warning)")
 	fs.Float64Var(&cfg.LAPAlpha, "lap-alpha", 0, "alpha of lap and pal (0: 0.4)")
+	fs.Float64Var(&cfg.TEREta, "ter-eta", 0, "ter: share of each batch drawn by PER, floor(eta*B) rows (0: 0.5)")
+	fs.IntVar(&cfg.TERRoots, "ter-roots", 0, "ter: terminal vertices each reverse sweep starts from (0: 8)")
+	fs.IntVar(&cfg.TERPreds, "ter-preds", 0, "ter: predecessors each expanded vertex contributes (0: 3)")
 	fs.Float64Var(&cfg.LAPK, "lap-k", 0, "k of lap and pal (0: 1)")
 	fs.Float64Var(&cfg.Tau, "tau", 0, "Polyak rate of the target networks (0: dqn hard copies every 500 steps, td3 0.005)")
 	fs.Float64Var(&cfg.Epsilon, "epsilon", 0, "every dqn actor's exploration rate (0: Ape-X's per-actor schedule 0.4^(1+7i/(N-1)))")
@@ -159,6 +162,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 				"replay-ratio": func() { c.ReplayRatio = cfg.ReplayRatio }, "deterministic": func() { c.Deterministic = cfg.Deterministic },
 				"algo": func() { c.Algo = cfg.Algo }, "loss": func() { c.Loss = cfg.Loss }, "lap-alpha": func() { c.LAPAlpha = cfg.LAPAlpha },
 				"lap-k": func() { c.LAPK = cfg.LAPK }, "tau": func() { c.Tau = cfg.Tau }, "no-is": func() { c.NoIS = cfg.NoIS },
+				"ter-eta": func() { c.TEREta = cfg.TEREta }, "ter-roots": func() { c.TERRoots = cfg.TERRoots }, "ter-preds": func() { c.TERPreds = cfg.TERPreds },
 			} {
 				if set[name] { // shaping flags reach ResumeTrainer, which refuses a change
 					apply()
