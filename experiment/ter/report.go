@@ -85,7 +85,8 @@ func writeAligned(b *strings.Builder, rows [][]string) {
 	}
 }
 
-// WriteJSON writes v (an *NChainResult) as indented JSON to path.
+// WriteJSON writes v (an *NChainResult or *CostResult) as indented JSON to
+// path.
 func WriteJSON(v any, path string) error {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
