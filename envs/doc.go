@@ -1,9 +1,11 @@
 // Package envs holds apex's environments behind one small interface, Env:
 // Gymnasium's classic control tasks (CartPole-v1, Acrobot-v1,
 // MountainCar-v0, MountainCarContinuous-v0, Pendulum-v1) with Gymnasium's
-// published dynamics, constants and time limits, and three discrete tasks
-// for the replay papers: TER's NChain, PER's Blind Cliffwalk and a symbolic
-// key-door grid (DoorKey-like).
+// published dynamics, constants and time limits, three discrete tasks for
+// the replay papers (TER's NChain, PER's Blind Cliffwalk and a symbolic
+// key-door grid, DoorKey-like), and LQR-v0, a one-dimensional
+// linear-quadratic regulator whose optimal policy is known in closed form
+// (LQRGain).
 //
 // The package depends on the standard library only. It starts no
 // goroutines and reads no clock; all randomness comes from a per-instance
@@ -38,9 +40,10 @@
 //     ErrNeedsReset.
 //  5. Send actions in the action space. Discrete environments reject an
 //     out-of-range Index (ErrInvalidAction); they are never clipped. The
-//     two continuous tasks (Pendulum-v1, MountainCarContinuous-v0) clip a
-//     finite out-of-range value exactly as Gymnasium does, and reject NaN,
-//     ±Inf and vectors of the wrong length.
+//     continuous tasks (Pendulum-v1, MountainCarContinuous-v0, LQR-v0)
+//     clip a finite out-of-range value (the first two exactly as
+//     Gymnasium does), and reject NaN, ±Inf and vectors of the wrong
+//     length.
 //
 // # Observations
 //
@@ -61,7 +64,8 @@
 //
 // # Costs
 //
-// Reset and Step are O(1) for the classic control tasks and O(size of the
-// observation) for the one-hot discrete tasks; each allocates one
-// observation slice. ObservationSpace and a Box ActionSpace return copies.
+// Reset and Step are O(1) for the classic control tasks and LQR-v0, and
+// O(size of the observation) for the one-hot discrete tasks; each
+// allocates one observation slice. ObservationSpace and a Box ActionSpace
+// return copies.
 package envs

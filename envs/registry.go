@@ -20,6 +20,7 @@ var registry = map[string]func(opts ...Option) (Env, error){
 	"KeyDoor-Random": func(o ...Option) (Env, error) {
 		return asEnv(NewKeyDoor(append([]Option{WithRandomLayout()}, o...)...))
 	},
+	"LQR-v0": func(o ...Option) (Env, error) { return asEnv(NewLQR(o...)) },
 }
 
 // asEnv converts a constructor's result, so that a failed construction
@@ -49,6 +50,7 @@ func asEnv[T Env](e T, err error) (Env, error) {
 //	BlindCliffwalk            PER's Blind Cliffwalk (WithSize: n, default 10)
 //	KeyDoor                   the key-door grid, fixed layout (WithSize: side, default 6)
 //	KeyDoor-Random            the key-door grid, a random layout at every Reset
+//	LQR-v0                    a 1-D linear-quadratic regulator (WithLQR: LQRParams)
 func Make(name string, opts ...Option) (Env, error) {
 	mk, ok := registry[name]
 	if !ok {
@@ -77,9 +79,10 @@ const (
 	optSize
 	optRandomLayout
 	optGoalReward
+	optLQR
 )
 
-var optionNames = []string{"WithMaxSteps", "WithSize", "WithRandomLayout", "WithGoalReward"}
+var optionNames = []string{"WithMaxSteps", "WithSize", "WithRandomLayout", "WithGoalReward", "WithLQR"}
 
 // options is what the Option functions fill in.
 type options struct {
@@ -88,6 +91,7 @@ type options struct {
 	size         int
 	randomLayout bool
 	goalReward   float64
+	lqr          LQRParams
 }
 
 // WithMaxSteps replaces the environment's time limit (MaxEpisodeSteps) by
@@ -113,6 +117,12 @@ func WithRandomLayout() Option {
 // time limit, TER's +MAXSTEPS). It must be finite.
 func WithGoalReward(r float64) Option {
 	return func(o *options) { o.set |= optGoalReward; o.goalReward = r }
+}
+
+// WithLQR sets LQR-v0's parameters (start from DefaultLQRParams and change
+// fields). NewLQR validates them (LQRParams.Validate).
+func WithLQR(p LQRParams) Option {
+	return func(o *options) { o.set |= optLQR; o.lqr = p }
 }
 
 // parseOptions applies opts and rejects options that env does not accept

@@ -13,7 +13,7 @@ import (
 func TestNames(t *testing.T) {
 	want := []string{
 		"Acrobot-v1", "BlindCliffwalk", "CartPole-v1", "KeyDoor", "KeyDoor-Random",
-		"MountainCar-v0", "MountainCarContinuous-v0", "NChain", "Pendulum-v1",
+		"LQR-v0", "MountainCar-v0", "MountainCarContinuous-v0", "NChain", "Pendulum-v1",
 	}
 	if got := envs.Names(); !slices.Equal(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
@@ -68,7 +68,7 @@ func TestDefaultLimits(t *testing.T) {
 	for name, want := range map[string]int{
 		"CartPole-v1": 500, "Acrobot-v1": 500, "MountainCar-v0": 200,
 		"MountainCarContinuous-v0": 999, "Pendulum-v1": 200, "NChain": 800,
-		"BlindCliffwalk": 0, "KeyDoor": 360, "KeyDoor-Random": 360,
+		"BlindCliffwalk": 0, "KeyDoor": 360, "KeyDoor-Random": 360, "LQR-v0": 200,
 	} {
 		env, _ := envs.Make(name)
 		if got := env.MaxEpisodeSteps(); got != want {

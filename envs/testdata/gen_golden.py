@@ -3,10 +3,11 @@
 
 An independent numpy transcription of each environment's published
 dynamics (Gymnasium 1.0 classic_control, TER's NChain, PER's Blind
-Cliffwalk, apex's symbolic key-door grid), written from the equations and
-not from the Go code. It also transcribes the only Go randomness the
-environments use: math/rand/v2's PCG (128-bit LCG, DXSM output), its
-Float64 and IntN, seeded as envs seeds it (hi = seed, lo = splitmix64(seed)).
+Cliffwalk, apex's symbolic key-door grid and LQR-v0), written from the
+equations and not from the Go code. It also transcribes the only Go
+randomness the environments use: math/rand/v2's PCG (128-bit LCG, DXSM
+output), its Float64 and IntN, seeded as envs seeds it (hi = seed,
+lo = splitmix64(seed)).
 
 Run from the repository root (Debian's python3 with python3-numpy):
 
@@ -388,6 +389,29 @@ class KeyDoor:
         return self.obs(), (self.goal_reward if term else -1.0), term
 
 
+# ------------------------------------------------------------------ LQR-v0
+
+
+class LQR:
+    """x' = clip(a x + b u, +-x_max), u = clip(action, +-u_max),
+    r = -(q x^2 + r u^2) on x and the clipped u; x_0 ~ U[-x0, x0)."""
+
+    name = "LQR-v0"
+    limit = 200
+    a, b, q, r, u_max, x_max, x0 = 1.0, 1.0, 1.0, 1.0, 2.0, 3.0, 2.0
+
+    def reset(self, rng):
+        self.x = rng.uniform(-self.x0, self.x0)
+        return [self.x]
+
+    def step(self, act):
+        u = min(max(act, -self.u_max), self.u_max)
+        x = self.x
+        cost = self.q * x * x + self.r * u * u
+        self.x = min(max(self.a * x + self.b * u, -self.x_max), self.x_max)
+        return [self.x], -cost, False
+
+
 # ------------------------------------------------------------------ driver
 
 
@@ -504,6 +528,18 @@ def cases():
     out["KeyDoor-Random-8"] = ("KeyDoor-Random", {"size": 8},
                                [rollout(kr, 38, random_discrete(5, 59)),          # reaches the goal at step 150
                                 rollout(kr, 20, random_discrete(5, 41), max_len=100)])
+
+    lq = LQR()
+    # The optimal gain for gamma = 0.99: K = gamma*P/(1 + gamma*P), P the positive
+    # root of 0.99 P^2 + (0.01 - 0.99) P - 1 = 0 (a = b = q = r = 1).
+    c1 = 0.01 - 0.99
+    p_star = (-c1 + math.sqrt(c1 * c1 + 4 * 0.99)) / (2 * 0.99)
+    k_star = 0.99 * p_star / (1 + 0.99 * p_star)
+    out[lq.name] = [
+        rollout(lq, 21, random_box(-2.5, 2.5, 60)),     # clipped actions, the walls at +-3
+        rollout(lq, 22, lambda o, t: -k_star * o[0]),    # the optimal linear policy
+        rollout(lq, 23, lambda o, t: 2.5 if o[0] >= 0 else -2.5, max_len=10),  # pinned at a wall: reward -13
+    ]
     return out
 
 
