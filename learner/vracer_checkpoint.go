@@ -1,0 +1,150 @@
+package learner
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+)
+
+// V-RACER checkpoint format, version 1, framed like the DQN's
+// (checkpoint.go). Integers are little endian.
+//
+//	magic    8 bytes "APEXVRCL"
+//	version  uint32 (1)
+//	hdrLen   uint32: length of the JSON header (at most 1 MiB)
+//	header   hdrLen bytes of JSON: vracerHeader (config, method name and
+//	         loss, step, beta, counters, RNG)
+//	crc      uint32 CRC-32C (Castagnoli) of every byte before it
+//	net      the network, model.Net.Save's format (own checksum)
+//	adam     the optimizer, model.Adam.Save's format (own checksum)
+//
+// The buffer is checkpointed by its own package. The REFER stage is not:
+// a stage built over a loaded buffer re-assembles the stored episodes
+// with rho = 1 and fresh Retrace targets; Load restores the controller
+// (the step k, hence c_max and the learning-rate scale, and beta), and the
+// first recount puts n_far right.
+const (
+	vracerMagic   = "APEXVRCL"
+	vracerVersion = 1
+)
+
+// vracerHeader is the JSON header of a V-RACER checkpoint.
+type vracerHeader struct {
+	Config VRACERConfig `json:"config"`
+	Method string       `json:"method"`
+	Steps  uint64       `json:"steps"`
+	// Beta is the stage's penalty coefficient after the last step.
+	Beta float64 `json:"beta"`
+	// RNG is the learner stream's PCG state (rand.PCG.MarshalBinary).
+	RNG   []byte      `json:"rng"`
+	Stats VRACERStats `json:"stats"`
+}
+
+// Save writes the learner's state to w: its configuration, the replay
+// method's name, its step count, the stage's beta, its counters and RNG
+// state, the network and Adam's moments (format above). Call it while
+// Step is not running. Cost: O(parameters).
+func (l *VRACER) Save(w io.Writer) error {
+	rng, err := l.pcg.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("learner: Save: %w", err)
+	}
+	st := l.Stats()
+	for _, f := range []*float64{&st.Loss, &st.PolicyLoss, &st.ValueLoss, &st.KLLoss, &st.MeanV, &st.MeanAbsAdv,
+		&st.MeanRho, &st.NearFraction, &st.MeanKL, &st.Std, &st.LR, &st.GradNorm, &st.Beta, &st.CMax, &st.FarFraction} {
+		*f = finite0(*f)
+	}
+	h := vracerHeader{Config: l.cfg, Method: l.m.Name, Steps: l.steps, Beta: l.stage.Beta(), RNG: rng, Stats: st}
+	// The optimizer is saved with the initial step size (each Step sets
+	// the annealed one), so its config matches the learner's on Load.
+	l.adam.SetLR(l.cfg.LR)
+	if err := writeHead(w, vracerMagic, vracerVersion, h); err != nil {
+		return fmt.Errorf("learner: Save: %w", err)
+	}
+	if err := l.net.Save(w); err != nil {
+		return fmt.Errorf("learner: Save: network: %w", err)
+	}
+	if err := l.adam.Save(w); err != nil {
+		return fmt.Errorf("learner: Save: optimizer: %w", err)
+	}
+	return nil
+}
+
+// Load restores a state written by Save into l, sets the stage's
+// controller to the saved step and beta (sampler.REFER.SetController),
+// and publishes the restored network (versioned by the restored step
+// count). It reads exactly the checkpoint's bytes from r.
+//
+// The checkpoint must come from a V-RACER learner with the same
+// configuration (after defaults), the same replay method name and the
+// same network shape (ErrMismatch otherwise). A stream that is not a
+// valid V-RACER checkpoint is an error wrapping ErrCorrupt; a network with
+// a NaN or infinite parameter, or non-zero std-parameter weights, is
+// refused. On any error l and the stage are left unchanged. Call it while
+// Step is not running. Cost: O(parameters).
+func (l *VRACER) Load(r io.Reader) error {
+	var h vracerHeader
+	if err := readHead(r, vracerMagic, vracerVersion, "a V-RACER learner", &h); err != nil {
+		return err
+	}
+	saved, err := h.Config.Validate()
+	if err != nil {
+		return errorf(ErrCorrupt, "saved config: %w", err)
+	}
+	if diff := configDiff(saved, l.cfg); diff != "" {
+		return errorf(ErrMismatch, "config differs: %s", diff)
+	}
+	if h.Method != l.m.Name {
+		return errorf(ErrMismatch, "method differs: saved %q, learner %q", h.Method, l.m.Name)
+	}
+	if !(h.Beta >= 0 && h.Beta <= 1) || h.Stats.Steps != h.Steps {
+		return errorf(ErrCorrupt, "beta %v, counters of %d steps for step count %d", h.Beta, h.Stats.Steps, h.Steps)
+	}
+	pcg := new(rand.PCG)
+	if err := pcg.UnmarshalBinary(h.RNG); err != nil {
+		return errorf(ErrCorrupt, "RNG state: %w", err)
+	}
+	net, err := loadNet(r, "network", l.net)
+	if err != nil {
+		return err
+	}
+	for _, k := range l.stdW {
+		if net.Params()[k] != 0 {
+			return errorf(ErrCorrupt, "network: the std parameters' weight %s is %g (must be 0)", net.Where(k), net.Params()[k])
+		}
+	}
+	l.adam.SetLR(l.cfg.LR) // as Save wrote it; Step sets the annealed rate
+	adam, err := loadAdam(r, "optimizer", l.adam, h.Steps)
+	if err != nil {
+		return err
+	}
+
+	// Everything read and checked: commit.
+	l.net.CopyFrom(net)
+	l.adam = adam
+	*l.pcg = *pcg
+	l.steps = h.Steps
+	l.stage.SetController(h.Steps, h.Beta)
+	c, s := &l.stats, h.Stats
+	c.steps.Store(h.Steps)
+	c.loss.Store(floatBits(s.Loss))
+	c.policyLoss.Store(floatBits(s.PolicyLoss))
+	c.valueLoss.Store(floatBits(s.ValueLoss))
+	c.klLoss.Store(floatBits(s.KLLoss))
+	c.meanV.Store(floatBits(s.MeanV))
+	c.meanAbsAdv.Store(floatBits(s.MeanAbsAdv))
+	c.meanRho.Store(floatBits(s.MeanRho))
+	c.nearFrac.Store(floatBits(s.NearFraction))
+	c.meanKL.Store(floatBits(s.MeanKL))
+	c.std.Store(floatBits(s.Std))
+	c.lr.Store(floatBits(s.LR))
+	c.gradNorm.Store(floatBits(s.GradNorm))
+	c.beta.Store(floatBits(l.stage.Beta()))
+	c.cmax.Store(floatBits(l.stage.CMax()))
+	c.farFrac.Store(floatBits(s.FarFraction))
+	c.publishes.Store(s.Publishes)
+	c.version.Store(s.Version)
+	c.timing.store(s.Timing)
+	l.publish()
+	return nil
+}
