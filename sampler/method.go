@@ -8,7 +8,7 @@ import (
 )
 
 // Methods lists the replay methods NewMethod builds, by name.
-var Methods = []string{"uniform", "per", "rank", "lap", "pal", "ter"}
+var Methods = []string{"uniform", "per", "rank", "lap", "pal", "ter", "refer", "refer-1", "refer-2", "er"}
 
 // Method is a replay method as the learner uses it: a selection stage
 // paired with the loss its expected gradient was derived for (Fujimoto et
@@ -31,7 +31,11 @@ type Method struct {
 	// Normalizer scales the batch's loss by a factor of its TD errors
 	// (PAL's 1/λ̂); nil means 1.
 	Normalizer Normalizer
-	// Loss is the per-sample loss ρ(δ).
+	// Loss is the per-sample loss ρ(δ). The ReF-ER methods ("refer",
+	// "refer-1", "refer-2", "er") leave it zero and unused: their learner
+	// (V-RACER) has its own loss, an off-policy policy gradient, a value
+	// regression toward Retrace targets and a KL penalty, weighted per row
+	// by the REFER stage's RowWeights.
 	Loss model.Loss
 	// Warnings are pairings NewMethod allowed but that are known to be
 	// biased (a prioritized stage with MSE and no importance weights,
@@ -56,6 +60,9 @@ func (m Method) String() string {
 	sel := "<nil>"
 	if m.Selector != nil {
 		sel = m.Selector.String()
+	}
+	if _, ok := m.Selector.(*REFER); ok {
+		return fmt.Sprintf("%s: %s + the learner's own loss", m.Name, sel)
 	}
 	return fmt.Sprintf("%s: %s + %s", m.Name, sel, lossString(m.Loss))
 }
@@ -88,8 +95,15 @@ type MethodConfig struct {
 	// TER configures "ter"; nil means DefaultTERConfig(BetaSteps). The
 	// buffer must store state hashes (buffer.Config.StateHash).
 	TER *TERConfig
+	// REFER configures "refer", "refer-1", "refer-2" and "er"; nil means
+	// DefaultREFERConfig(BetaSteps) (BetaSteps then serves as T_total for
+	// the annealing rate A = 5/T_total). The method's name sets Variant.
+	// The buffer must store continuous actions, the episode columns and
+	// REFERColumns.
+	REFER *REFERConfig
 	// BetaSteps is the learner steps over which the default PER and rank
-	// configurations anneal beta to 1.
+	// configurations anneal beta to 1 (and the default ReF-ER
+	// configuration anneals c_max and the learning rate).
 	BetaSteps int64
 	// NoIS drops the importance weights of "per", "rank" and "ter" (the
 	// PER rows of ter; Weighter nil).
@@ -107,12 +121,20 @@ type MethodConfig struct {
 //	lap      LAP, Huber(K), no importance weights
 //	pal      PAL (uniform selection), PAL(K, Alpha) loss scaled by 1/λ̂
 //	ter      TER, cfg.Loss, importance weights on its PER rows (unless NoIS)
+//	refer    REFER (full ReF-ER), the learner's own loss (V-RACER's), no Weighter
+//	refer-1  REFER with Rule 1 only (skip far-policy samples)
+//	refer-2  REFER with Rule 2 only (KL penalty, rho clipped at 1e3)
+//	er       REFER with neither: plain replay of whole episodes' steps
 //
 // The PAL loss is refused with any other stage (it is only the uniform twin
 // of LAP with its normaliser), and a loss other than their own is refused
-// for lap and pal. Errors wrap buffer.ErrConfig (or model.ErrConfig for an
-// invalid loss) and say what was wrong; an unknown name lists the valid
-// ones.
+// for lap and pal. The ReF-ER methods take no loss (their learner's is
+// fixed: cfg.Loss must be zero) and no NoIS (they have no importance
+// weights); their stage's per-row weights (REFER.RowWeights) come from
+// the learner's fresh importance ratios, after its forward pass, so they
+// are not a Weighter: V-RACER asks the stage directly. Errors wrap
+// buffer.ErrConfig (or model.ErrConfig for an invalid loss) and say what
+// was wrong; an unknown name lists the valid ones.
 func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error) {
 	if buf == nil {
 		return Method{}, fmt.Errorf("%w: method %q: nil buffer", buffer.ErrConfig, name)
@@ -126,6 +148,13 @@ func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error
 	}
 	m := Method{Name: name, Loss: cfg.Loss}
 	switch name {
+	case "refer", "refer-1", "refer-2", "er":
+		if cfg.Loss != (model.Loss{}) {
+			return Method{}, fmt.Errorf("%w: method %q pairs with its learner's own loss (V-RACER's policy gradient, Retrace value regression and KL penalty); leave Loss zero, got %s", buffer.ErrConfig, name, lossString(cfg.Loss))
+		}
+		if cfg.NoIS {
+			return Method{}, fmt.Errorf("%w: method %q: NoIS is for per, rank and ter (ReF-ER has no importance weights)", buffer.ErrConfig, name)
+		}
 	case "uniform", "per", "rank", "ter":
 		if cfg.Loss.Kind == model.PAL {
 			return Method{}, fmt.Errorf("%w: method %q: the PAL loss is paired with uniform selection and its batch normaliser only: use method \"pal\"", buffer.ErrConfig, name)
@@ -179,6 +208,17 @@ func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error
 			return Method{}, err
 		}
 		m.Selector, m.Weighter = t, t
+	case "refer", "refer-1", "refer-2", "er":
+		c := DefaultREFERConfig(cfg.BetaSteps)
+		if cfg.REFER != nil {
+			c = *cfg.REFER
+		}
+		c.Variant = map[string]REFERVariant{"refer": REFERFull, "refer-1": REFERSkipOnly, "refer-2": REFERPenaltyOnly, "er": REFERNone}[name]
+		r, err := NewREFER(buf, c)
+		if err != nil {
+			return Method{}, err
+		}
+		m.Selector = r
 	case "lap":
 		l, err := NewLAP(buf, lap)
 		if err != nil {
