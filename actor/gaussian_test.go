@@ -247,3 +247,30 @@ func TestGaussianRefresh(t *testing.T) {
 		t.Fatalf("stored mean %v after a refresh, loads %d", b.Floats[1][0], g.Stats().ParamLoads)
 	}
 }
+
+// TestEvaluateGaussian: the evaluation plays the policy's mean, scaled onto
+// the box and clipped.
+func TestEvaluateGaussian(t *testing.T) {
+	env := newBoxEnv()
+	net, store := gaussNet(t, 2, 0, []float64{0.25, 3}, []float64{1, 1})
+	mean, rets, err := EvaluateGaussian(context.Background(), env, net, store, 4, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a0 := 1 + 2*0.25 // mid + half·0.25 on [-1, 3]
+	for i, s := range env.steps {
+		if s.action[0] != a0 || s.action[1] != 10 { // 5 + 5·3 clipped to 10
+			t.Fatalf("step %d: action %v", i, s.action)
+		}
+	}
+	var sum float64
+	for _, r := range rets {
+		sum += r
+	}
+	if len(rets) != 4 || math.Abs(mean-sum/4) > 1e-12 {
+		t.Fatalf("mean %v of %v", mean, rets)
+	}
+	if _, _, err := EvaluateGaussian(context.Background(), mustEnv(t, "CartPole-v1"), net, nil, 1, 1); !errors.Is(err, ErrConfig) {
+		t.Fatalf("discrete env: %v", err)
+	}
+}
