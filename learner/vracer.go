@@ -81,8 +81,11 @@ const vracerStream = 0x7672_6163_6572_5f6c
 // one of the few rows that end a truncated episode), one backward pass,
 // O(Batch·dA) Gaussian maths, one Adam update, the stage's write-back and
 // its Retrace sweeps (O(Batch·T/2) for episodes of T steps), and every
-// PublishEvery steps a snapshot. Nothing is allocated after the first
-// Step except the snapshots.
+// PublishEvery steps a snapshot. On Pendulum (3→64→64→3, Batch 128, 2^15
+// stored steps) a step took about 0.6 ms on the 2-core development
+// machine, 1e5 steps with their environment steps about 63 s. After the
+// first Step the learner allocates nothing but the snapshots; the stage
+// allocates only as its episode index grows (amortised, per new episode).
 type VRACER struct {
 	cfg   VRACERConfig
 	net   *model.Net
@@ -313,7 +316,8 @@ type vracerParts struct {
 // the update. A failed step does not count: Steps is unchanged.
 //
 // Step must be called from one goroutine at a time. It allocates nothing
-// except, every PublishEvery steps, the published snapshot.
+// except, every PublishEvery steps, the published snapshot (and the
+// stage's amortised growth of its episode index).
 func (l *VRACER) Step(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err

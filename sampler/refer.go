@@ -403,7 +403,9 @@ func (r *REFER) Buffer() *buffer.Buffer { return r.buf }
 //
 // Cost: O(new items) to index them (each read once, plus the Retrace
 // sweep of each finished episode and evictions, O(its length)), and
-// O(rows) draws and copies; no allocation once the scratch has grown.
+// O(rows) draws and copies. It allocates only as the episode index grows
+// (a map entry per open episode, the records' step slices until they are
+// reused).
 func (r *REFER) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 	r.watch.Poll(r.visit)
 	defer r.publish()
