@@ -77,7 +77,7 @@ func TestTrainBadFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"-env=Nope-v0"}, "valid: "},
-		{[]string{"-sampler=greedy"}, "valid: uniform, per, rank, lap, pal, ter"},
+		{[]string{"-sampler=greedy"}, "valid: uniform, per, rank, lap, pal, ter, refer, refer-1, refer-2, er"},
 		{[]string{"-actors=x"}, "invalid value"},
 		{[]string{"train", "extra"}, "unexpected argument"},
 	} {
