@@ -1,9 +1,11 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/apexrl/apex/actor"
 	"github.com/apexrl/apex/buffer"
@@ -14,8 +16,11 @@ import (
 )
 
 // Algos are the learners TrainConfig.Algo accepts: Double DQN for discrete
-// actions, TD3 for continuous ones.
-var Algos = []string{"dqn", "td3"}
+// actions, TD3 and V-RACER (with a ReF-ER method) for continuous ones.
+var Algos = []string{"dqn", "td3", "vracer"}
+
+// referMethods are the replay methods V-RACER needs (and only it takes).
+var referMethods = []string{"refer", "refer-1", "refer-2", "er"}
 
 // LearnerStats is a learner's counters as the runtime reports them, the
 // same fields for every algorithm (those an algorithm lacks stay 0).
@@ -36,6 +41,13 @@ type LearnerStats struct {
 	Version         uint64  `json:"version"`
 	TargetUpdates   uint64  `json:"target_updates"`
 	ActorUpdates    uint64  `json:"actor_updates"`
+	// FarFraction, MeanKL and Beta are V-RACER's ReF-ER state: the share
+	// of stored steps whose importance ratio is outside [1/c_max, c_max],
+	// the mean KL(μ||π) of the last batch, and the penalty's weight
+	// complement beta.
+	FarFraction float64 `json:"far_fraction,omitempty"`
+	MeanKL      float64 `json:"mean_kl,omitempty"`
+	Beta        float64 `json:"beta,omitempty"`
 	// Timing is the learner's cumulative time in steps and in the replay's
 	// phases (sample, write-back).
 	Timing learner.Timing `json:"timing"`
@@ -45,16 +57,18 @@ type LearnerStats struct {
 // runtime drives it, and how its actors are built.
 type agent struct {
 	Stepper
-	impl   any                                            // the *learner.DQN or *learner.TD3 itself
-	batch  int                                            // sampled items per learner step
-	steps  func() uint64                                  // completed learner steps
-	save   func(io.Writer) error                          // the learner's checkpoint
-	load   func(io.Reader) error                          // restore it
-	first  func() *model.Params                           // the policy as it starts (evaluated when learning never started)
-	stats  func() LearnerStats                            // counters
-	policy model.Config                                   // the network actors and the evaluator run
-	method sampler.Method                                 // the replay method the learner uses
-	actor  func(i int, env envs.Env) (actorSource, error) // builds actor i
+	impl   any                   // the *learner.DQN, *learner.TD3 or *learner.VRACER itself
+	batch  int                   // sampled items per learner step
+	steps  func() uint64         // completed learner steps
+	save   func(io.Writer) error // the learner's checkpoint
+	load   func(io.Reader) error // restore it
+	first  func() *model.Params  // the policy as it starts (evaluated when learning never started)
+	stats  func() LearnerStats   // counters
+	policy model.Config          // the network actors and the evaluator run
+	method sampler.Method        // the replay method the learner uses
+	// evaluate plays the greedy policy (nil: actor.Evaluate).
+	evaluate func(ctx context.Context, env envs.Env, net *model.Net, store *model.Store, episodes int, seed uint64) (float64, []float64, error)
+	actor    func(i int, env envs.Env) (actorSource, error) // builds actor i
 }
 
 // actorSource is an actor as the runtime uses it: a Source with counters.
@@ -63,21 +77,31 @@ type actorSource interface {
 	Stats() actor.Stats
 }
 
-// algoFor returns the algorithm for an action space: cfg's if set (checked
-// against the space), else dqn for discrete and td3 for continuous actions.
-func algoFor(algo, env string, space envs.Space) (string, error) {
+// algoFor returns the algorithm for an action space and replay method:
+// cfg's if set (checked against both), else dqn for discrete actions,
+// vracer for continuous ones under a ReF-ER method, td3 otherwise.
+func algoFor(algo, env, method string, space envs.Space) (string, error) {
 	_, discrete := space.(envs.Discrete)
+	refer := slices.Contains(referMethods, method)
 	switch {
 	case algo == "" && discrete:
-		return "dqn", nil
+		algo = "dqn"
+	case algo == "" && refer:
+		algo = "vracer"
 	case algo == "":
-		return "td3", nil
+		algo = "td3"
+	case !slices.Contains(Algos, algo):
+		return "", fmt.Errorf("runtime: train: unknown algo %q (valid: %v)", algo, Algos)
+	}
+	switch {
 	case algo == "dqn" && !discrete:
 		return "", fmt.Errorf("runtime: train: %s has a continuous action space; the dqn learner needs discrete actions (use -algo=td3)", env)
-	case algo == "td3" && discrete:
-		return "", fmt.Errorf("runtime: train: %s has a discrete action space; the td3 learner needs continuous actions (use -algo=dqn)", env)
-	case algo != "dqn" && algo != "td3":
-		return "", fmt.Errorf("runtime: train: unknown algo %q (valid: %v)", algo, Algos)
+	case algo != "dqn" && discrete:
+		return "", fmt.Errorf("runtime: train: %s has a discrete action space; the %s learner needs continuous actions (use -algo=dqn)", env, algo)
+	case algo == "vracer" && !refer:
+		return "", fmt.Errorf("runtime: train: the vracer learner replays through a ReF-ER method (-sampler one of %v), got %q", referMethods, method)
+	case algo != "vracer" && refer:
+		return "", fmt.Errorf("runtime: train: the %s replay method needs the vracer learner (-algo=vracer)", method)
 	}
 	return algo, nil
 }
@@ -90,6 +114,9 @@ func bufferConfig(cfg TrainConfig, obsDim int, space envs.Space) buffer.Config {
 		c.NumActions = s.N
 	case envs.Box:
 		c.Action, c.ActionDim = buffer.Continuous, s.Dim()
+		if cfg.Algo == "vracer" {
+			c.Floats = sampler.REFERColumns(s.Dim()) // the behaviour policy's mean and std, V(s_T)
+		}
 	}
 	return c
 }
@@ -114,6 +141,13 @@ func methodConfig(cfg TrainConfig, betaSteps int64) (sampler.MethodConfig, error
 		if cfg.Sampler == "lap" || cfg.Sampler == "pal" {
 			mc.Loss = model.Loss{} // the method derives its own from Alpha and K
 		}
+	}
+	if slices.Contains(referMethods, cfg.Sampler) {
+		r := sampler.DefaultREFERConfig(betaSteps)
+		orDefault(&r.C, cfg.REFERC)
+		orDefault(&r.D, cfg.REFERD)
+		orDefault(&r.A, cfg.REFERA)
+		mc.REFER = &r
 	}
 	if cfg.Sampler == "ter" {
 		t := sampler.DefaultTERConfig(betaSteps)
@@ -229,6 +263,47 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 			}
 			return actor.NewContinuous(actor.ContinuousConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma,
 				Sigma: cfg.Sigma, OUTheta: cfg.OUTheta, RandomSteps: random, Columns: actor.ColumnsOf(buf.Config()), Seed: cfg.Seed + cfg.Resumes<<40},
+				env, anet, store)
+		},
+	}, nil
+}
+
+// newVRACERAgent builds the V-RACER learner and its Gaussian-policy actors
+// (ReF-ER, Novati & Koumoutsakos 2019).
+func newVRACERAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *model.Store, obsDim int, space envs.Box) (agent, error) {
+	net, err := learner.NewVRACERNet(obsDim, space.Dim(), cfg.Hidden, rand.New(rand.NewPCG(cfg.Seed, 0x5eed)))
+	if err != nil {
+		return agent{}, err
+	}
+	vr, err := learner.NewVRACER(learner.VRACERConfig{Batch: cfg.Batch, LR: cfg.LR, Seed: cfg.Seed}, net, buf, m, store)
+	if err != nil {
+		return agent{}, err
+	}
+	polCfg := net.Config()
+	return agent{
+		Stepper: vr,
+		impl:    vr,
+		batch:   vr.Config().Batch,
+		steps:   vr.Steps,
+		save:    vr.Save,
+		load:    vr.Load,
+		first:   func() *model.Params { return vr.Net().Snapshot(0) },
+		stats: func() LearnerStats {
+			s := vr.Stats()
+			return LearnerStats{Steps: s.Steps, Loss: s.Loss, ActorLoss: s.PolicyLoss, MeanAbsTD: s.MeanAbsAdv, MeanQ: s.MeanV,
+				GradNorm: s.GradNorm, Publishes: s.Publishes, Version: s.Version, Timing: s.Timing,
+				FarFraction: s.FarFraction, MeanKL: s.MeanKL, Beta: s.Beta}
+		},
+		policy:   polCfg,
+		method:   m,
+		evaluate: actor.EvaluateGaussian,
+		actor: func(i int, env envs.Env) (actorSource, error) {
+			anet, err := model.NewNet(polCfg, nil)
+			if err != nil {
+				return nil, err
+			}
+			return actor.NewGaussian(actor.GaussianConfig{ID: i, NumActors: cfg.Actors, Gamma: cfg.Gamma,
+				Columns: actor.ColumnsOf(buf.Config()), Floats: buf.Config().Floats, Seed: cfg.Seed + cfg.Resumes<<40},
 				env, anet, store)
 		},
 	}, nil

@@ -199,7 +199,7 @@ func sameShape(a, b TrainConfig) error {
 	case a.Algo != b.Algo && b.Algo != "":
 		return fmt.Errorf("algo %s cannot change to %s on resume", a.Algo, b.Algo)
 	case a.Loss != b.Loss, a.LAPAlpha != b.LAPAlpha, a.LAPK != b.LAPK, a.Tau != b.Tau, a.NoIS != b.NoIS,
-		a.TEREta != b.TEREta, a.TERRoots != b.TERRoots, a.TERPreds != b.TERPreds:
+		a.TEREta != b.TEREta, a.TERRoots != b.TERRoots, a.TERPreds != b.TERPreds, a.REFERC != b.REFERC, a.REFERD != b.REFERD, a.REFERA != b.REFERA:
 		return errors.New("the method's settings (loss, lap alpha and k, tau, no-is, ter eta/roots/preds) cannot change on resume")
 	case a.Capacity != b.Capacity, a.Dueling != b.Dueling, fmt.Sprint(a.Hidden) != fmt.Sprint(b.Hidden),
 		a.Batch != b.Batch, a.LR != b.LR, a.Seed != b.Seed, a.NStep != b.NStep, a.Gamma != b.Gamma:

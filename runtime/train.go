@@ -72,6 +72,12 @@ type TrainConfig struct {
 	TEREta   float64 `json:"ter_eta,omitempty"`
 	TERRoots int     `json:"ter_roots,omitempty"`
 	TERPreds int     `json:"ter_preds,omitempty"`
+	// REFERC, REFERD and REFERA are ReF-ER's C (c_max = 1 + C/(1 + A·k)),
+	// D (the far-policy fraction beta steers toward) and A (the annealing
+	// rate); 0 means 4, 0.1 and 5/Steps (5e-7 without Steps).
+	REFERC float64 `json:"refer_c,omitempty"`
+	REFERD float64 `json:"refer_d,omitempty"`
+	REFERA float64 `json:"refer_a,omitempty"`
 	// LAPAlpha and LAPK are lap's and pal's alpha and k; 0 means 0.4 and 1.
 	LAPAlpha float64 `json:"lap_alpha,omitempty"`
 	LAPK     float64 `json:"lap_k,omitempty"`
@@ -140,8 +146,9 @@ func DefaultTrainConfig() TrainConfig {
 }
 
 // withDefaults fills zero fields; algo is the learner the run uses (the
-// defaults of Batch, NStep, ReplayRatio, Loss and RandomSteps depend on it).
-func (c TrainConfig) withDefaults(algo string) TrainConfig {
+// defaults of Batch, NStep, ReplayRatio, Loss and RandomSteps depend on
+// it) and maxEpisode the environment's time limit (0: none).
+func (c TrainConfig) withDefaults(algo string, maxEpisode int) TrainConfig {
 	d := DefaultTrainConfig()
 	c.Algo = algo
 	orDefault(&c.Env, d.Env)
@@ -150,6 +157,10 @@ func (c TrainConfig) withDefaults(algo string) TrainConfig {
 	orDefault(&c.Gamma, d.Gamma)
 	orDefault(&c.Capacity, d.Capacity)
 	switch algo {
+	case "vracer":
+		orDefault(&c.Batch, learner.DefaultVRACERBatch)
+		orDefault(&c.NStep, 1) // Retrace over whole episodes: the actors store single steps
+		orDefault(&c.ReplayRatio, float64(c.Batch))
 	case "td3":
 		orDefault(&c.Batch, learner.DefaultTD3Batch)
 		orDefault(&c.NStep, 1)
@@ -168,6 +179,11 @@ func (c TrainConfig) withDefaults(algo string) TrainConfig {
 	orDefault(&c.EvalEverySteps, 1000)
 	if algo == "td3" {
 		orDefault(&c.RandomSteps, c.MinSizeToSample)
+	}
+	if algo == "vracer" && maxEpisode > 0 {
+		// V-RACER samples finished episodes only: learning may start once
+		// every actor can have finished one, or a step finds none.
+		c.MinSizeToSample = max(c.MinSizeToSample, c.Actors*(maxEpisode+actor.DefaultLocalBatch)+c.Batch)
 	}
 	if c.Hidden == nil {
 		c.Hidden = d.Hidden
@@ -254,11 +270,12 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	algo, err := algoFor(cfg.Algo, cfg.Env, probe.ActionSpace())
+	orDefault(&cfg.Sampler, DefaultTrainConfig().Sampler)
+	algo, err := algoFor(cfg.Algo, cfg.Env, cfg.Sampler, probe.ActionSpace())
 	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults(algo)
+	cfg = cfg.withDefaults(algo, probe.MaxEpisodeSteps())
 	switch {
 	case cfg.Steps < 0 || cfg.Duration < 0:
 		return nil, fmt.Errorf("runtime: train: Steps and Duration must not be negative, got %d and %v", cfg.Steps, cfg.Duration)
@@ -306,7 +323,11 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 	case envs.Discrete:
 		ag, err = newDQNAgent(cfg, buf, method, store, obsDim, space)
 	case envs.Box:
-		ag, err = newTD3Agent(cfg, buf, method, store, obsDim, space)
+		if cfg.Algo == "vracer" {
+			ag, err = newVRACERAgent(cfg, buf, method, store, obsDim, space)
+		} else {
+			ag, err = newTD3Agent(cfg, buf, method, store, obsDim, space)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -341,6 +362,14 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 // Warnings are the replay method's warnings about a biased pairing
 // (sampler.Method.Warnings); the caller should show them.
 func (t *Trainer) Warnings() []string { return t.agent.method.Warnings }
+
+// evaluate plays the agent's greedy policy (see actor.Evaluate).
+func (t *Trainer) evaluate(ctx context.Context, env envs.Env, net *model.Net, store *model.Store, episodes int, seed uint64) (float64, []float64, error) {
+	if t.agent.evaluate != nil {
+		return t.agent.evaluate(ctx, env, net, store, episodes, seed)
+	}
+	return actor.Evaluate(ctx, env, net, store, episodes, seed)
+}
 
 // Config is the run's configuration, defaults filled in.
 func (t *Trainer) Config() TrainConfig { return t.cfg }
@@ -404,7 +433,7 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 			if t.store.Load() == nil {
 				continue // nothing published yet
 			}
-			mean, _, err := actor.Evaluate(gctx, env, net, t.store, t.cfg.EvalEpisodes, t.cfg.Seed^i<<32)
+			mean, _, err := t.evaluate(gctx, env, net, t.store, t.cfg.EvalEpisodes, t.cfg.Seed^i<<32)
 			if err != nil {
 				if gctx.Err() != nil {
 					return nil
@@ -417,7 +446,7 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 			}
 			// Confirm on the same parameters (net holds them; no store) with
 			// the full final evaluation before stopping.
-			cmean, crets, err := actor.Evaluate(gctx, env, net, nil, t.cfg.FinalEpisodes, t.cfg.Seed+0xf1a1)
+			cmean, crets, err := t.evaluate(gctx, env, net, nil, t.cfg.FinalEpisodes, t.cfg.Seed+0xf1a1)
 			if err != nil {
 				if gctx.Err() != nil {
 					return nil
@@ -473,7 +502,7 @@ func (t *Trainer) finish(solved *atomic.Pointer[finalEval]) (*TrainResult, error
 		if t.store.Load() == nil {
 			t.store.Publish(t.agent.first()) // learning never started: evaluate the initial net
 		}
-		mean, rets, err = actor.Evaluate(context.Background(), env, net, t.store, t.cfg.FinalEpisodes, t.cfg.Seed+0xf1a1)
+		mean, rets, err = t.evaluate(context.Background(), env, net, t.store, t.cfg.FinalEpisodes, t.cfg.Seed+0xf1a1)
 		if err != nil {
 			return nil, fmt.Errorf("final evaluation: %w", err)
 		}
@@ -580,7 +609,7 @@ func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalE
 				continue
 			}
 			nextEval += t.cfg.EvalEverySteps
-			mean, _, err := actor.Evaluate(ctx, env, net, t.store, t.cfg.EvalEpisodes, t.cfg.Seed^evals<<32)
+			mean, _, err := t.evaluate(ctx, env, net, t.store, t.cfg.EvalEpisodes, t.cfg.Seed^evals<<32)
 			evals++
 			if err != nil {
 				return stopped(fmt.Errorf("evaluator: %w", err))
@@ -589,7 +618,7 @@ func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalE
 			if t.cfg.TargetReturn == 0 || mean < t.cfg.TargetReturn {
 				continue
 			}
-			cmean, crets, err := actor.Evaluate(ctx, env, net, nil, t.cfg.FinalEpisodes, t.cfg.Seed+0xf1a1)
+			cmean, crets, err := t.evaluate(ctx, env, net, nil, t.cfg.FinalEpisodes, t.cfg.Seed+0xf1a1)
 			if err != nil {
 				return stopped(fmt.Errorf("evaluator: %w", err))
 			}

@@ -70,15 +70,18 @@ func TestTrainerStopsOnTarget(t *testing.T) {
 
 func TestTrainerConfigErrors(t *testing.T) {
 	for cfg, want := range map[*TrainConfig]string{
-		{Env: "NoSuchEnv-v0", Steps: 1}:             "CartPole-v1",
-		{Sampler: "greedy", Steps: 1}:               "valid: [uniform per rank lap pal ter refer refer-1 refer-2 er]",
-		{Env: "Pendulum-v1", Algo: "dqn", Steps: 1}: "continuous action space",
-		{Env: "CartPole-v1", Algo: "td3", Steps: 1}: "discrete action space",
-		{Algo: "sac", Steps: 1}:                     "valid: [dqn td3]",
-		{Sampler: "lap", Loss: "mse", Steps: 1}:     "pairs with the huber(k=1) loss",
-		{Sampler: "per", Loss: "l2", Steps: 1}:      "unknown loss",
-		{}:                                          "Steps or Duration",
-		{Actors: -1, Steps: 1}:                      "Actors must be >= 1",
+		{Env: "NoSuchEnv-v0", Steps: 1}:                                  "CartPole-v1",
+		{Sampler: "greedy", Steps: 1}:                                    "valid: [uniform per rank lap pal ter refer refer-1 refer-2 er]",
+		{Env: "Pendulum-v1", Algo: "dqn", Steps: 1}:                      "continuous action space",
+		{Env: "CartPole-v1", Algo: "td3", Steps: 1}:                      "discrete action space",
+		{Env: "Pendulum-v1", Sampler: "refer", Algo: "td3", Steps: 1}:    "needs the vracer learner",
+		{Env: "Pendulum-v1", Sampler: "per", Algo: "vracer", Steps: 1}:   "replays through a ReF-ER method",
+		{Env: "CartPole-v1", Sampler: "refer", Algo: "vracer", Steps: 1}: "discrete action space",
+		{Algo: "sac", Steps: 1}:                                          "valid: [dqn td3 vracer]",
+		{Sampler: "lap", Loss: "mse", Steps: 1}:                          "pairs with the huber(k=1) loss",
+		{Sampler: "per", Loss: "l2", Steps: 1}:                           "unknown loss",
+		{}:                                                               "Steps or Duration",
+		{Actors: -1, Steps: 1}:                                           "Actors must be >= 1",
 	} {
 		if _, err := NewTrainer(*cfg); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%+v: got %v, want an error mentioning %q", *cfg, err, want)
