@@ -208,6 +208,10 @@ type EvalPoint struct {
 	LearnerSteps int64   `json:"learner_steps"`
 	EnvSteps     int64   `json:"env_steps"`
 	MeanReturn   float64 `json:"mean_return"`
+	// FarFraction and MeanKL are V-RACER's ReF-ER state when the
+	// evaluation ran (LearnerStats); 0 for the other learners.
+	FarFraction float64 `json:"far_fraction,omitempty"`
+	MeanKL      float64 `json:"mean_kl,omitempty"`
 }
 
 // TrainResult is what a run leaves behind.
@@ -541,7 +545,8 @@ type finalEval struct {
 
 func (t *Trainer) record(mean float64) {
 	st := t.Stats()
-	p := EvalPoint{Seconds: st.Seconds, LearnerSteps: st.LearnerSteps, EnvSteps: st.EnvSteps, MeanReturn: mean}
+	p := EvalPoint{Seconds: st.Seconds, LearnerSteps: st.LearnerSteps, EnvSteps: st.EnvSteps, MeanReturn: mean,
+		FarFraction: st.Learner.FarFraction, MeanKL: st.Learner.MeanKL}
 	t.lastEval.Store(&p)
 	t.mu.Lock()
 	t.curve = append(t.curve, p)
