@@ -1,6 +1,6 @@
 // Package learner holds apex's learners: the update rules that replay
 // sampled batches, train a network, write priorities back through the
-// sampler stage and publish parameters to the actors. It holds two:
+// sampler stage and publish parameters to the actors. It holds three:
 //
 //   - DQN, the Ape-X learner for discrete actions: Double DQN with n-step
 //     targets and a target network (Horgan et al. 2018, arXiv:1803.00933;
@@ -18,15 +18,25 @@
 //     in the paper) is theirs. An embedder builds it like a DQN (below),
 //     with NewTD3(cfg, actor, critic, buf, method, store), a buffer of
 //     continuous actions and TD3Config.MaxAction set.
+//   - VRACER for continuous actions with Remember and Forget Experience
+//     Replay (Novati & Koumoutsakos 2019, arXiv:1807.05827): one network
+//     gives V(s) and a Gaussian policy's mean, with a learned
+//     state-independent std; Retrace targets over the stored episodes; the
+//     off-policy policy and value gradients skipped on far-policy steps
+//     and a KL penalty toward the stored behaviours, weighted by the
+//     sampler.REFER stage's controller (methods refer, refer-1, refer-2,
+//     er).
 //
-// Both take a sampler.Method: the selection stage, its per-item weights,
+// All take a sampler.Method: the selection stage, its per-item weights,
 // its batch normaliser and its loss, which a prioritized replay paper
 // derives together.
 //
 // A learner is a pure state machine driven by its caller, like raft's
-// RawNode: it starts no goroutines, reads no clock and draws from its own
-// seeded random stream. The runtime calls Step from its learner goroutine
-// (DQN and TD3 implement runtime.Stepper); everything else (pacing against
+// RawNode: it starts no goroutines and draws from its own seeded random
+// stream; it reads the monotonic clock only to measure its Timing (the
+// time in steps, sampling and write-back), which never affects what it
+// computes. The runtime calls Step from its learner goroutine (DQN, TD3
+// and VRACER implement runtime.Stepper); everything else (pacing against
 // inserts, stopping, checkpoint files) is the runtime's.
 //
 // # Usage

@@ -4,19 +4,24 @@
 //
 // One small interface, Selector (modelled on Reverb's ItemSelector), and one
 // file per method: uniform.go, per.go (PER proportional), rank.go (PER
-// rank-based), lap.go (LAP), pal.go (PAL) and ter.go (TER, reverse sweeps
-// over a graph of state codes mixed with PER). What does not fit Selector
+// rank-based), lap.go (LAP), pal.go (PAL), ter.go (TER, reverse sweeps
+// over a graph of state codes mixed with PER) and refer.go (ReF-ER's
+// stage: uniform over the steps of finished episodes, with the far-policy
+// controller and Retrace targets V-RACER trains on). What does not fit Selector
 // gets its own small interface rather than growing it: Weighter (importance
 // weights before the forward pass) and Normalizer (a loss scale from the
-// batch's own TD errors, PAL's 1/λ̂). Every Selector passes the conformance
-// suite in sampler/samplertest.
+// batch's own TD errors, PAL's 1/λ̂). Every Selector except REFER passes
+// the conformance suite in sampler/samplertest (REFER replays whole
+// episodes, which the suite's buffers do not hold; its own tests cover
+// the same properties).
 //
 // A replay method is a stage paired with the loss its expected gradient
 // was derived for (Fujimoto et al. 2020): Method holds the pairing and
 // NewMethod builds the valid ones by name (uniform, per, rank with Huber,
 // MSE or L1; lap with Huber(k); pal, uniform selection with the PAL loss
 // over the batch mean of max(|δ|, k)^α; ter with the learner's loss and
-// importance weights on its PER rows). Learners take a Method.
+// importance weights on its PER rows; refer, refer-1, refer-2 and er with
+// V-RACER's own losses). Learners take a Method.
 package sampler
 
 import (
