@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/apexrl/apex/experiment/control"
+	"github.com/apexrl/apex/experiment/refer"
+)
+
+// referParts are the parts of `apex experiment refer`, in run order.
+var referParts = []string{"pendulum", "lqr"}
+
+// runREFER runs the ReF-ER experiments (Novati & Koumoutsakos 2019):
+// V-RACER on Pendulum-v1 under full ReF-ER, ReF-ER-1, ReF-ER-2 and plain
+// ER, and V-RACER with full ReF-ER on the 1-D LQR against the Riccati
+// gain. It prints each part's table and checks and writes refer.json and
+// the plots to -out. Exit 1 if an acceptance check fails.
+func runREFER(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("apex experiment refer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	pend, lqr := refer.DefaultPendulumConfig(), refer.DefaultLQRConfig()
+	parts := fs.String("parts", strings.Join(referParts, ","), "comma-separated parts to run: "+strings.Join(referParts, ", "))
+	seeds := fs.Int("seeds", len(pend.Seeds), "seeds per method on Pendulum (>= 2)")
+	workers := fs.Int("workers", pend.Workers, "runs trained at once (both parts)")
+	steps := fs.Int64("steps", pend.Base.Steps, "learner (= environment) steps per Pendulum run; A = 5/steps")
+	lqrSeeds := fs.Int("lqr-seeds", len(lqr.Seeds), "seeds on the LQR (>= 1)")
+	lqrSteps := fs.Int64("lqr-steps", lqr.Steps, "learner (= environment) steps per LQR run")
+	out := fs.String("out", "out/refer", "directory for refer.json and the plots")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: apex experiment refer [flags]\n\n"+
+			"ReF-ER and V-RACER (Novati & Koumoutsakos 2019): (1) V-RACER on Pendulum-v1\n"+
+			"under full ReF-ER (refer), Rule 1 alone (refer-1), Rule 2 alone (refer-2) and\n"+
+			"plain experience replay (er): returns, the far-policy fraction and the KL over\n"+
+			"time; (2) V-RACER with full ReF-ER on the 1-D linear-quadratic regulator\n"+
+			"LQR-v0: the learned policy mean's slope against the Riccati gain. Runs are\n"+
+			"deterministic (one actor in lockstep with the learner). Prints the tables and\n"+
+			"the acceptance checks; writes refer.json, pendulum-return.png,\n"+
+			"pendulum-far.png, pendulum-kl.png and lqr.png.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	want := strings.Split(*parts, ",")
+	for _, p := range want {
+		if !slices.Contains(referParts, p) {
+			fmt.Fprintf(stderr, "apex experiment refer: unknown part %q (valid: %s)\n", p, strings.Join(referParts, ", "))
+			return 2
+		}
+	}
+	if *seeds < 2 || *lqrSeeds < 1 || *workers < 1 || *steps <= 0 || *lqrSteps <= 0 {
+		fmt.Fprintf(stderr, "apex experiment refer: -seeds must be >= 2, -lqr-seeds and -workers >= 1 and the step counts > 0\n")
+		return 2
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fmt.Fprintf(stderr, "apex experiment refer: %v\n", err)
+		return 1
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "apex experiment refer: %v\n", err)
+		return 1
+	}
+	report := map[string]any{}
+	failed := false
+	start := time.Now()
+	if slices.Contains(want, "pendulum") {
+		pend.Base.Steps, pend.Workers, pend.Seeds = *steps, *workers, nil
+		for i := range *seeds {
+			pend.Seeds = append(pend.Seeds, uint64(i+1))
+		}
+		fmt.Fprintf(stdout, "== (1) pendulum: %s on %s, %d methods x %d seeds, %d steps each\n", pend.Base.Algo, pend.Base.Env,
+			len(pend.Samplers), len(pend.Seeds), pend.Base.Steps)
+		t0 := time.Now()
+		res, err := refer.RunPendulum(ctx, pend, func(r control.Trial) {
+			last := r.Curve[len(r.Curve)-1]
+			fmt.Fprintf(stdout, "  %-8s seed %d: final %.1f, far %.3f, KL %.3g (%.0fs)\n", r.Sampler, r.Seed, r.Final,
+				last.FarFraction, last.MeanKL, r.Seconds)
+		})
+		if err != nil {
+			return fail(err)
+		}
+		if err := refer.WritePendulumTable(stdout, res); err != nil {
+			return fail(err)
+		}
+		for _, p := range []struct {
+			name string
+			save func(string) error
+		}{
+			{"pendulum-return.png", func(path string) error { return control.SavePlot(res.Control, path) }},
+			{"pendulum-far.png", func(path string) error { return refer.SaveFarPlot(res, path) }},
+			{"pendulum-kl.png", func(path string) error { return refer.SaveKLPlot(res, path) }},
+		} {
+			if err := p.save(filepath.Join(*out, p.name)); err != nil {
+				return fail(fmt.Errorf("plot %s: %w", p.name, err))
+			}
+		}
+		fmt.Fprintf(stdout, "wrote pendulum-return.png, pendulum-far.png and pendulum-kl.png to %s (%.0fs)\n\n", *out, time.Since(t0).Seconds())
+		failed = failed || !res.OK()
+		report["pendulum"] = res
+	}
+	if slices.Contains(want, "lqr") {
+		lqr.Steps, lqr.Workers, lqr.Seeds = *lqrSteps, *workers, nil
+		for i := range *lqrSeeds {
+			lqr.Seeds = append(lqr.Seeds, uint64(i+1))
+		}
+		fmt.Fprintf(stdout, "== (2) lqr: V-RACER + ReF-ER on LQR-v0, %d seeds, %d steps each\n", len(lqr.Seeds), lqr.Steps)
+		t0 := time.Now()
+		res, err := refer.RunLQR(ctx, lqr, func(r refer.LQRRun) {
+			fmt.Fprintf(stdout, "  seed %d: slope %.4f, final %.3f (%.0fs)\n", r.Seed, r.Slope, r.Final, r.Seconds)
+		})
+		if err != nil {
+			return fail(err)
+		}
+		if err := refer.WriteLQRTable(stdout, res); err != nil {
+			return fail(err)
+		}
+		png := filepath.Join(*out, "lqr.png")
+		if err := refer.SaveLQRPlot(res, png); err != nil {
+			return fail(fmt.Errorf("plot: %w", err))
+		}
+		fmt.Fprintf(stdout, "wrote %s (%.0fs)\n\n", png, time.Since(t0).Seconds())
+		failed = failed || !res.OK()
+		report["lqr"] = res
+	}
+	report["seconds"] = time.Since(start).Seconds()
+	js, err := json.MarshalIndent(report, "", "  ")
+	if err != nil {
+		return fail(err)
+	}
+	path := filepath.Join(*out, "refer.json")
+	if err := os.WriteFile(path, js, 0o644); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(stdout, "wrote %s (%.0fs in all)\n", path, time.Since(start).Seconds())
+	if failed {
+		fmt.Fprintln(stdout, "some acceptance checks failed (see above)")
+		return 1
+	}
+	return 0
+}

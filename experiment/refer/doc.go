@@ -1,0 +1,33 @@
+// Package refer runs the experiments of Remember and Forget Experience
+// Replay (ReF-ER) with V-RACER (Novati & Koumoutsakos, ICML 2019, arXiv
+// 1807.05827; issue 6, refer.md §6), at the CPU scale refer.md calibrated:
+//
+//  1. Pendulum-v1 with V-RACER under full ReF-ER ("refer"), Rule 1 alone
+//     ("refer-1"), Rule 2 alone ("refer-2") and plain experience replay
+//     ("er"), several seeds, 1e5 learner steps each (one learner step per
+//     environment step), through experiment/control's deterministic runs.
+//     Per method: the return curve, the far-policy fraction of the stored
+//     steps and the mean KL(μ||π) of the sampled steps over time, a table,
+//     plots (DefaultPendulumConfig, RunPendulum, Summarise,
+//     WritePendulumTable, SavePendulumPlots) and the issue's acceptance
+//     checks (PendulumChecks).
+//  2. The one-dimensional linear-quadratic regulator LQR-v0: V-RACER with
+//     full ReF-ER, then the slope of the learned policy mean u(x) fitted
+//     by least squares over x in [−X0, X0] and compared with the Riccati
+//     gain −K* (DefaultLQRConfig, RunLQR, FitSlope, WriteLQRTable,
+//     SaveLQRPlot).
+//
+// # Usage
+//
+// `apex experiment refer` runs both parts and writes refer.json and the
+// plots. An embedder:
+//
+//  1. takes DefaultPendulumConfig and DefaultLQRConfig and changes the
+//     fields it wants (Base.Steps, Seeds, Workers; LQRConfig.Steps);
+//  2. calls RunPendulum and RunLQR with a context (cancelling it stops
+//     the runs; every goroutine has ended when they return);
+//  3. writes the tables and plots, and reads the Checks of both results
+//     (a failed check is the experiment's failure, not an error).
+//
+// Every run is deterministic: a seed gives the same run, bit for bit.
+package refer
