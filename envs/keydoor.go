@@ -67,7 +67,13 @@ var keyDoorDirs = [4][2]int{{1, 0}, {0, 1}, {-1, 0}, {0, -1}}
 //   - Observation: one-hot x (S values), one-hot y (S), one-hot direction
 //     (4), carrying the key (1), one-hot door state locked/closed/open
 //     (3): 2S+8 values in [0, 1]. With a random layout, one-hot split,
-//     doorY, key x and key y follow (4S more).
+//     doorY, key x and key y follow (4S more). With WithTabular (fixed
+//     layout only) it is instead a one-hot code of the whole state, 24(S-2)²
+//     values (384 for S = 6) with the 1 at KeyDoor.TabularIndex: tabular
+//     features, on which a linear Q-function is a table (TER's design
+//     notes, §6.3: "Q: tabular on a fixed layout"). The factored code
+//     makes a small network share values between states that differ only
+//     in the key or the door, which is what the task turns on.
 //   - StateHash: an exact packing of (x, y, direction, carrying, door
 //     state) and the layout (split, doorY, key cell), 5 bits per
 //     coordinate.
@@ -77,6 +83,7 @@ type KeyDoor struct {
 	episode
 	size       int
 	random     bool
+	tabular    bool
 	goalReward float64
 
 	// Layout. Invariant: 2 <= split <= size-3, 1 <= doorY <= size-3, the
@@ -96,12 +103,15 @@ var (
 
 // NewKeyDoor returns the grid. It accepts WithSize (the side S, outer
 // walls included, KeyDoorMinSize <= S <= KeyDoorMaxSize; default 6),
-// WithRandomLayout, WithMaxSteps (default 10·S²) and WithGoalReward
-// (default: the time limit).
+// WithRandomLayout or WithTabular (not both), WithMaxSteps (default 10·S²)
+// and WithGoalReward (default: the time limit).
 func NewKeyDoor(opts ...Option) (*KeyDoor, error) {
-	o, err := parseOptions("KeyDoor", optSize|optRandomLayout|optGoalReward, opts)
+	o, err := parseOptions("KeyDoor", optSize|optRandomLayout|optGoalReward|optTabular, opts)
 	if err != nil {
 		return nil, err
+	}
+	if o.randomLayout && o.tabular {
+		return nil, fmt.Errorf("%w: KeyDoor: WithTabular codes the states of the fixed layout; it does not combine with WithRandomLayout", ErrBadOption)
 	}
 	size := KeyDoorDefaultSize
 	if o.set&optSize != 0 {
@@ -111,10 +121,13 @@ func NewKeyDoor(opts ...Option) (*KeyDoor, error) {
 		return nil, fmt.Errorf("%w: KeyDoor: WithSize(%d): the grid side must be in [%d, %d]", ErrBadOption, size, KeyDoorMinSize, KeyDoorMaxSize)
 	}
 	name := "KeyDoor"
-	if o.randomLayout {
+	switch {
+	case o.randomLayout:
 		name = "KeyDoor-Random"
+	case o.tabular:
+		name = "KeyDoor-Tabular"
 	}
-	e := &KeyDoor{size: size, random: o.randomLayout}
+	e := &KeyDoor{size: size, random: o.randomLayout, tabular: o.tabular}
 	e.init(name, o.limit(10*size*size))
 	e.goalReward = float64(e.limit)
 	if o.set&optGoalReward != 0 {
@@ -127,22 +140,42 @@ func NewKeyDoor(opts ...Option) (*KeyDoor, error) {
 // Size is the grid side S.
 func (e *KeyDoor) Size() int { return e.size }
 
-// ObservationSpace implements Env: Box[0, 1]^(2S+8), or ^(6S+8) with a
-// random layout. O(S); allocates.
+// ObservationSpace implements Env: Box[0, 1]^(2S+8), ^(6S+8) with a
+// random layout, ^(24(S-2)²) with WithTabular. O(dimension); allocates.
 func (e *KeyDoor) ObservationSpace() Box { return uniformBox(e.obsDim(), 0, 1) }
 
 func (e *KeyDoor) obsDim() int {
-	if e.random {
+	switch {
+	case e.random:
 		return 6*e.size + 8
+	case e.tabular:
+		return keyDoorStates * (e.size - 2) * (e.size - 2)
 	}
 	return 2*e.size + 8
+}
+
+// keyDoorStates is the number of states per inner cell: 4 directions ×
+// carrying or not × 3 door states.
+const keyDoorStates = 4 * 2 * 3
+
+// TabularIndex is the position of the 1 in the WithTabular observation of
+// the current state: ((((y-1)(S-2) + x-1)·4 + direction)·2 + carrying)·3
+// + door state, over the inner cells (1 <= x, y <= S-2; the inner wall's
+// cells are coded but never occupied). It is defined for every layout but
+// injective only on a fixed one. O(1).
+func (e *KeyDoor) TabularIndex() int {
+	c := 0
+	if e.carrying {
+		c = 1
+	}
+	return ((((e.y-1)*(e.size-2)+e.x-1)*4+e.dir)*2+c)*3 + e.door
 }
 
 // ActionSpace implements Env: Discrete(5).
 func (e *KeyDoor) ActionSpace() Space { return Discrete{N: 5} }
 
-// Reset implements Env. O(S): with a random layout it draws the layout
-// from the environment's generator (see the type doc).
+// Reset implements Env. O(observation dimension): with a random layout it
+// draws the layout from the environment's generator (see the type doc).
 func (e *KeyDoor) Reset(seed uint64) []float64 {
 	e.begin(seed)
 	e.layout()
@@ -201,7 +234,8 @@ func (e *KeyDoor) cell(x, y int) int {
 	return cellEmpty
 }
 
-// Step implements Env. O(S) (the observation).
+// Step implements Env. O(observation dimension): S, or (S-2)² with
+// WithTabular.
 func (e *KeyDoor) Step(a Action) (StepResult, error) {
 	if err := e.check(); err != nil {
 		return StepResult{}, err
@@ -251,6 +285,10 @@ func (e *KeyDoor) Step(a Action) (StepResult, error) {
 func (e *KeyDoor) obs() []float64 {
 	s := e.size
 	o := make([]float64, e.obsDim())
+	if e.tabular {
+		o[e.TabularIndex()] = 1
+		return o
+	}
 	o[e.x] = 1
 	o[s+e.y] = 1
 	o[2*s+e.dir] = 1

@@ -20,6 +20,9 @@ var registry = map[string]func(opts ...Option) (Env, error){
 	"KeyDoor-Random": func(o ...Option) (Env, error) {
 		return asEnv(NewKeyDoor(append([]Option{WithRandomLayout()}, o...)...))
 	},
+	"KeyDoor-Tabular": func(o ...Option) (Env, error) {
+		return asEnv(NewKeyDoor(append([]Option{WithTabular()}, o...)...))
+	},
 	"LQR-v0": func(o ...Option) (Env, error) { return asEnv(NewLQR(o...)) },
 }
 
@@ -50,6 +53,7 @@ func asEnv[T Env](e T, err error) (Env, error) {
 //	BlindCliffwalk            PER's Blind Cliffwalk (WithSize: n, default 10)
 //	KeyDoor                   the key-door grid, fixed layout (WithSize: side, default 6)
 //	KeyDoor-Random            the key-door grid, a random layout at every Reset
+//	KeyDoor-Tabular           the key-door grid, fixed layout, one-hot code of the whole state
 //	LQR-v0                    a 1-D linear-quadratic regulator (WithLQR: LQRParams)
 func Make(name string, opts ...Option) (Env, error) {
 	mk, ok := registry[name]
@@ -80,9 +84,10 @@ const (
 	optRandomLayout
 	optGoalReward
 	optLQR
+	optTabular
 )
 
-var optionNames = []string{"WithMaxSteps", "WithSize", "WithRandomLayout", "WithGoalReward", "WithLQR"}
+var optionNames = []string{"WithMaxSteps", "WithSize", "WithRandomLayout", "WithGoalReward", "WithLQR", "WithTabular"}
 
 // options is what the Option functions fill in.
 type options struct {
@@ -92,6 +97,7 @@ type options struct {
 	randomLayout bool
 	goalReward   float64
 	lqr          LQRParams
+	tabular      bool
 }
 
 // WithMaxSteps replaces the environment's time limit (MaxEpisodeSteps) by
@@ -123,6 +129,13 @@ func WithGoalReward(r float64) Option {
 // fields). NewLQR validates them (LQRParams.Validate).
 func WithLQR(p LQRParams) Option {
 	return func(o *options) { o.set |= optLQR; o.lqr = p }
+}
+
+// WithTabular makes KeyDoor's observation a one-hot code of its whole
+// state (tabular features: a linear Q-function on it is a table). Fixed
+// layout only.
+func WithTabular() Option {
+	return func(o *options) { o.set |= optTabular; o.tabular = true }
 }
 
 // parseOptions applies opts and rejects options that env does not accept

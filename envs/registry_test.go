@@ -13,7 +13,7 @@ import (
 func TestNames(t *testing.T) {
 	want := []string{
 		"Acrobot-v1", "BlindCliffwalk", "CartPole-v1", "KeyDoor", "KeyDoor-Random",
-		"LQR-v0", "MountainCar-v0", "MountainCarContinuous-v0", "NChain", "Pendulum-v1",
+		"KeyDoor-Tabular", "LQR-v0", "MountainCar-v0", "MountainCarContinuous-v0", "NChain", "Pendulum-v1",
 	}
 	if got := envs.Names(); !slices.Equal(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
@@ -56,6 +56,8 @@ func TestMakeBadOptions(t *testing.T) {
 		{"KeyDoor-Random", []envs.Option{envs.WithSize(33)}, "grid side"},
 		{"KeyDoor", []envs.Option{envs.WithGoalReward(math.Inf(1))}, "finite"},
 		{"KeyDoor", []envs.Option{nil}, "nil Option"},
+		{"KeyDoor-Random", []envs.Option{envs.WithTabular()}, "does not combine with WithRandomLayout"},
+		{"CartPole-v1", []envs.Option{envs.WithTabular()}, "does not accept WithTabular"},
 	} {
 		env, err := envs.Make(tc.name, tc.opts...)
 		if env != nil || !errors.Is(err, envs.ErrBadOption) || !strings.Contains(err.Error(), tc.msg) {

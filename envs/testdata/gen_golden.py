@@ -313,14 +313,17 @@ LOCKED, CLOSED, OPEN = 0, 1, 2
 class KeyDoor:
     """DoorKey-like grid: outer walls, a vertical wall at x = split with a
     locked door at (split, door_y), a key left of the wall, the goal at
-    (size-2, size-2). Actions: 0 left, 1 right, 2 forward, 3 pickup, 4 toggle."""
+    (size-2, size-2). Actions: 0 left, 1 right, 2 forward, 3 pickup, 4 toggle.
+    tabular: the observation is a one-hot code of (x, y, dir, carrying, door)
+    over the inner cells, 24 (size-2)^2 values."""
 
-    def __init__(self, size=6, random_layout=False):
+    def __init__(self, size=6, random_layout=False, tabular=False):
         self.size = size
         self.random = random_layout
+        self.tabular = tabular
         self.limit = 10 * size * size
         self.goal_reward = float(self.limit)
-        self.name = "KeyDoor-Random" if random_layout else "KeyDoor"
+        self.name = "KeyDoor-Random" if random_layout else ("KeyDoor-Tabular" if tabular else "KeyDoor")
 
     def reset(self, rng):
         S = self.size
@@ -357,6 +360,9 @@ class KeyDoor:
 
     def obs(self):
         S = self.size
+        if self.tabular:
+            state = (((self.x - 1) + (self.y - 1) * (S - 2)) * 4 + self.dir) * 6 + (3 if self.carrying else 0) + self.door
+            return one_hot(state, 24 * (S - 2) ** 2)
         o = one_hot(self.x, S) + one_hot(self.y, S) + one_hot(self.dir, 4)
         o += [1.0 if self.carrying else 0.0] + one_hot(self.door, 3)
         if self.random:
@@ -523,6 +529,12 @@ def cases():
     out[kd.name] = [
         rollout(kd, 18, lambda o, t: solve[t]),
         rollout(kd, 19, random_discrete(5, 20)),
+    ]
+    kt = KeyDoor(tabular=True)
+    # Short cases: each observation is 384 values.
+    out[kt.name] = [
+        rollout(kt, 24, lambda o, t: solve[t]),
+        rollout(kt, 25, random_discrete(5, 61), max_len=30),
     ]
     kr = KeyDoor(8, random_layout=True)
     out["KeyDoor-Random-8"] = ("KeyDoor-Random", {"size": 8},
