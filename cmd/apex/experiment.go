@@ -22,7 +22,7 @@ var experiments = []experiment{
 	{"cliffwalk", "PER's Blind Cliffwalk (Schaul et al. 2016, Fig. 1): updates to learn Q* vs replay memory size, uniform vs prioritized vs oracle", runCliffwalk},
 	{"lap-pal", "LAP and PAL (Fujimoto et al. 2020): regression fixed points, TD3 on Pendulum-v1 and DDQN on CartPole-v1 under uniform, PER, LAP and PAL", runLAPPAL},
 	{"refer", "ReF-ER (Novati & Koumoutsakos 2019): V-RACER on Pendulum-v1 under refer, refer-1, refer-2 and er; the LQR slope vs the Riccati gain", runREFER},
-	{"ter", "Topological Experience Replay (Hong et al. 2022): NChain backups to the optimal return and the cost of one batch, TER vs uniform vs PER vs backward replay", runTER},
+	{"ter", "Topological Experience Replay (Hong et al. 2022): NChain backups, DDQN on the key-door grid, and the cost of one batch, TER vs uniform vs PER", runTER},
 }
 
 // runExperiment dispatches `apex experiment NAME [flags]`: 0 success, 1

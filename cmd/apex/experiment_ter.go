@@ -1,20 +1,24 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/apexrl/apex/experiment/control"
 	"github.com/apexrl/apex/experiment/ter"
 )
 
 // terParts are the parts of `apex experiment ter`, in run order.
-var terParts = []string{"nchain", "cost"}
+var terParts = []string{"nchain", "keydoor", "cost"}
 
 // runTER runs the TER experiments (Hong et al. 2022): NChain's tabular
 // backups to the optimal return, DDQN on the symbolic key-door grid, and
@@ -26,14 +30,16 @@ func runTER(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	parts := fs.String("parts", strings.Join(terParts, ","), "comma-separated parts to run: "+strings.Join(terParts, ", "))
 	datasets := fs.Int("datasets", ter.DefaultNChainConfig().Datasets, "NChain datasets (>= 1)")
-	out := fs.String("out", "out/ter", "directory for ter.json and nchain.png")
+	seeds := fs.Int("seeds", len(defaultKeyDoor().Seeds), "seeds per method in the key-door part (>= 2)")
+	workers := fs.Int("workers", 2, "key-door runs trained at once")
+	out := fs.String("out", "out/ter", "directory for ter.json, nchain.png and keydoor.png")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: apex experiment ter [flags]\n\n"+
 			"Topological Experience Replay (Hong et al. 2022): (1) NChain, tabular Q over\n"+
 			"1000 random steps, updates until the greedy policy is optimal for TER, uniform,\n"+
-			"PER and episodic backward replay; (3) seconds to build one batch per\n"+
-			"sampler (the paper's Table B.1). Part (2), DDQN on the key-door grid, is not\n"+
-			"wired yet.\n\nflags:\n")
+			"PER and episodic backward replay; (2) DDQN on the symbolic key-door grid,\n"+
+			"environment steps to a normalised return of 0.9 for TER, PER and uniform;\n"+
+			"(3) seconds to build one batch per sampler (the paper's Table B.1).\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
@@ -46,14 +52,16 @@ func runTER(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	if *datasets < 1 {
-		fmt.Fprintf(stderr, "apex experiment ter: -datasets must be >= 1\n")
+	if *datasets < 1 || *seeds < 2 || *workers < 1 {
+		fmt.Fprintf(stderr, "apex experiment ter: -datasets must be >= 1, -seeds >= 2 and -workers >= 1\n")
 		return 2
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		fmt.Fprintf(stderr, "apex experiment ter: %v\n", err)
 		return 1
 	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "apex experiment ter: %v\n", err)
 		return 1
@@ -82,6 +90,37 @@ func runTER(args []string, stdout, stderr io.Writer) int {
 		}
 		report["nchain"] = res
 	}
+	if slices.Contains(want, "keydoor") {
+		cfg := defaultKeyDoor()
+		cfg.Workers, cfg.Seeds = *workers, nil
+		for i := range *seeds {
+			cfg.Seeds = append(cfg.Seeds, uint64(i+1))
+		}
+		fmt.Fprintf(stdout, "== (2) key-door grid: %s on %s, %d methods x %d seeds\n", cfg.Base.Algo, cfg.Base.Env, len(cfg.Samplers), len(cfg.Seeds))
+		start := time.Now()
+		res, err := control.Run(ctx, cfg, func(r control.Trial) {
+			fmt.Fprintf(stdout, "  %-8s seed %d: steps to threshold %d, final %.1f (%.0fs)\n", r.Sampler, r.Seed, r.StepsTo, r.Final, r.Seconds)
+		})
+		if err != nil {
+			return fail(err)
+		}
+		if err := control.WriteTable(stdout, res); err != nil {
+			return fail(err)
+		}
+		png := filepath.Join(*out, "keydoor.png")
+		if err := control.SavePlot(res, png); err != nil {
+			return fail(fmt.Errorf("plot: %w", err))
+		}
+		c := ter.KeyDoorCheck(res)
+		res.Checks = append(res.Checks, c)
+		mark := "ok  "
+		if !c.OK {
+			mark, failed = "FAIL", true
+		}
+		fmt.Fprintf(stdout, "%s %s\n", mark, c.What)
+		fmt.Fprintf(stdout, "wrote %s (%.0fs)\n\n", png, time.Since(start).Seconds())
+		report["keydoor"] = res
+	}
 	if slices.Contains(want, "cost") {
 		res, err := ter.RunCost(ter.DefaultCostConfig())
 		if err != nil {
@@ -105,3 +144,6 @@ func runTER(args []string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// defaultKeyDoor is the key-door comparison's configuration.
+func defaultKeyDoor() control.Config { return ter.DefaultKeyDoorConfig() }

@@ -1,7 +1,9 @@
 // Package ter runs the experiments of Topological Experience Replay (Hong
-// et al., ICLR 2022, arXiv 2203.15845) that need no neural network: the
-// NChain comparison of the paper's Figure 2 (the part 1) and the
-// cost of building one batch, the paper's Table B.1 (part 3). Both go
+// et al., ICLR 2022, arXiv 2203.15845): the NChain comparison of the
+// paper's Figure 2 (the part 1), DDQN on the symbolic key-door
+// grid through the runtime (part 2, keydoor.go: DefaultKeyDoorConfig for
+// experiment/control, with linear Q on tabular features) and the cost of
+// building one batch, the paper's Table B.1 (part 3). Parts 1 and 3 go
 // through apex's real replay path: an apex buffer.Buffer with state-hash
 // columns and the sampler package's stages (sampler.TER, sampler.Uniform,
 // sampler.PER), plus two baselines defined here over the same buffer, EBU
