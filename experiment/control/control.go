@@ -10,6 +10,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -122,7 +123,8 @@ type Arm struct {
 	// StepsTo are the runs' Trial.StepsTo; MedianStepsTo their median with
 	// the runs that never reached the threshold counted as infinitely
 	// late (+Inf when half or more never did); Reached counts those that
-	// did.
+	// did. JSON has no infinity: MarshalJSON leaves a non-finite median
+	// out (Reached and StepsTo say the same).
 	StepsTo       []int64 `json:"steps_to_threshold,omitempty"`
 	MedianStepsTo float64 `json:"median_steps_to_threshold,omitempty"`
 	Reached       int     `json:"reached_threshold,omitempty"`
@@ -357,4 +359,18 @@ func median(xs []float64) float64 {
 		return c[n/2]
 	}
 	return (c[n/2-1] + c[n/2]) / 2
+}
+
+// MarshalJSON encodes a as its fields, with MedianStepsTo left out when it
+// is not finite (no threshold, or half the runs never reached it).
+func (a Arm) MarshalJSON() ([]byte, error) {
+	type plain Arm // without this method
+	var med *float64
+	if v := a.MedianStepsTo; !math.IsInf(v, 0) && !math.IsNaN(v) && v != 0 {
+		med = &v
+	}
+	return json.Marshal(struct {
+		plain
+		MedianStepsTo *float64 `json:"median_steps_to_threshold,omitempty"`
+	}{plain(a), med})
 }

@@ -3,6 +3,7 @@ package control
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"math"
 	"slices"
 	"strings"
@@ -135,5 +136,19 @@ func pendulumConfig() Config {
 			Capacity: 100_000, MinSizeToSample: 1000, EvalEverySteps: 1000, EvalEpisodes: 5, FinalEpisodes: 20},
 		Samplers: []string{"uniform", "per", "lap", "pal"}, Seeds: []uint64{1, 2, 3, 4, 5}, Workers: 2, TailEvals: 5,
 		Floor: -200, FloorArms: []string{"lap", "pal"},
+	}
+}
+
+// TestArmJSON: an arm whose median is infinite (no threshold, or most runs
+// never reached it) still encodes, without the median; a finite one keeps
+// it.
+func TestArmJSON(t *testing.T) {
+	b, err := json.Marshal(Arm{Sampler: "er", MedianStepsTo: math.Inf(1), StepsTo: []int64{-1, -1}})
+	if err != nil || strings.Contains(string(b), "median_steps_to_threshold") {
+		t.Errorf("infinite median: %s, %v", b, err)
+	}
+	b, err = json.Marshal(Arm{Sampler: "ter", MedianStepsTo: 7700})
+	if err != nil || !strings.Contains(string(b), `"median_steps_to_threshold":7700`) || !strings.Contains(string(b), `"sampler":"ter"`) {
+		t.Errorf("finite median: %s, %v", b, err)
 	}
 }

@@ -2,7 +2,6 @@ package refer
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -108,26 +107,6 @@ type PendulumResult struct {
 	Arms   []PendulumArm `json:"arms"`
 	// Checks are the issue's acceptance checks (PendulumChecks).
 	Checks []control.Check `json:"checks"`
-}
-
-// MarshalJSON writes r with the arms' MedianStepsTo left out where it is
-// not finite (control reports +Inf when half the runs never reached the
-// threshold, and always when there is none; JSON has no infinity): their
-// Reached and StepsTo say the same.
-func (r *PendulumResult) MarshalJSON() ([]byte, error) {
-	type plain PendulumResult // without this method
-	c := *r
-	if r.Control != nil {
-		cr := *r.Control
-		cr.Arms = slices.Clone(cr.Arms)
-		for i := range cr.Arms {
-			if v := cr.Arms[i].MedianStepsTo; math.IsInf(v, 0) || math.IsNaN(v) {
-				cr.Arms[i].MedianStepsTo = 0 // omitempty
-			}
-		}
-		c.Control = &cr
-	}
-	return json.Marshal((*plain)(&c))
 }
 
 // OK reports whether every check held.
