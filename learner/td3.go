@@ -119,6 +119,10 @@ type TD3 struct {
 	du    []float64    // B×A: dL_μ/du
 
 	stats td3Counters
+
+	// refer is the ReF-ER state when m.Selector is a *sampler.REFER (see
+	// td3Refer), nil otherwise.
+	refer *td3Refer
 }
 
 // td3Counters are the Stats fields, each an atomic word so Stats may read
@@ -299,6 +303,11 @@ func NewTD3(cfg TD3Config, actorNet *model.Net, critic *model.Net, buf *buffer.B
 	for i := range l.dqa {
 		l.dqa[i] = -1 / float64(b)
 	}
+	if st, ok := m.Selector.(*sampler.REFER); ok {
+		if l.refer, err = newTD3Refer(st, bc, b, nA); err != nil {
+			return nil, err
+		}
+	}
 	l.publish()
 	return l, nil
 }
@@ -387,6 +396,10 @@ func (l *TD3) Step(ctx context.Context) error {
 	to64(l.obs, b.Obs)
 	to64(l.next, b.NextObs)
 	l.joinRows(l.xa, l.obs, nil, b.ActionVec)
+	if l.refer != nil { // ReF-ER: rho and KL with the actor before this step's updates
+		weight = l.refer.ratios(b, l.actor.Forward(l.obs), l.cfg.MaxAction, weight)
+		l.clipActions(l.xa)
+	}
 
 	// Targets: y = R + D·min_k Q'_k(s', clip(m·μ'(s') + ε, −m, m)).
 	l.targetActions()
@@ -456,6 +469,11 @@ func (l *TD3) Step(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("learner: step %d: priority write-back: %w", step, err)
 	}
+	if l.refer != nil {
+		if err := l.refer.stage.Refresh(l.refer.rho, l.q[0], l.refer.kl); err != nil {
+			return fmt.Errorf("learner: step %d: refer refresh: %w", step, err)
+		}
+	}
 	t3 := time.Now()
 
 	// Delayed: the actor through the updated first critic, then the
@@ -484,6 +502,9 @@ func (l *TD3) Step(ctx context.Context) error {
 		st.targetUpdates.Add(1)
 	}
 
+	if l.refer != nil {
+		l.refer.stage.AfterStep(step)
+	}
 	l.steps = step
 	if step%uint64(l.cfg.PublishEvery) == 0 {
 		l.publish()
@@ -534,7 +555,12 @@ func (l *TD3) actorGrad() float64 {
 	l.joinRows(l.xp, l.obs, u, nil)
 	q := l.critic[0].Forward(l.xp)
 	var sum float64
-	for _, v := range q {
+	for i, v := range q {
+		if l.refer != nil { // per-row weights of the DPG term: −algW_i/B
+			w := l.refer.algW[i]
+			l.dqa[i] = -w / float64(len(l.dqa))
+			v *= w
+		}
 		sum += v
 	}
 	dx := l.critic[0].BackwardInput(l.dqa)
@@ -544,8 +570,25 @@ func (l *TD3) actorGrad() float64 {
 			l.du[i*l.nA+j] = mx * dx[i*x+l.nS+j]
 		}
 	}
+	loss := -sum / float64(len(q))
+	if l.refer != nil {
+		loss += l.refer.klGrad(l.batch, l.du, u, mx)
+	}
 	l.actor.Backward(l.du)
-	return -sum / float64(len(q))
+	return loss
+}
+
+// clipActions clips the action columns of dst (B×(S+A)) to [−MaxAction,
+// MaxAction]: under ReF-ER the stored action is the unclipped sample and
+// the environment played it clipped.
+func (l *TD3) clipActions(dst []float64) {
+	x, mx := l.nS+l.nA, l.cfg.MaxAction
+	for i := range len(dst) / x {
+		for j := range l.nA {
+			p := &dst[i*x+l.nS+j]
+			*p = max(-mx, min(mx, *p))
+		}
+	}
 }
 
 // joinRows writes each row of dst (B×(S+A)) as [s, a]: s from obs, a from
