@@ -282,6 +282,18 @@ type ContinuousConfig struct {
 	StatsWindow  int
 	Columns      Columns
 	Seed         uint64
+
+	// Floats, when not empty, are the buffer's float columns
+	// (buffer.Config.Floats), in order; they must then include
+	// sampler.REFERColumns of the action width, and the actor records its
+	// behaviour for ReF-ER (TD3 with ReF-ER): the mean ScaleAction(π(s))
+	// and the std σ_i·half_j of its Gaussian noise in the REFER mean and
+	// std columns, and stores the unclipped sample a in ActionVec (the
+	// environment still gets a clipped to the box), so that the learner's
+	// importance ratio uses the density that drew a. A uniform warm-up
+	// step records mean = a. It needs NStep 1, Gaussian noise (OUTheta 0,
+	// not NoNoise); any other float column is filled with zeros.
+	Floats []buffer.FloatColumn
 }
 
 // Sigma returns the exploration noise of actor i among n when the noise
@@ -355,6 +367,8 @@ func (c ContinuousConfig) validated() (ContinuousConfig, Config, error) {
 		return bad("OUTheta must be finite and >= 0, got %v", c.OUTheta)
 	case c.NoNoise && c.OUTheta != 0:
 		return bad("OUTheta (%v) is not used with NoNoise", c.OUTheta)
+	case len(c.Floats) > 0 && (c.NStep != 1 || c.NoNoise || c.OUTheta != 0):
+		return bad("Floats (the ReF-ER behaviour columns) need NStep 1 and Gaussian noise (got NStep %d, NoNoise %v, OUTheta %v)", c.NStep, c.NoNoise, c.OUTheta)
 	}
 	return c, common, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/envs"
 	"github.com/apexrl/apex/model"
+	"github.com/apexrl/apex/sampler"
 )
 
 // Continuous is the Ape-X actor for continuous actions: Ape-X DPG's actor
@@ -65,6 +66,16 @@ type Continuous struct {
 	ou    []float64 // the Ornstein–Uhlenbeck state per dimension (OUTheta > 0)
 	act   []float64 // the last action, as sent: float32 values in the box
 	act32 []float32 // the same action, as stored
+
+	// ReF-ER behaviour recording (ContinuousConfig.Floats; refer false
+	// without): the float columns' indices, the last SelectAction's
+	// unclipped sample (as stored), mean and std, and the float rows of
+	// the transitions in the adder's output, in the same order.
+	refer           bool
+	meanCol, stdCol int
+	raw32           []float32
+	bMean, bStd     []float64
+	pMean, pStd     []float32
 }
 
 // NewContinuous returns a continuous actor for cfg that steps env with its
@@ -93,6 +104,14 @@ func NewContinuous(cfg ContinuousConfig, env envs.Env, policy *model.Net, store 
 		half: make([]float64, A), act: make([]float64, A), act32: make([]float32, A), ou: make([]float64, A)}
 	for j := range A {
 		c.half[j] = box.High[j]/2 - box.Low[j]/2
+	}
+	if len(ccfg.Floats) > 0 {
+		mc, sc, _, err := sampler.REFERColumnIndex(buffer.Config{Action: buffer.Continuous, ActionDim: A, Episode: true, Floats: ccfg.Floats})
+		if err != nil {
+			return nil, fmt.Errorf("%w: ContinuousConfig.Floats: %w", ErrConfig, err)
+		}
+		c.refer, c.meanCol, c.stdCol = true, mc, sc
+		c.raw32, c.bMean, c.bStd = make([]float32, A), make([]float64, A), make([]float64, A)
 	}
 	if err := c.init(common, env, policy, store, obsDim, A); err != nil {
 		return nil, err
@@ -173,8 +192,16 @@ func (c *Continuous) SelectAction(obs []float32) []float64 {
 		for j := range c.act {
 			c.act[j] = low[j] + (high[j]-low[j])*c.rng.Float64()
 		}
+		if c.refer { // no Gaussian drew it: the behaviour is recorded as centred on a
+			for j, v := range c.act {
+				c.bMean[j], c.bStd[j], c.raw32[j] = v, c.sigma*c.half[j], float32(v)
+			}
+		}
 	} else {
 		ScaleAction(c.box, c.act, c.net.Forward32(obs))
+		if c.refer {
+			copy(c.bMean, c.act)
+		}
 		switch {
 		case c.sigma > 0 && c.ccfg.OUTheta > 0:
 			if c.epLen == 0 {
@@ -188,6 +215,11 @@ func (c *Continuous) SelectAction(obs []float32) []float64 {
 		case c.sigma > 0:
 			for j := range c.act {
 				c.act[j] += c.sigma * c.half[j] * c.rng.NormFloat64()
+			}
+		}
+		if c.refer {
+			for j, v := range c.act {
+				c.bStd[j], c.raw32[j] = c.sigma*c.half[j], float32(v)
 			}
 		}
 	}
@@ -226,7 +258,7 @@ func (c *Continuous) Fill(ctx context.Context, t *buffer.Transitions) error {
 	for c.adder.Out.Len() < c.cfg.LocalBatch {
 		select {
 		case <-done:
-			c.appendOut(t, c.adder.Out.Len())
+			c.hand(t, c.adder.Out.Len())
 			return nil
 		default:
 		}
@@ -234,8 +266,39 @@ func (c *Continuous) Fill(ctx context.Context, t *buffer.Transitions) error {
 			return err
 		}
 	}
-	c.appendOut(t, c.cfg.LocalBatch)
+	c.hand(t, c.cfg.LocalBatch)
 	return nil
+}
+
+// hand appends the first k pending transitions to t, with the REFER
+// float columns when the actor records its behaviour, and drops them.
+func (c *Continuous) hand(t *buffer.Transitions, k int) {
+	if !c.refer {
+		c.appendOut(t, k)
+		return
+	}
+	n0 := t.Len()
+	c.appendOut(t, k)
+	if len(t.Floats) == 0 {
+		t.Floats = make([][]float32, len(c.ccfg.Floats))
+	}
+	A := len(c.half)
+	for i, f := range c.ccfg.Floats {
+		col := t.Floats[i]
+		if len(col) < n0*f.Width {
+			col = append(col, make([]float32, n0*f.Width-len(col))...)
+		}
+		switch i {
+		case c.meanCol:
+			col = append(col, c.pMean[:k*A]...)
+		case c.stdCol:
+			col = append(col, c.pStd[:k*A]...)
+		default:
+			col = append(col, make([]float32, k*f.Width)...)
+		}
+		t.Floats[i] = col
+	}
+	c.pMean, c.pStd = dropFront(c.pMean, k*A), dropFront(c.pStd, k*A)
 }
 
 // step takes one environment step (starting an episode first if none is
@@ -256,8 +319,21 @@ func (c *Continuous) step() error {
 		return err
 	}
 	before := c.adder.Out.Len()
-	if err := c.adder.AddVec(c.act32, res.Reward, c.next, res.Terminated, res.Truncated); err != nil {
+	stored := c.act32
+	if c.refer {
+		stored = c.raw32 // the unclipped sample: the learner's ratio uses its density
+	}
+	if err := c.adder.AddVec(stored, res.Reward, c.next, res.Terminated, res.Truncated); err != nil {
 		return fmt.Errorf("actor %d: %w", c.cfg.ID, err)
+	}
+	if c.refer {
+		if c.adder.Out.Len() != before+1 {
+			panic("actor: Continuous: a 1-step adder emitted other than one transition")
+		}
+		for j := range c.bMean {
+			c.pMean = append(c.pMean, float32(c.bMean[j]))
+			c.pStd = append(c.pStd, float32(c.bStd[j]))
+		}
 	}
 	return c.advance(res, before)
 }
