@@ -19,7 +19,8 @@ import (
 // actions, TD3 and V-RACER (with a ReF-ER method) for continuous ones.
 var Algos = []string{"dqn", "td3", "vracer"}
 
-// referMethods are the replay methods V-RACER needs (and only it takes).
+// referMethods are the replay methods V-RACER needs; TD3 takes them too
+// (TD3 with ReF-ER: fixed-std Gaussian exploration, learner.TD3).
 var referMethods = []string{"refer", "refer-1", "refer-2", "er"}
 
 // LearnerStats is a learner's counters as the runtime reports them, the
@@ -41,7 +42,8 @@ type LearnerStats struct {
 	Version         uint64  `json:"version"`
 	TargetUpdates   uint64  `json:"target_updates"`
 	ActorUpdates    uint64  `json:"actor_updates"`
-	// FarFraction, MeanKL and Beta are V-RACER's ReF-ER state: the share
+	// FarFraction, MeanKL and Beta are the ReF-ER state (V-RACER, or TD3
+	// under a ReF-ER method): the share
 	// of stored steps whose importance ratio is outside [1/c_max, c_max],
 	// the mean KL(μ||π) of the last batch, and the penalty's weight
 	// complement beta.
@@ -79,7 +81,8 @@ type actorSource interface {
 
 // algoFor returns the algorithm for an action space and replay method:
 // cfg's if set (checked against both), else dqn for discrete actions,
-// vracer for continuous ones under a ReF-ER method, td3 otherwise.
+// vracer for continuous ones under a ReF-ER method, td3 otherwise. td3
+// takes every method, the ReF-ER ones included.
 func algoFor(algo, env, method string, space envs.Space) (string, error) {
 	_, discrete := space.(envs.Discrete)
 	refer := slices.Contains(referMethods, method)
@@ -100,8 +103,8 @@ func algoFor(algo, env, method string, space envs.Space) (string, error) {
 		return "", fmt.Errorf("runtime: train: %s has a discrete action space; the %s learner needs continuous actions (use -algo=dqn)", env, algo)
 	case algo == "vracer" && !refer:
 		return "", fmt.Errorf("runtime: train: the vracer learner replays through a ReF-ER method (-sampler one of %v), got %q", referMethods, method)
-	case algo != "vracer" && refer:
-		return "", fmt.Errorf("runtime: train: the %s replay method needs the vracer learner (-algo=vracer)", method)
+	case algo != "vracer" && algo != "td3" && refer:
+		return "", fmt.Errorf("runtime: train: the %s replay method needs the vracer or td3 learner (-algo=vracer or -algo=td3)", method)
 	}
 	return algo, nil
 }
@@ -114,7 +117,7 @@ func bufferConfig(cfg TrainConfig, obsDim int, space envs.Space) buffer.Config {
 		c.NumActions = s.N
 	case envs.Box:
 		c.Action, c.ActionDim = buffer.Continuous, s.Dim()
-		if cfg.Algo == "vracer" {
+		if cfg.Algo == "vracer" || slices.Contains(referMethods, cfg.Sampler) {
 			c.Floats = sampler.REFERColumns(s.Dim()) // the behaviour policy's mean and std, V(s_T)
 		}
 	}
@@ -230,6 +233,13 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 	if err != nil {
 		return agent{}, err
 	}
+	refer := false
+	if _, ok := m.Selector.(*sampler.REFER); ok {
+		// TD3 with ReF-ER: the critics keep TD3's MSE loss (a ReF-ER
+		// method leaves Loss zero), far rows weighted 0 by the learner;
+		// the actors record their fixed-std Gaussian behaviour.
+		refer, m.Loss = true, model.Loss{Kind: model.MSE}
+	}
 	td3, err := learner.NewTD3(learner.TD3Config{Batch: cfg.Batch, ActorLR: cfg.LR, CriticLR: cfg.LR, Tau: cfg.Tau,
 		MaxAction: maxAction, Seed: cfg.Seed}, pol, critic, buf, m, store)
 	if err != nil {
@@ -237,6 +247,10 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 	}
 	// Uniform warm-up steps (TD3's start_timesteps), shared by the actors.
 	random := (cfg.RandomSteps + cfg.Actors - 1) / cfg.Actors
+	var floats []buffer.FloatColumn
+	if refer {
+		floats = buf.Config().Floats
+	}
 	return agent{
 		Stepper: td3,
 		impl:    td3,
@@ -247,9 +261,14 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 		first:   func() *model.Params { return td3.Actor().Snapshot(0) },
 		stats: func() LearnerStats {
 			s := td3.Stats()
-			return LearnerStats{Steps: s.Steps, Loss: s.CriticLoss, ActorLoss: s.ActorLoss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ,
+			ls := LearnerStats{Steps: s.Steps, Loss: s.CriticLoss, ActorLoss: s.ActorLoss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ,
 				GradNorm: s.CriticGradNorm, WriteBacks: s.WriteBacks, StaleWriteBacks: s.StaleWriteBacks, Publishes: s.Publishes,
 				Version: s.Version, TargetUpdates: s.TargetUpdates, ActorUpdates: s.ActorUpdates, Timing: s.Timing}
+			if st, ok := m.Selector.(*sampler.REFER); ok {
+				r := st.Stats()
+				ls.FarFraction, ls.MeanKL, ls.Beta = r.FarFraction, r.SampledKL, r.Beta
+			}
+			return ls
 		},
 		policy: polCfg,
 		method: m,
@@ -262,7 +281,8 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 				random = 0 // the replay already holds the warm-up
 			}
 			return actor.NewContinuous(actor.ContinuousConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma,
-				Sigma: cfg.Sigma, OUTheta: cfg.OUTheta, RandomSteps: random, Columns: actor.ColumnsOf(buf.Config()), Seed: cfg.Seed + cfg.Resumes<<40},
+				Sigma: cfg.Sigma, OUTheta: cfg.OUTheta, RandomSteps: random, Columns: actor.ColumnsOf(buf.Config()), Seed: cfg.Seed + cfg.Resumes<<40,
+				Floats: floats},
 				env, anet, store)
 		},
 	}, nil

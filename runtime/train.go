@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,9 +28,12 @@ type TrainConfig struct {
 	Env     string `json:"env"`     // registered environment (envs.Names); "CartPole-v1"
 	Actors  int    `json:"actors"`  // actor goroutines; 64
 	Sampler string `json:"sampler"` // replay method (sampler.Methods: uniform, per, rank, lap, pal); "per"
-	// Algo is the learner: "dqn" (Double DQN, discrete actions) or "td3"
-	// (continuous actions); empty picks the one the environment's action
-	// space needs.
+	// Algo is the learner: "dqn" (Double DQN, discrete actions), "td3"
+	// (continuous actions; with a ReF-ER Sampler, TD3 with ReF-ER: the
+	// actors' fixed-std Gaussian behaviour is stored and no uniform
+	// warm-up is taken unless RandomSteps asks) or "vracer" (a ReF-ER
+	// Sampler); empty picks dqn for discrete actions, vracer under a
+	// ReF-ER Sampler, td3 otherwise.
 	Algo string `json:"algo"`
 	// Steps stops the run after this many learner steps; Duration after
 	// this much wall time; whichever comes first (at least one is needed).
@@ -165,8 +169,8 @@ func (c TrainConfig) withDefaults(algo string, maxEpisode int) TrainConfig {
 		orDefault(&c.Batch, learner.DefaultTD3Batch)
 		orDefault(&c.NStep, 1)
 		orDefault(&c.ReplayRatio, float64(c.Batch))
-		if c.Sampler != "lap" && c.Sampler != "pal" {
-			orDefault(&c.Loss, "mse") // TD3's critic loss
+		if c.Sampler != "lap" && c.Sampler != "pal" && !slices.Contains(referMethods, c.Sampler) {
+			orDefault(&c.Loss, "mse") // TD3's critic loss (under ReF-ER the agent sets it)
 		}
 	default:
 		orDefault(&c.NStep, 3)
@@ -177,10 +181,11 @@ func (c TrainConfig) withDefaults(algo string, maxEpisode int) TrainConfig {
 	orDefault(&c.EvalEpisodes, d.EvalEpisodes)
 	orDefault(&c.FinalEpisodes, d.FinalEpisodes)
 	orDefault(&c.EvalEverySteps, 1000)
-	if algo == "td3" {
+	refer := slices.Contains(referMethods, c.Sampler)
+	if algo == "td3" && !refer { // under ReF-ER every stored step is drawn from the recorded Gaussian
 		orDefault(&c.RandomSteps, c.MinSizeToSample)
 	}
-	if algo == "vracer" && maxEpisode > 0 {
+	if (algo == "vracer" || refer) && maxEpisode > 0 {
 		// V-RACER samples finished episodes only: learning may start once
 		// every actor can have finished one, or a step finds none.
 		c.MinSizeToSample = max(c.MinSizeToSample, c.Actors*(maxEpisode+actor.DefaultLocalBatch)+c.Batch)

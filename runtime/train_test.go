@@ -74,7 +74,7 @@ func TestTrainerConfigErrors(t *testing.T) {
 		{Sampler: "greedy", Steps: 1}:                                    "valid: [uniform per rank lap pal ter refer refer-1 refer-2 er]",
 		{Env: "Pendulum-v1", Algo: "dqn", Steps: 1}:                      "continuous action space",
 		{Env: "CartPole-v1", Algo: "td3", Steps: 1}:                      "discrete action space",
-		{Env: "Pendulum-v1", Sampler: "refer", Algo: "td3", Steps: 1}:    "needs the vracer learner",
+		{Env: "CartPole-v1", Sampler: "refer", Algo: "dqn", Steps: 1}:    "needs the vracer or td3 learner",
 		{Env: "Pendulum-v1", Sampler: "per", Algo: "vracer", Steps: 1}:   "replays through a ReF-ER method",
 		{Env: "CartPole-v1", Sampler: "refer", Algo: "vracer", Steps: 1}: "discrete action space",
 		{Algo: "sac", Steps: 1}:                                          "valid: [dqn td3 vracer]",
