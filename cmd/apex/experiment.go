@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/apexrl/apex/experiment/cliffwalk"
@@ -136,4 +138,27 @@ func runCliffwalk(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "wrote %s and %s (%.1fs)\n", pngPath, jsonPath, elapsed.Seconds())
 	return 0
+}
+
+// selectParts splits a comma-separated -parts value and checks each part
+// against valid; an unknown one is reported on stderr, prefixed by cmd.
+func selectParts(cmd, value string, valid []string, stderr io.Writer) ([]string, bool) {
+	want := strings.Split(value, ",")
+	for _, p := range want {
+		if !slices.Contains(valid, p) {
+			fmt.Fprintf(stderr, "%s: unknown part %q (valid: %s)\n", cmd, p, strings.Join(valid, ", "))
+			return nil, false
+		}
+	}
+	return want, true
+}
+
+// makeOut creates the output directory dir, reporting a failure on
+// stderr prefixed by cmd.
+func makeOut(cmd, dir string, stderr io.Writer) bool {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return false
+	}
+	return true
 }

@@ -47,19 +47,15 @@ func runLAPPAL(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	want := strings.Split(*parts, ",")
-	for _, p := range want {
-		if !slices.Contains(lapPALParts, p) {
-			fmt.Fprintf(stderr, "apex experiment lap-pal: unknown part %q (valid: %s)\n", p, strings.Join(lapPALParts, ", "))
-			return 2
-		}
+	want, ok := selectParts("apex experiment lap-pal", *parts, lapPALParts, stderr)
+	if !ok {
+		return 2
 	}
 	if *seeds < 2 || *workers < 1 || *pendSteps <= 0 || *cartSteps <= 0 {
 		fmt.Fprintf(stderr, "apex experiment lap-pal: -seeds must be >= 2, -workers >= 1 and the step counts > 0\n")
 		return 2
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		fmt.Fprintf(stderr, "apex experiment lap-pal: %v\n", err)
+	if !makeOut("apex experiment lap-pal", *out, stderr) {
 		return 1
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

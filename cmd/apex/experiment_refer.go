@@ -52,19 +52,15 @@ func runREFER(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	want := strings.Split(*parts, ",")
-	for _, p := range want {
-		if !slices.Contains(referParts, p) {
-			fmt.Fprintf(stderr, "apex experiment refer: unknown part %q (valid: %s)\n", p, strings.Join(referParts, ", "))
-			return 2
-		}
+	want, ok := selectParts("apex experiment refer", *parts, referParts, stderr)
+	if !ok {
+		return 2
 	}
 	if *seeds < 2 || *lqrSeeds < 1 || *workers < 1 || *steps <= 0 || *lqrSteps <= 0 {
 		fmt.Fprintf(stderr, "apex experiment refer: -seeds must be >= 2, -lqr-seeds and -workers >= 1 and the step counts > 0\n")
 		return 2
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		fmt.Fprintf(stderr, "apex experiment refer: %v\n", err)
+	if !makeOut("apex experiment refer", *out, stderr) {
 		return 1
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -45,19 +45,15 @@ func runTER(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	want := strings.Split(*parts, ",")
-	for _, p := range want {
-		if !slices.Contains(terParts, p) {
-			fmt.Fprintf(stderr, "apex experiment ter: unknown part %q (valid: %s)\n", p, strings.Join(terParts, ", "))
-			return 2
-		}
+	want, ok := selectParts("apex experiment ter", *parts, terParts, stderr)
+	if !ok {
+		return 2
 	}
 	if *datasets < 1 || *seeds < 2 || *workers < 1 {
 		fmt.Fprintf(stderr, "apex experiment ter: -datasets must be >= 1, -seeds >= 2 and -workers >= 1\n")
 		return 2
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		fmt.Fprintf(stderr, "apex experiment ter: %v\n", err)
+	if !makeOut("apex experiment ter", *out, stderr) {
 		return 1
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
