@@ -40,6 +40,9 @@ type td3Header struct {
 	// RNG is the learner stream's PCG state (rand.PCG.MarshalBinary).
 	RNG   []byte   `json:"rng"`
 	Stats TD3Stats `json:"stats"`
+	// ReferBeta is the ReF-ER stage's penalty coefficient after the last
+	// step (TD3 with a REFER method only; the stage's step is Steps).
+	ReferBeta *float64 `json:"refer_beta,omitempty"`
 }
 
 // td3Nets lists the networks in checkpoint order, with their names.
@@ -65,6 +68,10 @@ func (l *TD3) Save(w io.Writer) error {
 		*f = finite0(*f)
 	}
 	h := td3Header{Config: l.cfg, Method: l.m.Name, Loss: l.m.Loss, Steps: l.steps, RNG: rng, Stats: st}
+	if l.refer != nil {
+		b := l.refer.stage.Beta()
+		h.ReferBeta = &b
+	}
 	if err := writeHead(w, td3Magic, td3Version, h); err != nil {
 		return fmt.Errorf("learner: Save: %w", err)
 	}
@@ -138,6 +145,9 @@ func (l *TD3) Load(r io.Reader) error {
 		}
 	}
 
+	if b := h.ReferBeta; b != nil && !(*b >= 0 && *b <= 1) {
+		return errorf(ErrCorrupt, "ReF-ER beta %v outside [0, 1]", *b)
+	}
 	// Everything read and checked: commit.
 	for i, n := range nets {
 		n.CopyFrom(loaded[i])
@@ -160,6 +170,9 @@ func (l *TD3) Load(r io.Reader) error {
 	c.actorUpdates.Store(s.ActorUpdates)
 	c.targetUpdates.Store(s.TargetUpdates)
 	c.timing.store(s.Timing)
+	if l.refer != nil && h.ReferBeta != nil {
+		l.refer.stage.SetController(h.Steps, *h.ReferBeta) // the controller resumes where it was
+	}
 	l.publish()
 	return nil
 }

@@ -1,6 +1,7 @@
 package learner
 
 import (
+	"bytes"
 	"context"
 	"math"
 	"math/rand/v2"
@@ -180,5 +181,23 @@ func TestTD3ReferSteps(t *testing.T) {
 	}
 	if l.Stats().ActorUpdates != 10 {
 		t.Errorf("actor updates %d, want 10", l.Stats().ActorUpdates)
+	}
+}
+
+// TestTD3ReferCheckpointKeepsController: a TD3 learner under ReF-ER saves
+// the stage's beta and step, and Load restores them.
+func TestTD3ReferCheckpointKeepsController(t *testing.T) {
+	a, _ := newTestTD3Refer(t, sampler.DefaultREFERConfig(100), 16, 1)
+	a.refer.stage.SetController(0, 0.37)
+	var buf bytes.Buffer
+	if err := a.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := newTestTD3Refer(t, sampler.DefaultREFERConfig(100), 16, 1)
+	if err := b.Load(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.refer.stage; st.Beta() != 0.37 || st.Step() != a.steps {
+		t.Errorf("restored beta %v step %d, want 0.37 and %d", st.Beta(), st.Step(), a.steps)
 	}
 }
