@@ -393,6 +393,14 @@ func (l *TD3) Step(ctx context.Context) error {
 		return err
 	}
 	t1 := time.Now()
+	if l.refer != nil {
+		// ReF-ER anneals the step size with its controller (Eq. 13).
+		sc := l.refer.stage.LRScale()
+		l.actorAdam.SetLR(l.cfg.ActorLR * sc)
+		for _, a := range l.criticAdam {
+			a.SetLR(l.cfg.CriticLR * sc)
+		}
+	}
 	to64(l.obs, b.Obs)
 	to64(l.next, b.NextObs)
 	l.joinRows(l.xa, l.obs, nil, b.ActionVec)
@@ -647,4 +655,13 @@ func (l *TD3) publish() {
 	l.store.Publish(l.actor.Snapshot(l.steps))
 	l.stats.publishes.Add(1)
 	l.stats.version.Store(l.steps)
+}
+
+// baseLRs sets the optimizers back to their configured step sizes (ReF-ER
+// anneals them in Step).
+func (l *TD3) baseLRs() {
+	l.actorAdam.SetLR(l.cfg.ActorLR)
+	for _, a := range l.criticAdam {
+		a.SetLR(l.cfg.CriticLR)
+	}
 }

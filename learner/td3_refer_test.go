@@ -201,3 +201,31 @@ func TestTD3ReferCheckpointKeepsController(t *testing.T) {
 		t.Errorf("restored beta %v step %d, want 0.37 and %d", st.Beta(), st.Step(), a.steps)
 	}
 }
+
+// TestTD3ReferAnnealsLR: under ReF-ER the optimizers' step size follows
+// Eq. 13, η = η0/(1 + A·k) with k the controller's step before this one;
+// Save writes the configured rates, so a checkpoint loads into a fresh
+// learner.
+func TestTD3ReferAnnealsLR(t *testing.T) {
+	l, _ := newTestTD3Refer(t, sampler.DefaultREFERConfig(100), 16, 1) // A = 5/100
+	for range 2 {
+		if err := l.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := l.cfg.ActorLR / (1 + 0.05*1)
+	if got := l.actorAdam.Config().LR; math.Abs(got-want) > 1e-12*want {
+		t.Errorf("actor step size %v after 2 steps, want η0/(1 + A·1) = %v", got, want)
+	}
+	if got, want := l.criticAdam[1].Config().LR, l.cfg.CriticLR/(1+0.05); math.Abs(got-want) > 1e-12*want {
+		t.Errorf("critic step size %v, want %v", got, want)
+	}
+	var buf bytes.Buffer
+	if err := l.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := newTestTD3Refer(t, sampler.DefaultREFERConfig(100), 16, 1)
+	if err := fresh.Load(&buf); err != nil {
+		t.Fatalf("a checkpoint taken with an annealed step size does not load: %v", err)
+	}
+}
