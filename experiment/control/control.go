@@ -275,7 +275,7 @@ func summarise(name string, runs []Trial) Arm {
 	}
 	arm.ReplayShare = arm.SampleShare + arm.WriteBackShare
 	arm.Mean, arm.CI95 = meanCI(arm.Finals)
-	arm.Median = median(arm.Finals)
+	arm.Median = Median(arm.Finals)
 	arm.TailMean, arm.TailCI95 = meanCI(arm.Tails)
 	late := make([]float64, len(arm.StepsTo))
 	for i, s := range arm.StepsTo {
@@ -284,7 +284,7 @@ func summarise(name string, runs []Trial) Arm {
 			late[i] = math.Inf(1)
 		}
 	}
-	arm.MedianStepsTo = median(late)
+	arm.MedianStepsTo = Median(late)
 	// Mean curve over the evaluation points every run shares (the same
 	// learner steps: the runs are lockstep with the same schedule).
 	n := len(runs[0].Curve)
@@ -307,7 +307,7 @@ func summarise(name string, runs []Trial) Arm {
 // interval, t(0.975, n−1)·s/√n.
 func meanCI(xs []float64) (m, ci float64) {
 	n := float64(len(xs))
-	m = mean(xs)
+	m = Mean(xs)
 	var ss float64
 	for _, x := range xs {
 		ss += (x - m) * (x - m)
@@ -343,24 +343,6 @@ func checks(cfg Config, arms []Arm) []Check {
 	return out
 }
 
-func mean(xs []float64) float64 {
-	var s float64
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
-}
-
-func median(xs []float64) float64 {
-	c := slices.Clone(xs)
-	slices.Sort(c)
-	n := len(c)
-	if n%2 == 1 {
-		return c[n/2]
-	}
-	return (c[n/2-1] + c[n/2]) / 2
-}
-
 // MarshalJSON encodes a as its fields, with MedianStepsTo left out when it
 // is not finite (no threshold, or half the runs never reached it).
 func (a Arm) MarshalJSON() ([]byte, error) {
@@ -373,4 +355,28 @@ func (a Arm) MarshalJSON() ([]byte, error) {
 		plain
 		MedianStepsTo *float64 `json:"median_steps_to_threshold,omitempty"`
 	}{plain(a), med})
+}
+
+// Mean is the mean of xs (NaN for none).
+func Mean(xs []float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// Median is the median of xs (NaN for none). O(n log n); xs is not
+// modified.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	c := slices.Clone(xs)
+	slices.Sort(c)
+	n := len(c)
+	if n%2 == 1 {
+		return c[n/2]
+	}
+	return (c[n/2-1] + c[n/2]) / 2
 }

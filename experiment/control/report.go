@@ -46,7 +46,7 @@ func WriteTable(w io.Writer, res *Result) error {
 			rows[i+1] = append(rows[i+1], fmt.Sprintf("%s; %d/%d", med, a.Reached, len(a.StepsTo)))
 		}
 	}
-	writeAligned(&b, rows)
+	WriteColumns(&b, rows, "", " ")
 	for _, ch := range res.Checks {
 		mark := "ok  "
 		if !ch.OK {
@@ -95,8 +95,10 @@ func SavePlot(res *Result, path string) error {
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
 }
 
-// writeAligned writes rows as columns padded to their widest cell.
-func writeAligned(b *strings.Builder, rows [][]string) {
+// WriteColumns writes rows as left-aligned columns padded to their widest
+// cell: each line starts with indent and its cells are separated by gap,
+// with no padding after the last. The experiments' tables share it.
+func WriteColumns(b *strings.Builder, rows [][]string, indent, gap string) {
 	var w []int
 	for _, r := range rows {
 		for i, c := range r {
@@ -107,9 +109,10 @@ func writeAligned(b *strings.Builder, rows [][]string) {
 		}
 	}
 	for _, r := range rows {
+		b.WriteString(indent)
 		for i, c := range r {
 			if i > 0 {
-				b.WriteByte(' ')
+				b.WriteString(gap)
 			}
 			b.WriteString(c)
 			if i < len(r)-1 {

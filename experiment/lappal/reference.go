@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/apexrl/apex/experiment/control"
 )
 
 // Influence is a per-sample gradient ψ(δ) = dρ/dδ of a convex regression
@@ -283,9 +285,9 @@ func SolveLAD(s Design) ([]float64, error) {
 	for i := range res {
 		res[i] = abs(s.residual(i, w))
 	}
-	base := median(res)
+	base := control.Median(res)
 	if base == 0 {
-		base = mean(res)
+		base = control.Mean(res)
 	}
 	if base == 0 {
 		return w, nil // an exact fit (N <= D, or collinear data)
@@ -353,24 +355,6 @@ func cmpFloat(a, b float64) int {
 		return 1
 	}
 	return 0
-}
-
-func mean(xs []float64) float64 {
-	var s float64
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	m := len(s) / 2
-	if len(s)%2 == 0 {
-		return (s[m-1] + s[m]) / 2
-	}
-	return s[m]
 }
 
 func norm(v []float64) float64 {

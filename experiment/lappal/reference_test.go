@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/apexrl/apex/experiment/control"
 )
 
 // TestReferenceClosedForms checks the solvers on an intercept-only model
@@ -24,7 +26,7 @@ func TestReferenceClosedForms(t *testing.T) {
 			x[i] = 1
 		}
 		data := Design{X: x, Y: y, D: 1}
-		mean, med := mean(y), median(y)
+		mean, med := control.Mean(y), control.Median(y)
 		spread := 1 + math.Abs(mean)
 		check := func(name string, w []float64, err error, want, tol float64) {
 			t.Helper()

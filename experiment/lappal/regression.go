@@ -9,6 +9,8 @@ import (
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/model"
 	"github.com/apexrl/apex/sampler"
+
+	"github.com/apexrl/apex/experiment/control"
 )
 
 // RegressionConfig describes the regression experiment. Start from
@@ -183,7 +185,7 @@ func RunRegression(cfg RegressionConfig) (*RegressionResult, error) {
 	res := &RegressionResult{Config: cfg}
 	for si, noise := range []string{Gaussian, Skewed} {
 		data, eps := GenerateData(&cfg, noise, mix(cfg.Seed, uint64(si)))
-		nr := NoiseResult{Noise: noise, NoiseMean: mean(eps), NoiseMedian: median(eps)}
+		nr := NoiseResult{Noise: noise, NoiseMean: control.Mean(eps), NoiseMedian: control.Median(eps)}
 		for mi, name := range RegressionMethods {
 			ref, refName, err := Reference(&cfg, name, data)
 			if err != nil {

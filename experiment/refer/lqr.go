@@ -290,7 +290,7 @@ feed:
 	for i, r := range res.Runs {
 		slopes[i] = r.Slope
 	}
-	res.MedianSlope = median(slopes)
+	res.MedianSlope = control.Median(slopes)
 	res.MedianRelErr = math.Abs(res.MedianSlope+k) / k
 	res.Checks = []control.Check{{What: fmt.Sprintf("lqr: median learned slope du/dx %.4f within %g%% of the Riccati gain -K* = %.4f: relative error %.1f%% (seeds %s)",
 		res.MedianSlope, 100*cfg.Tolerance, -k, 100*res.MedianRelErr, floats(slopes, "%.4f")), OK: res.MedianRelErr <= cfg.Tolerance}}
@@ -430,7 +430,7 @@ func FitSlope(x, y []float64) (slope, intercept, residual float64) {
 	if len(x) != len(y) {
 		panic(fmt.Sprintf("refer: FitSlope: %d x and %d y", len(x), len(y)))
 	}
-	mx, my := mean(x), mean(y)
+	mx, my := control.Mean(x), control.Mean(y)
 	var sxy, sxx float64
 	for i := range x {
 		sxy += (x[i] - mx) * (y[i] - my)

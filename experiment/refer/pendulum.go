@@ -180,9 +180,9 @@ func summariseArm(name string, runs []control.Trial, warmUp int64) PendulumArm {
 	if len(runs) == 0 {
 		return a
 	}
-	a.MedianFinal = median(a.Finals)
-	a.FarMean = mean(a.Far)
-	a.MedianKLPeak, a.MedianKLEnd, a.MedianKLRatio = median(a.KLPeak), median(a.KLEnd), median(a.KLRatio)
+	a.MedianFinal = control.Median(a.Finals)
+	a.FarMean = control.Mean(a.Far)
+	a.MedianKLPeak, a.MedianKLEnd, a.MedianKLRatio = control.Median(a.KLPeak), control.Median(a.KLEnd), control.Median(a.KLRatio)
 	far, kl := make([]float64, len(runs)), make([]float64, len(runs))
 	for i := range n {
 		for j, r := range runs {
@@ -190,8 +190,8 @@ func summariseArm(name string, runs []control.Trial, warmUp int64) PendulumArm {
 			far[j], kl[j] = pt.FarFraction, pt.MeanKL
 		}
 		a.Steps = append(a.Steps, runs[0].Curve[i].LearnerSteps)
-		a.FarCurve = append(a.FarCurve, mean(far))
-		a.KLCurve = append(a.KLCurve, median(kl))
+		a.FarCurve = append(a.FarCurve, control.Mean(far))
+		a.KLCurve = append(a.KLCurve, control.Median(kl))
 	}
 	return a
 }
@@ -283,26 +283,4 @@ func floats(xs []float64, format string) string {
 		s += fmt.Sprintf(format, x)
 	}
 	return s + "]"
-}
-
-func mean(xs []float64) float64 {
-	s := 0.0
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
-}
-
-// median is the median of xs (NaN for none); NaNs sort first.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	c := slices.Clone(xs)
-	slices.Sort(c)
-	n := len(c)
-	if n%2 == 1 {
-		return c[n/2]
-	}
-	return (c[n/2-1] + c[n/2]) / 2
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"strings"
-	"unicode/utf8"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -37,7 +36,7 @@ func WritePendulumTable(w io.Writer, r *PendulumResult) error {
 			fmt.Sprintf("%.3f; %.3f", a.FarMean, a.FarMax), fmt.Sprintf("%.3g", a.MedianKLPeak), fmt.Sprintf("%.3g", a.MedianKLEnd),
 			fmt.Sprintf("%.2f", a.MedianKLRatio), fmt.Sprintf("%.0f", ca.Seconds)})
 	}
-	writeAligned(&b, rows)
+	control.WriteColumns(&b, rows, "", "  ")
 	b.WriteString("KL: the mean KL(mu||pi) of one learner batch at each evaluation; peak and end are each run's largest and last " +
 		fmt.Sprintf("%d-evaluation moving average, medians over seeds\n", KLWindow))
 	b.WriteString("\nover time (return: mean over seeds; far: mean; KL: median):\n")
@@ -58,7 +57,7 @@ func WritePendulumTable(w io.Writer, r *PendulumResult) error {
 		}
 		rows = append(rows, row)
 	}
-	writeAligned(&b, rows)
+	control.WriteColumns(&b, rows, "", "  ")
 	writeChecks(&b, r.Checks)
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -106,7 +105,7 @@ func WriteLQRTable(w io.Writer, r *LQRResult) error {
 			fmt.Sprintf("%.3f", run.Std), fmt.Sprintf("%.3f", run.Beta), fmt.Sprintf("%.0f", run.Seconds)})
 	}
 	rows = append(rows, []string{"median", fmt.Sprintf("%.4f", r.MedianSlope), fmt.Sprintf("%+.1f%%", 100*(r.MedianSlope+r.K)/r.K)})
-	writeAligned(&b, rows)
+	control.WriteColumns(&b, rows, "", "  ")
 	writeChecks(&b, r.Checks)
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -119,31 +118,6 @@ func writeChecks(b *strings.Builder, checks []control.Check) {
 			mark = "FAIL"
 		}
 		fmt.Fprintf(b, "%s %s\n", mark, ch.What)
-	}
-}
-
-// writeAligned writes rows as columns padded to their widest cell.
-func writeAligned(b *strings.Builder, rows [][]string) {
-	var w []int
-	for _, r := range rows {
-		for i, c := range r {
-			if i >= len(w) {
-				w = append(w, 0)
-			}
-			w[i] = max(w[i], utf8.RuneCountInString(c))
-		}
-	}
-	for _, r := range rows {
-		for i, c := range r {
-			if i > 0 {
-				b.WriteString("  ")
-			}
-			b.WriteString(c)
-			if i < len(r)-1 {
-				b.WriteString(strings.Repeat(" ", w[i]-utf8.RuneCountInString(c)))
-			}
-		}
-		b.WriteByte('\n')
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/envs"
 	"github.com/apexrl/apex/sampler"
+
+	"github.com/apexrl/apex/experiment/control"
 )
 
 // CostMethods are the stages RunCost can time.
@@ -348,7 +350,7 @@ func WriteCostTable(w io.Writer, res *CostResult) error {
 	for _, r := range res.Rows {
 		rows = append(rows, []string{r.Method, fmt.Sprint(r.Batch), sec(r.Mean), sec(r.Median), sec(r.Min), sec(r.Max), sec(r.P99), sec(r.First), sec(r.Setup)})
 	}
-	writeAligned(&b, rows)
+	control.WriteColumns(&b, rows, "  ", " ")
 	b.WriteString("stages:\n")
 	seen := map[string]bool{}
 	for _, r := range res.Rows {

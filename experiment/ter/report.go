@@ -12,6 +12,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/apexrl/apex/experiment/control"
 )
 
 // WriteNChainTable writes res as a text table: per method the fractions
@@ -40,7 +42,7 @@ func WriteNChainTable(w io.Writer, res *NChainResult) error {
 		rows = append(rows, []string{m.Method, fmt.Sprintf("%.0f%%", 100*m.SolvedWithin), fmt.Sprintf("%.0f%%", 100*m.Solved),
 			res.fmtFirst(m.Median), spread, fmt.Sprintf("%.4f", m.MeanQErr)})
 	}
-	writeAligned(&b, rows)
+	control.WriteColumns(&b, rows, "  ", " ")
 	b.WriteString("stages:\n")
 	for _, m := range res.Methods {
 		fmt.Fprintf(&b, "  %-10s %s\n", m.Method, m.Stage)
@@ -63,25 +65,6 @@ func writeChecks(b *strings.Builder, checks []Check) {
 			mark = "FAIL"
 		}
 		fmt.Fprintf(b, "%s %s\n", mark, ch.What)
-	}
-}
-
-// writeAligned writes rows as left-aligned columns, indented by two
-// spaces.
-func writeAligned(b *strings.Builder, rows [][]string) {
-	width := make([]int, len(rows[0]))
-	for _, r := range rows {
-		for i, cell := range r {
-			width[i] = max(width[i], len([]rune(cell)))
-		}
-	}
-	for _, r := range rows {
-		var line strings.Builder
-		line.WriteString(" ")
-		for i, cell := range r {
-			line.WriteString(" " + cell + strings.Repeat(" ", width[i]-len([]rune(cell))))
-		}
-		b.WriteString(strings.TrimRight(line.String(), " ") + "\n")
 	}
 }
 
