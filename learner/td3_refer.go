@@ -30,10 +30,13 @@ import (
 //   - the actor's loss is (1/B) Σ_i algW_i·(−Q_1(s_i, m_i)) + klW_i·KL_i,
 //     i.e. beta·DPG on near rows minus (1−beta)·∇KL on all rows;
 //   - after the step the rows' rho, Q_1(s, a) (as the stage's V) and KL are
-//     written back (Refresh) and AfterStep(k) moves c_max and beta.
+//     written back (Refresh) and AfterStep(k) moves c_max and beta;
+//   - both Adam step sizes are the configured ones times the stage's
+//     LRScale, 1/(1 + A·k) (Eq. 13), set before each step.
 //
-// The learning-rate annealing of Eq. 13 (the stage's LRScale) is not
-// applied: TD3 keeps its fixed learning rates.
+// TD3 keeps its own critic targets, so the stage's Retrace targets are
+// unused: build the stage with REFERConfig.NoRetrace to skip their sweeps
+// (the runtime does).
 type td3Refer struct {
 	stage           *sampler.REFER
 	meanCol, stdCol int

@@ -150,6 +150,7 @@ func methodConfig(cfg TrainConfig, betaSteps int64) (sampler.MethodConfig, error
 		orDefault(&r.C, cfg.REFERC)
 		orDefault(&r.D, cfg.REFERD)
 		orDefault(&r.A, cfg.REFERA)
+		r.NoRetrace = cfg.Algo == "td3" // TD3's critics keep their own targets
 		mc.REFER = &r
 	}
 	if cfg.Sampler == "ter" {

@@ -33,14 +33,17 @@ func TestTD3ReferRuns(t *testing.T) {
 		t.Fatal("same seed, different TD3+ReF-ER runs")
 	}
 	c := tr.Config()
-	if c.Algo != "td3" || c.MinSizeToSample < 200+32 || c.RandomSteps != 0 || len(tr.buf.Config().Floats) == 0 {
-		t.Errorf("config %+v (floats %v): want td3, learning after a finished episode, no warm-up, behaviour columns", c, tr.buf.Config().Floats)
+	if c.Algo != "td3" || c.MinSizeToSample < 200+32 || c.RandomSteps != 0 || c.Sigma != 0.2 || len(tr.buf.Config().Floats) == 0 {
+		t.Errorf("config %+v (floats %v): want td3, learning after a finished episode, no warm-up, sigma 0.2, behaviour columns", c, tr.buf.Config().Floats)
 	}
 	st := tr.Stats().Learner
 	if st.Steps != 300 || st.ActorUpdates != 150 || st.Beta <= 0 || st.Beta > 1 || st.MeanKL <= 0 || st.FarFraction < 0 || st.FarFraction > 1 {
 		t.Errorf("learner stats %+v", st)
 	}
 	stage := tr.agent.impl.(*learner.TD3).Method().Selector.(*sampler.REFER)
+	if !stage.Config().NoRetrace {
+		t.Error("the TD3 arm's stage sweeps Retrace targets TD3 does not use")
+	}
 	if stage.Step() != 300 {
 		t.Errorf("the stage's step is %d, want 300", stage.Step())
 	}

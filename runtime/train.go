@@ -96,7 +96,8 @@ type TrainConfig struct {
 	// environment steps.
 	EpsilonDecaySteps int64 `json:"epsilon_decay_steps,omitempty"`
 	// Sigma is the td3 actors' Gaussian exploration noise in units of the
-	// action half-range; 0 means 0.1.
+	// action half-range; 0 means 0.1, or 0.2 under a ReF-ER method (the
+	// paper's DDPG arm).
 	Sigma float64 `json:"sigma,omitempty"`
 	// OUTheta, when > 0, makes td3's exploration noise an
 	// Ornstein–Uhlenbeck process with this mean reversion (dt 0.01, reset
@@ -184,6 +185,9 @@ func (c TrainConfig) withDefaults(algo string, maxEpisode int) TrainConfig {
 	refer := slices.Contains(referMethods, c.Sampler)
 	if algo == "td3" && !refer { // under ReF-ER every stored step is drawn from the recorded Gaussian
 		orDefault(&c.RandomSteps, c.MinSizeToSample)
+	}
+	if algo == "td3" && refer {
+		orDefault(&c.Sigma, 0.2) // the paper's DDPG arm (Alg. 4): π = m(s) + N(0, 0.2²)
 	}
 	if (algo == "vracer" || refer) && maxEpisode > 0 {
 		// V-RACER samples finished episodes only: learning may start once

@@ -116,6 +116,13 @@ type REFERConfig struct {
 	// enter Retrace divided by sigma_r + 1e-7, sigma_r = sqrt(mean r²) over
 	// the stored steps, recomputed every RecountEvery steps (App. B).
 	NoRewardScale bool
+	// NoRetrace is for learners that use no Retrace target (TD3 and DDPG
+	// under ReF-ER, which keep their own critics' targets): AfterStep
+	// then skips the sweeps of the refreshed episodes and the periodic
+	// recomputation of the reward scale and every Qret, and Targets
+	// returns each step's Qret as set when its episode finished (the
+	// unscaled discounted return, bootstrapped on truncation).
+	NoRetrace bool
 }
 
 // DefaultREFERConfig is full ReF-ER with the paper's C = 4, D = 0.1, beta0
@@ -645,7 +652,9 @@ func (r *REFER) RefreshBootstrap(row int, vT float64) bool {
 func (r *REFER) AfterStep(k uint64) {
 	for _, tr := range r.touched {
 		if e := &r.eps[tr.h]; e.state == epLive && e.serial == tr.serial && e.maxSampled >= 0 {
-			r.sweep(tr.h, int(e.maxSampled))
+			if !r.cfg.NoRetrace {
+				r.sweep(tr.h, int(e.maxSampled))
+			}
 			e.maxSampled = -1
 		}
 	}
@@ -728,7 +737,7 @@ func (r *REFER) recount() {
 // sqrt(mean r²) over the stored steps (App. B, Eq. 16), and every Qret
 // with it. O(N).
 func (r *REFER) rescale() {
-	if len(r.live) == 0 {
+	if len(r.live) == 0 || r.cfg.NoRetrace {
 		return
 	}
 	r.scaled = true

@@ -357,3 +357,62 @@ func TestREFERIncrementalSweeps(t *testing.T) {
 		t.Fatal("no truncated last step was sampled")
 	}
 }
+
+// TestREFERNoRetrace: with NoRetrace (TD3 under ReF-ER) AfterStep leaves
+// every Qret at the unscaled discounted return set when its episode
+// finished, recounts included, while rho and the far counter still follow
+// the refreshed values.
+func TestREFERNoRetrace(t *testing.T) {
+	buf := newREFERBuffer(t, 512, 2)
+	r := newREFER(t, buf, sampler.REFERConfig{MaxSteps: 512, RecountEvery: 1, NoRetrace: true})
+	rng := rand.New(rand.NewPCG(13, 13))
+	for i := range 12 {
+		ep := randEpisode(rng, uint64(i), 25, 0.9)
+		ep.insert(t, buf, 0, ep.len())
+	}
+	poll(t, r, buf)
+	initial := map[uint32]float64{}
+	for _, ep := range sampler.REFEREpisodes(r) {
+		for _, s := range ep.Steps {
+			initial[s.Slot] = s.Qret
+		}
+	}
+	if got := sampler.REFERRewardScale(r); got != 1 {
+		t.Fatalf("reward scale %v with NoRetrace, want 1", got)
+	}
+	checkQret(t, r, 1e-9) // rho = 1, V = 0: the unscaled discounted return
+	dst := buf.NewBatch(8)
+	rho, v, kl := make([]float64, 8), make([]float64, 8), make([]float64, 8)
+	for k := uint64(1); k <= 50; k++ {
+		if err := r.Sample(rng, dst); err != nil {
+			t.Fatal(err)
+		}
+		for i := range rho {
+			rho[i], v[i], kl[i] = math.Exp(3*rng.NormFloat64()), 2*rng.NormFloat64(), rng.Float64()
+		}
+		if err := r.Refresh(rho, v, kl); err != nil {
+			t.Fatal(err)
+		}
+		r.AfterStep(k)
+	}
+	far, refreshed := 0, 0
+	for _, ep := range sampler.REFEREpisodes(r) {
+		for _, s := range ep.Steps {
+			if s.Qret != initial[s.Slot] {
+				t.Fatalf("episode %d slot %d: Qret moved from %v to %v with NoRetrace", ep.ID, s.Slot, initial[s.Slot], s.Qret)
+			}
+			if s.Rho != 1 {
+				refreshed++
+			}
+			if !r.Near(s.Rho) {
+				far++
+			}
+		}
+	}
+	if refreshed == 0 {
+		t.Fatal("no stored rho was refreshed")
+	}
+	if st := r.Stats(); st.NFar != far {
+		t.Fatalf("far counter %d after a recount, stored far steps %d", st.NFar, far)
+	}
+}

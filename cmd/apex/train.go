@@ -62,7 +62,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&cfg.Tau, "tau", 0, "Polyak rate of the target networks (0: dqn hard copies every 500 steps, td3 0.005)")
 	fs.Float64Var(&cfg.Epsilon, "epsilon", 0, "every dqn actor's exploration rate (0: Ape-X's per-actor schedule 0.4^(1+7i/(N-1)))")
 	fs.Int64Var(&cfg.EpsilonDecaySteps, "epsilon-decay", 0, "dqn: anneal each actor's exploration rate from 1 to its rate over its first N environment steps (0: no annealing)")
-	fs.Float64Var(&cfg.Sigma, "sigma", 0, "td3 actors' Gaussian exploration noise, in units of the action half-range (0: 0.1)")
+	fs.Float64Var(&cfg.Sigma, "sigma", 0, "td3 actors' Gaussian exploration noise, in units of the action half-range (0: 0.1; 0.2 under a ReF-ER -sampler)")
 	fs.Float64Var(&cfg.OUTheta, "ou-theta", 0, "td3: Ornstein-Uhlenbeck exploration noise with this mean reversion (e.g. 0.15 with -sigma=0.5 for MountainCarContinuous; 0: independent Gaussian noise)")
 	fs.IntVar(&cfg.RandomSteps, "random-steps", 0, "td3: uniformly random actions taken first, shared by the actors (0: the minimum replay size before learning)")
 	fs.Int64Var(&cfg.Steps, "steps", 0, "stop after this many learner steps (0: no limit)")
