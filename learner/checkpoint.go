@@ -151,6 +151,7 @@ func (l *DQN) Load(r io.Reader) error {
 	c.version.Store(s.Version)
 	c.targetUpdates.Store(s.TargetUpdates)
 	c.timing.store(s.Timing)
+	c.sampled.store(s.Sampled)
 	l.publish()
 	return nil
 }

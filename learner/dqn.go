@@ -93,6 +93,7 @@ type DQN struct {
 // them from any goroutine while Step writes them (no allocation per Step).
 type dqnCounters struct {
 	timing        phaseTimer
+	sampled       momentTracker
 	steps         atomic.Uint64
 	loss          atomic.Uint64 // float64 bits
 	meanAbsTD     atomic.Uint64 // float64 bits
@@ -135,6 +136,8 @@ type DQNStats struct {
 	TargetUpdates uint64 `json:"target_updates"`
 	// Timing is the cumulative time in steps and in their replay phases.
 	Timing Timing `json:"timing"`
+	// Sampled sums |δ| and Q(s, a) over every sampled row.
+	Sampled Moments `json:"sampled"`
 }
 
 // NewDQN returns a Double DQN learner training net on items that the
@@ -247,6 +250,7 @@ func (l *DQN) Stats() DQNStats {
 		Version:         c.version.Load(),
 		TargetUpdates:   c.targetUpdates.Load(),
 		Timing:          c.timing.load(),
+		Sampled:         c.sampled.load(),
 	}
 }
 
@@ -340,7 +344,7 @@ func (l *DQN) Step(ctx context.Context) error {
 		return l.fail(step, err)
 	}
 	t2 := time.Now()
-	res, err := l.m.Selector.Update(b.Refs, l.absTD)
+	res, err := writeBack(l.m, b, l.absTD, l.qsa, l.y)
 	if err != nil {
 		return fmt.Errorf("learner: step %d: priority write-back: %w", step, err)
 	}
@@ -366,6 +370,7 @@ func (l *DQN) Step(ctx context.Context) error {
 	c.writeBacks.Add(uint64(res.Applied))
 	c.stale.Add(uint64(res.Stale))
 	c.timing.add(time.Since(t0), t1.Sub(t0), t3.Sub(t2))
+	c.sampled.add(l.absTD, l.qsa)
 	c.steps.Store(step)
 	return nil
 }

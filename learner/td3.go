@@ -129,6 +129,7 @@ type TD3 struct {
 // them from any goroutine while Step writes them (no allocation per Step).
 type td3Counters struct {
 	timing         phaseTimer
+	sampled        momentTracker
 	steps          atomic.Uint64
 	criticLoss     atomic.Uint64 // float64 bits
 	actorLoss      atomic.Uint64 // float64 bits
@@ -183,6 +184,9 @@ type TD3Stats struct {
 	TargetUpdates uint64 `json:"target_updates"`
 	// Timing is the cumulative time in steps and in their replay phases.
 	Timing Timing `json:"timing"`
+	// Sampled sums |δ| (the larger of the twin critics') and Q_1(s, a)
+	// over every sampled row.
+	Sampled Moments `json:"sampled"`
 }
 
 // NewTD3 returns a TD3 learner training actorNet and two critics on items
@@ -354,6 +358,7 @@ func (l *TD3) Stats() TD3Stats {
 		ActorUpdates:    c.actorUpdates.Load(),
 		TargetUpdates:   c.targetUpdates.Load(),
 		Timing:          c.timing.load(),
+		Sampled:         c.sampled.load(),
 	}
 }
 
@@ -473,7 +478,7 @@ func (l *TD3) Step(ctx context.Context) error {
 		}
 	}
 	t2 := time.Now()
-	res, err := l.m.Selector.Update(b.Refs, l.absTD)
+	res, err := writeBack(l.m, b, l.absTD, l.q[0], l.y)
 	if err != nil {
 		return fmt.Errorf("learner: step %d: priority write-back: %w", step, err)
 	}
@@ -525,6 +530,7 @@ func (l *TD3) Step(ctx context.Context) error {
 	st.writeBacks.Add(uint64(res.Applied))
 	st.stale.Add(uint64(res.Stale))
 	st.timing.add(time.Since(t0), t1.Sub(t0), t3.Sub(t2))
+	st.sampled.add(l.absTD, l.q[0])
 	st.steps.Store(step)
 	return nil
 }

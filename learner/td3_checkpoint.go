@@ -172,6 +172,7 @@ func (l *TD3) Load(r io.Reader) error {
 	c.actorUpdates.Store(s.ActorUpdates)
 	c.targetUpdates.Store(s.TargetUpdates)
 	c.timing.store(s.Timing)
+	c.sampled.store(s.Sampled)
 	if l.refer != nil && h.ReferBeta != nil {
 		l.refer.stage.SetController(h.Steps, *h.ReferBeta) // the controller resumes where it was
 	}

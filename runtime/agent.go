@@ -53,6 +53,10 @@ type LearnerStats struct {
 	// Timing is the learner's cumulative time in steps and in the replay's
 	// phases (sample, write-back).
 	Timing learner.Timing `json:"timing"`
+	// Sampled sums |δ| and Q(s, a) over every sampled row (dqn and td3).
+	Sampled learner.Moments `json:"sampled"`
+	// NERS is the scorer's state when the method is ners.
+	NERS *sampler.NERSStats `json:"ners,omitempty"`
 }
 
 // agent is the algorithm-specific part of a run: the learner as the
@@ -124,8 +128,8 @@ func bufferConfig(cfg TrainConfig, obsDim int, space envs.Space) buffer.Config {
 	return c
 }
 
-// methodConfig is the replay method cfg asks for.
-func methodConfig(cfg TrainConfig, betaSteps int64) (sampler.MethodConfig, error) {
+// methodConfig is the replay method cfg asks for on env's spaces.
+func methodConfig(cfg TrainConfig, betaSteps int64, env envs.Env) (sampler.MethodConfig, error) {
 	mc := sampler.MethodConfig{BetaSteps: betaSteps, NoIS: cfg.NoIS}
 	if cfg.Loss != "" {
 		if err := mc.Loss.Kind.UnmarshalText([]byte(cfg.Loss)); err != nil {
@@ -150,7 +154,13 @@ func methodConfig(cfg TrainConfig, betaSteps int64) (sampler.MethodConfig, error
 		orDefault(&r.C, cfg.REFERC)
 		orDefault(&r.D, cfg.REFERD)
 		orDefault(&r.A, cfg.REFERA)
-		r.NoRetrace = cfg.Algo == "td3" // TD3's critics keep their own targets
+		if cfg.Algo == "td3" {
+			r.NoRetrace = true // TD3's critics keep their own targets
+			// The paper's A for DDPG, not 5/Steps: annealing the step size
+			// to 1/6 within a short run stops TD3 learning (Pendulum: no
+			// progress in 3e4 steps with 5/Steps, about −200 without).
+			orDefault(&r.A, sampler.DefaultREFERA)
+		}
 		mc.REFER = &r
 	}
 	if cfg.Sampler == "ter" {
@@ -165,6 +175,17 @@ func methodConfig(cfg TrainConfig, betaSteps int64) (sampler.MethodConfig, error
 			t.Preds = cfg.TERPreds
 		}
 		mc.TER = &t
+	}
+	if cfg.Sampler == "ners" {
+		n := sampler.DefaultNERSConfig(betaSteps)
+		orDefault(&n.Alpha, cfg.NERSAlpha)
+		orDefault(&n.Interval, cfg.NERSInterval)
+		orDefault(&n.TrainSize, cfg.NERSSample)
+		n.Horizon, n.Seed = env.MaxEpisodeSteps(), cfg.Seed
+		if box, ok := env.ActionSpace().(envs.Box); ok && len(box.High) > 0 {
+			n.ActionScale = box.High[0] // symmetric boxes (the td3 agent refuses others)
+		}
+		mc.NERS = &n
 	}
 	return mc, nil
 }
@@ -190,9 +211,9 @@ func newDQNAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 		first:   func() *model.Params { return dqn.Net().Snapshot(0) },
 		stats: func() LearnerStats {
 			s := dqn.Stats()
-			return LearnerStats{Steps: s.Steps, Loss: s.Loss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ, GradNorm: s.GradNorm,
+			return withNERS(LearnerStats{Steps: s.Steps, Loss: s.Loss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ, GradNorm: s.GradNorm,
 				WriteBacks: s.WriteBacks, StaleWriteBacks: s.StaleWriteBacks, Publishes: s.Publishes, Version: s.Version,
-				TargetUpdates: s.TargetUpdates, Timing: s.Timing}
+				TargetUpdates: s.TargetUpdates, Timing: s.Timing, Sampled: s.Sampled}, m)
 		},
 		policy: netCfg,
 		method: m,
@@ -264,12 +285,12 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 			s := td3.Stats()
 			ls := LearnerStats{Steps: s.Steps, Loss: s.CriticLoss, ActorLoss: s.ActorLoss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ,
 				GradNorm: s.CriticGradNorm, WriteBacks: s.WriteBacks, StaleWriteBacks: s.StaleWriteBacks, Publishes: s.Publishes,
-				Version: s.Version, TargetUpdates: s.TargetUpdates, ActorUpdates: s.ActorUpdates, Timing: s.Timing}
+				Version: s.Version, TargetUpdates: s.TargetUpdates, ActorUpdates: s.ActorUpdates, Timing: s.Timing, Sampled: s.Sampled}
 			if st, ok := m.Selector.(*sampler.REFER); ok {
 				r := st.Stats()
 				ls.FarFraction, ls.MeanKL, ls.Beta = r.FarFraction, r.SampledKL, r.Beta
 			}
-			return ls
+			return withNERS(ls, m)
 		},
 		policy: polCfg,
 		method: m,
@@ -328,4 +349,13 @@ func newVRACERAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store
 				env, anet, store)
 		},
 	}, nil
+}
+
+// withNERS adds the NERS stage's snapshot to ls when m's stage is one.
+func withNERS(ls LearnerStats, m sampler.Method) LearnerStats {
+	if n, ok := m.Selector.(*sampler.NERS); ok {
+		st := n.Stats()
+		ls.NERS = &st
+	}
+	return ls
 }

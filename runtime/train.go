@@ -76,9 +76,19 @@ type TrainConfig struct {
 	TEREta   float64 `json:"ter_eta,omitempty"`
 	TERRoots int     `json:"ter_roots,omitempty"`
 	TERPreds int     `json:"ter_preds,omitempty"`
+	// NERSAlpha, NERSInterval and NERSSample configure ners: the exponent
+	// of priority = score^alpha, the fewest learner steps between two
+	// updates of the scorer (each driven by an evaluation), and n, the
+	// sampled items one update trains on; 0 means 0.5, 1000 and 128
+	// (sampler.DefaultNERSConfig). A ners run feeds every evaluation's
+	// mean return to the scorer as its replay reward.
+	NERSAlpha    float64 `json:"ners_alpha,omitempty"`
+	NERSInterval int     `json:"ners_interval,omitempty"`
+	NERSSample   int     `json:"ners_sample,omitempty"`
 	// REFERC, REFERD and REFERA are ReF-ER's C (c_max = 1 + C/(1 + A·k)),
 	// D (the far-policy fraction beta steers toward) and A (the annealing
-	// rate); 0 means 4, 0.1 and 5/Steps (5e-7 without Steps).
+	// rate); 0 means 4, 0.1 and 5/Steps (5e-7 without Steps, and for td3:
+	// the paper's value for DDPG).
 	REFERC float64 `json:"refer_c,omitempty"`
 	REFERD float64 `json:"refer_d,omitempty"`
 	REFERA float64 `json:"refer_a,omitempty"`
@@ -322,7 +332,7 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 	if betaSteps == 0 {
 		betaSteps = DefaultBetaSteps
 	}
-	mcfg, err := methodConfig(cfg, betaSteps)
+	mcfg, err := methodConfig(cfg, betaSteps, probe)
 	if err != nil {
 		return nil, err
 	}
@@ -560,6 +570,11 @@ func (t *Trainer) record(mean float64) {
 	t.mu.Lock()
 	t.curve = append(t.curve, p)
 	t.mu.Unlock()
+	if h, ok := t.agent.method.Selector.(sampler.EvaluationHook); ok {
+		// The evaluator's returns are finite (a non-finite one would be
+		// refused here, and the stage keeps its previous baseline).
+		_ = h.Evaluated(mean)
+	}
 }
 
 // Stats returns a snapshot of the run. Safe for concurrent use.

@@ -71,7 +71,7 @@ func TestTrainerStopsOnTarget(t *testing.T) {
 func TestTrainerConfigErrors(t *testing.T) {
 	for cfg, want := range map[*TrainConfig]string{
 		{Env: "NoSuchEnv-v0", Steps: 1}:                                  "CartPole-v1",
-		{Sampler: "greedy", Steps: 1}:                                    "valid: [uniform per rank lap pal ter refer refer-1 refer-2 er]",
+		{Sampler: "greedy", Steps: 1}:                                    "valid: [uniform per rank lap pal ter refer refer-1 refer-2 er ners]",
 		{Env: "Pendulum-v1", Algo: "dqn", Steps: 1}:                      "continuous action space",
 		{Env: "CartPole-v1", Algo: "td3", Steps: 1}:                      "discrete action space",
 		{Env: "CartPole-v1", Sampler: "refer", Algo: "dqn", Steps: 1}:    "needs the vracer or td3 learner",

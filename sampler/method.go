@@ -8,7 +8,7 @@ import (
 )
 
 // Methods lists the replay methods NewMethod builds, by name.
-var Methods = []string{"uniform", "per", "rank", "lap", "pal", "ter", "refer", "refer-1", "refer-2", "er"}
+var Methods = []string{"uniform", "per", "rank", "lap", "pal", "ter", "refer", "refer-1", "refer-2", "er", "ners"}
 
 // Method is a replay method as the learner uses it: a selection stage
 // paired with the loss its expected gradient was derived for (Fujimoto et
@@ -101,11 +101,13 @@ type MethodConfig struct {
 	// The buffer must store continuous actions, the episode columns and
 	// REFERColumns.
 	REFER *REFERConfig
+	// NERS configures "ners"; nil means DefaultNERSConfig(BetaSteps).
+	NERS *NERSConfig
 	// BetaSteps is the learner steps over which the default PER and rank
 	// configurations anneal beta to 1 (and the default ReF-ER
 	// configuration anneals c_max and the learning rate).
 	BetaSteps int64
-	// NoIS drops the importance weights of "per", "rank" and "ter" (the
+	// NoIS drops the importance weights of "per", "rank", "ners" and "ter" (the
 	// PER rows of ter; Weighter nil).
 	// With an MSE loss that pairing is biased (Theorem 3: it behaves like a
 	// uniform loss on |δ|^(2+alpha)); NewMethod allows it with a warning.
@@ -125,6 +127,7 @@ type MethodConfig struct {
 //	refer-1  REFER with Rule 1 only (skip far-policy samples)
 //	refer-2  REFER with Rule 2 only (KL penalty, rho clipped at 1e3)
 //	er       REFER with neither: plain replay of whole episodes' steps
+//	ners     NERS (a learned scorer sets the priorities), cfg.Loss, importance weights (unless NoIS)
 //
 // The PAL loss is refused with any other stage (it is only the uniform twin
 // of LAP with its normaliser), and a loss other than their own is refused
@@ -153,15 +156,15 @@ func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error
 			return Method{}, fmt.Errorf("%w: method %q pairs with its learner's own loss (V-RACER's policy gradient, Retrace value regression and KL penalty); leave Loss zero, got %s", buffer.ErrConfig, name, lossString(cfg.Loss))
 		}
 		if cfg.NoIS {
-			return Method{}, fmt.Errorf("%w: method %q: NoIS is for per, rank and ter (ReF-ER has no importance weights)", buffer.ErrConfig, name)
+			return Method{}, fmt.Errorf("%w: method %q: NoIS is for per, rank, ter and ners (ReF-ER has no importance weights)", buffer.ErrConfig, name)
 		}
-	case "uniform", "per", "rank", "ter":
+	case "uniform", "per", "rank", "ter", "ners":
 		if cfg.Loss.Kind == model.PAL {
 			return Method{}, fmt.Errorf("%w: method %q: the PAL loss is paired with uniform selection and its batch normaliser only: use method \"pal\"", buffer.ErrConfig, name)
 		}
 	case "lap", "pal":
 		if cfg.NoIS {
-			return Method{}, fmt.Errorf("%w: method %q: NoIS is for per, rank and ter (%s has no importance weights)", buffer.ErrConfig, name, name)
+			return Method{}, fmt.Errorf("%w: method %q: NoIS is for per, rank, ter and ners (%s has no importance weights)", buffer.ErrConfig, name, name)
 		}
 		want := model.Loss{Kind: model.Huber, Delta: lap.K}
 		if name == "pal" {
@@ -219,6 +222,16 @@ func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error
 			return Method{}, err
 		}
 		m.Selector = r
+	case "ners":
+		c := DefaultNERSConfig(cfg.BetaSteps)
+		if cfg.NERS != nil {
+			c = *cfg.NERS
+		}
+		n, err := NewNERS(buf, c)
+		if err != nil {
+			return Method{}, err
+		}
+		m.Selector, m.Weighter = n, n
 	case "lap":
 		l, err := NewLAP(buf, lap)
 		if err != nil {
@@ -232,7 +245,7 @@ func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error
 		}
 		m.Selector, m.Weighter, m.Normalizer = p, p, p
 	}
-	if (name == "per" || name == "rank" || name == "ter") && cfg.NoIS {
+	if (name == "per" || name == "rank" || name == "ter" || name == "ners") && cfg.NoIS {
 		m.Weighter = nil
 		if m.Loss.Kind == model.MSE {
 			m.Warnings = append(m.Warnings, fmt.Sprintf("method %q with an MSE loss and no importance weights is biased toward outliers "+

@@ -5,15 +5,19 @@
 // One small interface, Selector (modelled on Reverb's ItemSelector), and one
 // file per method: uniform.go, per.go (PER proportional), rank.go (PER
 // rank-based), lap.go (LAP), pal.go (PAL), ter.go (TER, reverse sweeps
-// over a graph of state codes mixed with PER) and refer.go (ReF-ER's
+// over a graph of state codes mixed with PER), refer.go (ReF-ER's
 // stage: uniform over the steps of finished episodes, with the far-policy
-// controller and Retrace targets V-RACER trains on). What does not fit Selector
-// gets its own small interface rather than growing it: Weighter (importance
-// weights before the forward pass) and Normalizer (a loss scale from the
-// batch's own TD errors, PAL's 1/λ̂). Every Selector except REFER passes
-// the conformance suite in sampler/samplertest (REFER replays whole
-// episodes, which the suite's buffers do not hold; its own tests cover
-// the same properties).
+// controller and Retrace targets V-RACER trains on) and ners.go (NERS: a
+// learned set scorer, ners_net.go, sets the sum tree's priorities). What
+// does not fit Selector gets its own small interface rather than growing
+// it: Weighter (importance weights before the forward pass), Normalizer (a
+// loss scale from the batch's own TD errors, PAL's 1/λ̂), FeatureUpdater (a stage that scores
+// from Q and the target as well as δ, NERS) and EvaluationHook (a stage
+// trained on evaluation returns, NERS). Every Selector except REFER and
+// NERS passes the conformance suite in sampler/samplertest (REFER replays
+// whole episodes, which the suite's buffers do not hold; NERS takes its
+// feedback through UpdateFeatures, not Update; their own tests cover the
+// same properties).
 //
 // A replay method is a stage paired with the loss its expected gradient
 // was derived for (Fujimoto et al. 2020): Method holds the pairing and
@@ -21,7 +25,8 @@
 // MSE or L1; lap with Huber(k); pal, uniform selection with the PAL loss
 // over the batch mean of max(|δ|, k)^α; ter with the learner's loss and
 // importance weights on its PER rows; refer, refer-1, refer-2 and er with
-// V-RACER's own losses). Learners take a Method.
+// V-RACER's own losses; ners with the learner's loss and importance
+// weights). Learners take a Method.
 package sampler
 
 import (
@@ -61,6 +66,27 @@ type Selector interface {
 // annealing schedules).
 type Weighter interface {
 	Weights(b *buffer.Batch, step int64) error
+}
+
+// FeatureUpdater is implemented by a stage that scores items from more
+// than |δ| (NERS). A learner whose Selector implements it calls
+// UpdateFeatures instead of Update: for every row of the last Sample's
+// batch, in order, Q(s, a) as the loss saw it and the target y it was
+// regressed toward (δ = y − Q), all rows at once, since a row's score
+// depends on the whole batch. Refs overwritten since sampling are dropped
+// and counted in the result; non-finite values, or refs that are not the
+// last batch's, are an error and nothing is applied.
+type FeatureUpdater interface {
+	UpdateFeatures(refs []buffer.Ref, q, target []float64) (buffer.UpdateResult, error)
+}
+
+// EvaluationHook is implemented by a stage that learns from the returns of
+// evaluations (NERS's replay reward). The runtime calls Evaluated with the
+// mean return of each evaluation of the greedy policy. It is safe for
+// concurrent use with the learner's calls; a non-finite return is an
+// error.
+type EvaluationHook interface {
+	Evaluated(meanReturn float64) error
 }
 
 // Linear is a schedule that moves linearly from Start at step 0 to End at

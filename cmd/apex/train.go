@@ -58,6 +58,9 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&cfg.TEREta, "ter-eta", 0, "ter: share of each batch drawn by PER, floor(eta*B) rows (0: 0.5)")
 	fs.IntVar(&cfg.TERRoots, "ter-roots", 0, "ter: terminal vertices each reverse sweep starts from (0: 8)")
 	fs.IntVar(&cfg.TERPreds, "ter-preds", 0, "ter: predecessors each expanded vertex contributes (0: 3)")
+	fs.Float64Var(&cfg.NERSAlpha, "ners-alpha", 0, "ners: exponent of priority = score^alpha (0: 0.5)")
+	fs.IntVar(&cfg.NERSInterval, "ners-interval", 0, "ners: fewest learner steps between two updates of the scorer, each at an evaluation (0: 1000)")
+	fs.IntVar(&cfg.NERSSample, "ners-sample", 0, "ners: sampled items each update of the scorer trains on (0: 128)")
 	fs.Float64Var(&cfg.LAPK, "lap-k", 0, "k of lap and pal (0: 1)")
 	fs.Float64Var(&cfg.Tau, "tau", 0, "Polyak rate of the target networks (0: dqn hard copies every 500 steps, td3 0.005)")
 	fs.Float64Var(&cfg.Epsilon, "epsilon", 0, "every dqn actor's exploration rate (0: Ape-X's per-actor schedule 0.4^(1+7i/(N-1)))")
@@ -166,7 +169,9 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 				"algo": func() { c.Algo = cfg.Algo }, "loss": func() { c.Loss = cfg.Loss }, "lap-alpha": func() { c.LAPAlpha = cfg.LAPAlpha },
 				"lap-k": func() { c.LAPK = cfg.LAPK }, "tau": func() { c.Tau = cfg.Tau }, "no-is": func() { c.NoIS = cfg.NoIS },
 				"ter-eta": func() { c.TEREta = cfg.TEREta }, "ter-roots": func() { c.TERRoots = cfg.TERRoots }, "ter-preds": func() { c.TERPreds = cfg.TERPreds },
-				"refer-c": func() { c.REFERC = cfg.REFERC }, "refer-d": func() { c.REFERD = cfg.REFERD }, "refer-a": func() { c.REFERA = cfg.REFERA },
+				"ners-alpha": func() { c.NERSAlpha = cfg.NERSAlpha }, "ners-interval": func() { c.NERSInterval = cfg.NERSInterval },
+				"ners-sample": func() { c.NERSSample = cfg.NERSSample },
+				"refer-c":     func() { c.REFERC = cfg.REFERC }, "refer-d": func() { c.REFERD = cfg.REFERD }, "refer-a": func() { c.REFERA = cfg.REFERA },
 			} {
 				if set[name] { // shaping flags reach ResumeTrainer, which refuses a change
 					apply()
