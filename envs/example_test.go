@@ -45,7 +45,7 @@ func ExampleMake() {
 	// step 8: terminated=true truncated=false return=8
 	// envs: episode over, call Reset: CartPole-v1: Step after the episode ended at step 8
 	// envs: invalid action: CartPole-v1: action 2 is outside Discrete(2)
-	// envs: unknown environment "CartPole-v9" (registered: Acrobot-v1, BlindCliffwalk, CartPole-v1, KeyDoor, KeyDoor-Random, KeyDoor-Tabular, LQR-v0, MountainCar-v0, MountainCarContinuous-v0, NChain, Pendulum-v1)
+	// envs: unknown environment "CartPole-v9" (registered: Acrobot-v1, BlindCliffwalk, CartPole-v1, KeyDoor, KeyDoor-Random, KeyDoor-Tabular, LQR-v0, MountainCar-v0, MountainCarContinuous-v0, NChain, Pendulum-v1, SparsePendulum-v1)
 }
 
 // StateHash gives discrete environments an exact key per state.

@@ -14,6 +14,7 @@ var registry = map[string]func(opts ...Option) (Env, error){
 	"MountainCar-v0":           func(o ...Option) (Env, error) { return asEnv(NewMountainCar(o...)) },
 	"MountainCarContinuous-v0": func(o ...Option) (Env, error) { return asEnv(NewMountainCarContinuous(o...)) },
 	"Pendulum-v1":              func(o ...Option) (Env, error) { return asEnv(NewPendulum(o...)) },
+	"SparsePendulum-v1":        func(o ...Option) (Env, error) { return asEnv(NewSparsePendulum(o...)) },
 	"NChain":                   func(o ...Option) (Env, error) { return asEnv(NewNChain(o...)) },
 	"BlindCliffwalk":           func(o ...Option) (Env, error) { return asEnv(NewBlindCliffwalk(o...)) },
 	"KeyDoor":                  func(o ...Option) (Env, error) { return asEnv(NewKeyDoor(o...)) },
@@ -49,6 +50,7 @@ func asEnv[T Env](e T, err error) (Env, error) {
 //	MountainCar-v0
 //	MountainCarContinuous-v0
 //	Pendulum-v1
+//	SparsePendulum-v1         Pendulum-v1 with NERS's sparse reward (1 after 20 steps upright)
 //	NChain                    TER's chain (WithSize: N, default 20)
 //	BlindCliffwalk            PER's Blind Cliffwalk (WithSize: n, default 10)
 //	KeyDoor                   the key-door grid, fixed layout (WithSize: side, default 6)

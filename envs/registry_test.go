@@ -14,6 +14,7 @@ func TestNames(t *testing.T) {
 	want := []string{
 		"Acrobot-v1", "BlindCliffwalk", "CartPole-v1", "KeyDoor", "KeyDoor-Random",
 		"KeyDoor-Tabular", "LQR-v0", "MountainCar-v0", "MountainCarContinuous-v0", "NChain", "Pendulum-v1",
+		"SparsePendulum-v1",
 	}
 	if got := envs.Names(); !slices.Equal(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)

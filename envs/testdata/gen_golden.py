@@ -246,6 +246,21 @@ class Pendulum:
         return self.obs(), -cost, False
 
 
+class SparsePendulum(Pendulum):
+    """NERS's Pendulum*: reward 1 once the angle after the step has stayed
+    within +-pi/3 of upright for at least 20 consecutive steps, else 0."""
+    name = "SparsePendulum-v1"
+
+    def reset(self, rng):
+        self.run = 0
+        return super().reset(rng)
+
+    def step(self, a):
+        obs, _, term = super().step(a)
+        self.run = self.run + 1 if abs(float(angle_normalize(np.float64(self.th)))) <= math.pi / 3 else 0
+        return obs, (1.0 if self.run >= 20 else 0.0), term
+
+
 # ---------------------------------------------------------------- NChain (TER)
 
 
@@ -505,6 +520,18 @@ def cases():
     out[pe.name] = [
         rollout(pe, 10, random_box(-2.5, 2.5, 16)),      # torques beyond ±2 are clipped
         rollout(pe, 11, lambda o, t: -2.0 if o[2] > 0 else 2.0),
+    ]
+
+    sp = SparsePendulum()
+    # The first seed from 26 whose reset angle is within 0.3 of upright: a
+    # PD controller holds it there and collects reward 1 from step 20 on.
+    seed = 26
+    while abs(float(angle_normalize(np.float64(PCG(seed).uniform(-math.pi, math.pi))))) >= 0.3:
+        seed += 1
+    pd = lambda o, t: float(np.clip(-10.0 * math.atan2(o[1], o[0]) - 2.0 * o[2], -2.0, 2.0))
+    out[sp.name] = [
+        rollout(sp, seed, pd),
+        rollout(sp, 27, random_box(-2.5, 2.5, 62)),
     ]
 
     nc = NChain()
