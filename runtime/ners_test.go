@@ -1,0 +1,76 @@
+package runtime
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/apexrl/apex/sampler"
+)
+
+// TestNERSTrainsTD3: a lockstep TD3 run under ners trains end to end: the
+// scorer is updated at evaluations (the first only sets the baseline),
+// its scores stay in (0, 1], every sampled row's |δ| and Q are summed, and
+// the run repeats bit for bit.
+func TestNERSTrainsTD3(t *testing.T) {
+	cfg := TrainConfig{Env: "SparsePendulum-v1", Algo: "td3", Sampler: "ners", Actors: 1, Deterministic: true, Steps: 500, Batch: 32,
+		Hidden: []int{16}, Capacity: 4000, MinSizeToSample: 300, EvalEverySteps: 100, EvalEpisodes: 1, FinalEpisodes: 1,
+		NERSInterval: 100, NERSSample: 32, Seed: 5}
+	run := func() (*Trainer, TrainStats) {
+		tr, err := NewTrainer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return tr, tr.Stats()
+	}
+	tr, a := run()
+	_, b := run()
+	n := a.Learner.NERS
+	if n == nil {
+		t.Fatal("no NERS stats")
+	}
+	if *n != *b.Learner.NERS || a.Learner.Sampled != b.Learner.Sampled {
+		t.Errorf("same seed, different runs: %+v / %+v", *n, *b.Learner.NERS)
+	}
+	// 5 evaluations at 100..500 steps: the first sets the baseline, the
+	// last comes after the final step (no Sample applies it).
+	if n.Updates != 3 || n.TrainRows != 32 || !(n.ScoreMin > 0 && n.ScoreMax <= 1) {
+		t.Errorf("ners stats %+v: want 3 updates on 32 rows, scores in (0, 1]", *n)
+	}
+	m := a.Learner.Sampled
+	if m.N != 500*32 {
+		t.Errorf("sampled moments over %d rows, want %d", m.N, 500*32)
+	}
+	if td, sd := m.TD(); !(td > 0 && sd > 0) {
+		t.Errorf("sampled |δ| mean %v sd %v", td, sd)
+	}
+	stage := tr.agent.method.Selector.(*sampler.NERS)
+	if c := stage.Config(); c.Horizon != 200 || c.ActionScale != 2 || c.Interval != 100 || c.TrainSize != 32 {
+		t.Errorf("stage config %+v: want the env's horizon 200 and half-range 2", c)
+	}
+}
+
+// TestNERSTrainsDQNConcurrently: the concurrent pipeline (actors,
+// inserter, learner and evaluator goroutines) runs DQN under ners, feeds
+// the evaluator's returns to the stage and stops cleanly (the package's
+// TestMain checks for leaked goroutines).
+func TestNERSTrainsDQNConcurrently(t *testing.T) {
+	cfg := TrainConfig{Env: "CartPole-v1", Sampler: "ners", Actors: 2, Steps: 400, Batch: 32, Hidden: []int{16}, Capacity: 4000,
+		MinSizeToSample: 200, EvalEvery: 20 * time.Millisecond, EvalEpisodes: 1, FinalEpisodes: 1, NERSInterval: 20, NERSSample: 16, Seed: 8}
+	tr, err := NewTrainer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tr.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := tr.Stats().Learner
+	if res.LearnerSteps != 400 || st.NERS == nil || st.Sampled.N != 400*32 {
+		t.Fatalf("learner steps %d, ners %+v, sampled %+v", res.LearnerSteps, st.NERS, st.Sampled)
+	}
+	t.Logf("ners %+v after %d evaluations", *st.NERS, len(res.Curve))
+}
