@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/apexrl/apex/experiment/cliffwalk"
+	"github.com/apexrl/apex/experiment/control"
 )
 
 // experiment is one `apex experiment NAME` subcommand.
@@ -22,6 +24,7 @@ type experiment struct {
 // experiments lists the papers' small experiments, in usage order.
 var experiments = []experiment{
 	{"cliffwalk", "PER's Blind Cliffwalk (Schaul et al. 2016, Fig. 1): updates to learn Q* vs replay memory size, uniform vs prioritized vs oracle", runCliffwalk},
+	{"ners", "NERS (Oh et al. 2021): sampled-batch statistics on SparsePendulum-v1 (Table 3), TD3 on Pendulum-v1 and DDQN on CartPole-v1 under uniform, PER and NERS", runNERS},
 	{"lap-pal", "LAP and PAL (Fujimoto et al. 2020): regression fixed points, TD3 on Pendulum-v1 and DDQN on CartPole-v1 under uniform, PER, LAP and PAL", runLAPPAL},
 	{"refer", "ReF-ER (Novati & Koumoutsakos 2019): V-RACER on Pendulum-v1 under refer, refer-1, refer-2 and er; the LQR slope vs the Riccati gain", runREFER},
 	{"ter", "Topological Experience Replay (Hong et al. 2022): NChain backups, DDQN on the key-door grid, and the cost of one batch, TER vs uniform vs PER", runTER},
@@ -161,4 +164,37 @@ func makeOut(cmd, dir string, stderr io.Writer) bool {
 		return false
 	}
 	return true
+}
+
+// seedList is the seeds 1..n.
+func seedList(n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = uint64(i + 1)
+	}
+	return out
+}
+
+// runControlPart trains cfg's runs (experiment/control), printing a line
+// per finished run and then control's table, and saves the return plot to
+// png.
+func runControlPart(ctx context.Context, stdout io.Writer, title string, cfg control.Config, png string) (*control.Result, error) {
+	fmt.Fprintf(stdout, "== %s: %s on %s, %d methods x %d seeds, %d steps each\n", title, cfg.Base.Algo, cfg.Base.Env,
+		len(cfg.Samplers), len(cfg.Seeds), cfg.Base.Steps)
+	start := time.Now()
+	res, err := control.Run(ctx, cfg, func(r control.Trial) {
+		fmt.Fprintf(stdout, "  %-8s seed %d: final %.1f (%.0fs, replay %.1f%% of learner time)\n", r.Sampler, r.Seed, r.Final,
+			r.Seconds, 100*(r.SampleShare+r.WriteBackShare))
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := control.WriteTable(stdout, res); err != nil {
+		return nil, err
+	}
+	if err := control.SavePlot(res, png); err != nil {
+		return nil, fmt.Errorf("plot: %w", err)
+	}
+	fmt.Fprintf(stdout, "wrote %s (%.0fs)\n\n", png, time.Since(start).Seconds())
+	return res, nil
 }

@@ -89,27 +89,11 @@ func runLAPPAL(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		cfg := part.cfg
-		cfg.Base.Steps, cfg.Workers, cfg.Seeds = part.steps, *workers, nil
-		for i := range *seeds {
-			cfg.Seeds = append(cfg.Seeds, uint64(i+1))
-		}
-		fmt.Fprintf(stdout, "== %s: %s on %s, %d methods x %d seeds\n", part.name, cfg.Base.Algo, cfg.Base.Env, len(cfg.Samplers), len(cfg.Seeds))
-		start := time.Now()
-		res, err := control.Run(ctx, cfg, func(r control.Trial) {
-			fmt.Fprintf(stdout, "  %-8s seed %d: final %.1f (%.0fs, replay %.1f%% of learner time)\n", r.Sampler, r.Seed, r.Final,
-				r.Seconds, 100*(r.SampleShare+r.WriteBackShare))
-		})
+		cfg.Base.Steps, cfg.Workers, cfg.Seeds = part.steps, *workers, seedList(*seeds)
+		res, err := runControlPart(ctx, stdout, part.name, cfg, filepath.Join(*out, part.name+".png"))
 		if err != nil {
 			return fail(err)
 		}
-		if err := control.WriteTable(stdout, res); err != nil {
-			return fail(err)
-		}
-		png := filepath.Join(*out, part.name+".png")
-		if err := control.SavePlot(res, png); err != nil {
-			return fail(fmt.Errorf("plot: %w", err))
-		}
-		fmt.Fprintf(stdout, "wrote %s (%.0fs)\n\n", png, time.Since(start).Seconds())
 		for _, c := range res.Checks {
 			failed = failed || !c.OK
 		}

@@ -99,3 +99,31 @@ func TestExperimentUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestExperimentNERS: a reduced `apex experiment ners` prints the
+// sampled-batch table with every method and writes ners.json and the
+// plot; bad flags exit 2.
+func TestExperimentNERS(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ners")
+	var out, errb bytes.Buffer
+	code := run([]string{"experiment", "ners", "-parts", "stats", "-stats-seeds", "2", "-stats-steps", "200", "-out", dir}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"sd(|TD|)", "ms/learner step", "\nuniform ", "\nper ", "\nners ", "wrote"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, f := range []string{"ners.json", "sparse-pendulum.png"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, args := range [][]string{{"-seeds", "1"}, {"-parts", "nope"}, {"-stats-steps", "0"}} {
+		errb.Reset()
+		if code := run(append([]string{"experiment", "ners", "-out", t.TempDir()}, args...), &out, &errb); code != 2 {
+			t.Errorf("ners %v: exit %d, want 2; stderr:\n%s", args, code, errb.String())
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/apexrl/apex/learner"
 	"github.com/apexrl/apex/runtime"
 )
 
@@ -97,6 +98,10 @@ type Trial struct {
 	// StepsTo is the environment steps at the first periodic evaluation
 	// that reached Config.Threshold, or −1 if none did (or no threshold).
 	StepsTo int64 `json:"steps_to_threshold"`
+	// Steps is the run's learner steps; Sampled the learner's sums of |δ|
+	// and Q(s, a) over every sampled row (dqn and td3).
+	Steps   int64           `json:"learner_steps"`
+	Sampled learner.Moments `json:"sampled"`
 }
 
 // Arm summarises one method over the seeds.
@@ -232,7 +237,8 @@ func trainOne(ctx context.Context, cfg Config, sampler string, seed uint64) (Tri
 	if err != nil {
 		return Trial{}, fmt.Errorf("control: %s seed %d: %w", sampler, seed, err)
 	}
-	tm := tr.Stats().Learner.Timing
+	ls := tr.Stats().Learner
+	tm := ls.Timing
 	// The curve ends with the final evaluation; the ones before it are
 	// the periodic evaluations.
 	periodic := out.Curve[:max(len(out.Curve)-1, 0)]
@@ -251,7 +257,7 @@ func trainOne(ctx context.Context, cfg Config, sampler string, seed uint64) (Tri
 		}
 	}
 	r := Trial{Sampler: sampler, Seed: seed, Final: out.FinalReturn, Tail: tailSum, Curve: out.Curve, StepsTo: stepsTo,
-		Seconds: time.Since(start).Seconds(), LearnerSeconds: tm.Steps.Seconds()}
+		Seconds: time.Since(start).Seconds(), LearnerSeconds: tm.Steps.Seconds(), Steps: out.LearnerSteps, Sampled: ls.Sampled}
 	if tm.Steps > 0 {
 		r.SampleShare = float64(tm.Sample) / float64(tm.Steps)
 		r.WriteBackShare = float64(tm.WriteBack) / float64(tm.Steps)
