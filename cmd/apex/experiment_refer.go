@@ -19,7 +19,7 @@ import (
 )
 
 // referParts are the parts of `apex experiment refer`, in run order.
-var referParts = []string{"pendulum", "lqr"}
+var referParts = []string{"pendulum", "lqr", "td3"}
 
 // runREFER runs the ReF-ER experiments (Novati & Koumoutsakos 2019):
 // V-RACER on Pendulum-v1 under full ReF-ER, ReF-ER-1, ReF-ER-2 and plain
@@ -29,13 +29,14 @@ var referParts = []string{"pendulum", "lqr"}
 func runREFER(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("apex experiment refer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	pend, lqr := refer.DefaultPendulumConfig(), refer.DefaultLQRConfig()
+	pend, lqr, td3 := refer.DefaultPendulumConfig(), refer.DefaultLQRConfig(), refer.DefaultTD3Config()
 	parts := fs.String("parts", strings.Join(referParts, ","), "comma-separated parts to run: "+strings.Join(referParts, ", "))
-	seeds := fs.Int("seeds", len(pend.Seeds), "seeds per method on Pendulum (>= 2)")
+	seeds := fs.Int("seeds", len(pend.Seeds), "seeds per method on Pendulum, both learners (>= 2)")
 	workers := fs.Int("workers", pend.Workers, "runs trained at once (both parts)")
 	steps := fs.Int64("steps", pend.Base.Steps, "learner (= environment) steps per Pendulum run; A = 5/steps")
 	lqrSeeds := fs.Int("lqr-seeds", len(lqr.Seeds), "seeds on the LQR (>= 1)")
 	lqrSteps := fs.Int64("lqr-steps", lqr.Steps, "learner (= environment) steps per LQR run")
+	td3Steps := fs.Int64("td3-steps", td3.Base.Steps, "learner (= environment) steps per TD3 run; A = 5/steps")
 	out := fs.String("out", "out/refer", "directory for refer.json and the plots")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: apex experiment refer [flags]\n\n"+
@@ -43,10 +44,12 @@ func runREFER(args []string, stdout, stderr io.Writer) int {
 			"under full ReF-ER (refer), Rule 1 alone (refer-1), Rule 2 alone (refer-2) and\n"+
 			"plain experience replay (er): returns, the far-policy fraction and the KL over\n"+
 			"time; (2) V-RACER with full ReF-ER on the 1-D linear-quadratic regulator\n"+
-			"LQR-v0: the learned policy mean's slope against the Riccati gain. Runs are\n"+
+			"LQR-v0: the learned policy mean's slope against the Riccati gain; (3) TD3 on\n"+
+			"Pendulum-v1 plain (uniform), over whole episodes (er) and with full ReF-ER\n"+
+			"(refer), the paper's DDPG arm. Runs are\n"+
 			"deterministic (one actor in lockstep with the learner). Prints the tables and\n"+
 			"the acceptance checks; writes refer.json, pendulum-return.png,\n"+
-			"pendulum-far.png, pendulum-kl.png and lqr.png.\n\nflags:\n")
+			"pendulum-far.png, pendulum-kl.png, lqr.png and td3-return.png.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
@@ -56,7 +59,7 @@ func runREFER(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 2
 	}
-	if *seeds < 2 || *lqrSeeds < 1 || *workers < 1 || *steps <= 0 || *lqrSteps <= 0 {
+	if *seeds < 2 || *lqrSeeds < 1 || *workers < 1 || *steps <= 0 || *lqrSteps <= 0 || *td3Steps <= 0 {
 		fmt.Fprintf(stderr, "apex experiment refer: -seeds must be >= 2, -lqr-seeds and -workers >= 1 and the step counts > 0\n")
 		return 2
 	}
@@ -130,6 +133,33 @@ func runREFER(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "wrote %s (%.0fs)\n\n", png, time.Since(t0).Seconds())
 		failed = failed || !res.OK()
 		report["lqr"] = res
+	}
+	if slices.Contains(want, "td3") {
+		td3.Base.Steps, td3.Workers, td3.Seeds = *td3Steps, *workers, nil
+		for i := range *seeds {
+			td3.Seeds = append(td3.Seeds, uint64(i+1))
+		}
+		fmt.Fprintf(stdout, "== (3) td3: TD3 on %s plain and with ReF-ER, %d methods x %d seeds, %d steps each\n", td3.Base.Env,
+			len(td3.Samplers), len(td3.Seeds), td3.Base.Steps)
+		t0 := time.Now()
+		res, err := refer.RunTD3(ctx, td3, func(r control.Trial) {
+			last := r.Curve[len(r.Curve)-1]
+			fmt.Fprintf(stdout, "  %-8s seed %d: final %.1f, far %.3f, KL %.3g (%.0fs)\n", r.Sampler, r.Seed, r.Final,
+				last.FarFraction, last.MeanKL, r.Seconds)
+		})
+		if err != nil {
+			return fail(err)
+		}
+		if err := refer.WritePendulumTable(stdout, res); err != nil {
+			return fail(err)
+		}
+		png := filepath.Join(*out, "td3-return.png")
+		if err := control.SavePlot(res.Control, png); err != nil {
+			return fail(fmt.Errorf("plot: %w", err))
+		}
+		fmt.Fprintf(stdout, "wrote %s (%.0fs)\n\n", png, time.Since(t0).Seconds())
+		failed = failed || !res.OK()
+		report["td3"] = res
 	}
 	report["seconds"] = time.Since(start).Seconds()
 	js, err := json.MarshalIndent(report, "", "  ")

@@ -134,7 +134,15 @@ func RunPendulum(ctx context.Context, cfg control.Config, onRun func(control.Tri
 // acceptance checks. Far fractions count the periodic evaluations at more
 // than warmUp learner steps; a run with none has Far 0.
 func Summarise(res *control.Result, warmUp int64) *PendulumResult {
-	out := &PendulumResult{Control: res, WarmUp: warmUp}
+	out := &PendulumResult{Control: res, WarmUp: warmUp, Arms: summariseArms(res, warmUp)}
+	out.Checks = PendulumChecks(out.Arms, warmUp, res.Config.Base.FinalEpisodes)
+	return out
+}
+
+// summariseArms reduces res's runs to one PendulumArm per method, in the
+// order of its Config's Samplers.
+func summariseArms(res *control.Result, warmUp int64) []PendulumArm {
+	var arms []PendulumArm
 	for _, name := range res.Config.Samplers {
 		var runs []control.Trial
 		for _, r := range res.Runs {
@@ -142,10 +150,9 @@ func Summarise(res *control.Result, warmUp int64) *PendulumResult {
 				runs = append(runs, r)
 			}
 		}
-		out.Arms = append(out.Arms, summariseArm(name, runs, warmUp))
+		arms = append(arms, summariseArm(name, runs, warmUp))
 	}
-	out.Checks = PendulumChecks(out.Arms, warmUp, res.Config.Base.FinalEpisodes)
-	return out
+	return arms
 }
 
 // summariseArm reduces one method's runs.
