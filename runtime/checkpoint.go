@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/sampler"
 )
 
 // ErrCheckpoint is wrapped by every error about a checkpoint file that
@@ -18,7 +19,7 @@ import (
 // configuration.
 var ErrCheckpoint = errors.New("runtime: bad checkpoint")
 
-// Checkpoint file layout (little endian), version 1:
+// Checkpoint file layout (little endian), version 2:
 //
 //	magic    "APEXTRN1"
 //	version  uint32
@@ -26,9 +27,13 @@ var ErrCheckpoint = errors.New("runtime: bad checkpoint")
 //	learner  uint64 length + the learner's Save bytes (learner.DQN or
 //	         learner.TD3, own checksum)
 //	buffer   uint64 length + buffer.Buffer.Save bytes (own checksum)
+//	stage    uint64 length + the sampler stage's Save bytes when it is a
+//	         sampler.Stateful (NERS), else length 0
+//
+// Version 1 files (no stage section) are still read.
 const (
 	ckMagic   = "APEXTRN1"
-	ckVersion = 1
+	ckVersion = 2
 )
 
 type ckHeader struct {
@@ -56,12 +61,17 @@ func (t *Trainer) SaveCheckpoint(path string) error {
 	if err != nil {
 		return err
 	}
-	var lb, bb bytes.Buffer
+	var lb, bb, sb bytes.Buffer
 	if err := t.agent.save(&lb); err != nil {
 		return fmt.Errorf("runtime: checkpoint: learner: %w", err)
 	}
 	if err := t.buf.Save(&bb); err != nil {
 		return fmt.Errorf("runtime: checkpoint: replay buffer: %w", err)
+	}
+	if st, ok := t.agent.method.Selector.(sampler.Stateful); ok {
+		if err := st.Save(&sb); err != nil {
+			return fmt.Errorf("runtime: checkpoint: sampler stage: %w", err)
+		}
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -79,10 +89,11 @@ func (t *Trainer) SaveCheckpoint(path string) error {
 	binary.LittleEndian.PutUint32(hdr[12:], uint32(len(js)))
 	var crc [4]byte
 	binary.LittleEndian.PutUint32(crc[:], crc32.Checksum(js, crc32.MakeTable(crc32.Castagnoli)))
-	var ll, bl [8]byte
+	var ll, bl, sl [8]byte
 	binary.LittleEndian.PutUint64(ll[:], uint64(lb.Len()))
 	binary.LittleEndian.PutUint64(bl[:], uint64(bb.Len()))
-	for _, part := range [][]byte{hdr[:], js, crc[:], ll[:], lb.Bytes(), bl[:], bb.Bytes()} {
+	binary.LittleEndian.PutUint64(sl[:], uint64(sb.Len()))
+	for _, part := range [][]byte{hdr[:], js, crc[:], ll[:], lb.Bytes(), bl[:], bb.Bytes(), sl[:], sb.Bytes()} {
 		if _, err := f.Write(part); err != nil {
 			f.Close()
 			return fmt.Errorf("runtime: checkpoint: %w", err)
@@ -123,8 +134,9 @@ func ResumeTrainer(path string, override func(*TrainConfig)) (*Trainer, error) {
 	if len(data) < 16 || string(data[:8]) != ckMagic {
 		return nil, bad("not an apex training checkpoint (bad magic)")
 	}
-	if v := binary.LittleEndian.Uint32(data[8:]); v != ckVersion {
-		return nil, bad("version %d, this build reads %d", v, ckVersion)
+	version := binary.LittleEndian.Uint32(data[8:])
+	if version != 1 && version != ckVersion {
+		return nil, bad("version %d, this build reads 1 and %d", version, ckVersion)
 	}
 	n := int(binary.LittleEndian.Uint32(data[12:]))
 	rest := data[16:]
@@ -160,6 +172,12 @@ func ResumeTrainer(path string, override func(*TrainConfig)) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
+	var ssec []byte
+	if version >= 2 {
+		if ssec, err = section("sampler stage"); err != nil {
+			return nil, err
+		}
+	}
 	if len(rest) != 0 {
 		return nil, bad("%d bytes after the last section", len(rest))
 	}
@@ -182,6 +200,17 @@ func ResumeTrainer(path string, override func(*TrainConfig)) (*Trainer, error) {
 	if err := t.agent.load(bytes.NewReader(lsec)); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCheckpoint, path, err)
 	}
+	st, stateful := t.agent.method.Selector.(sampler.Stateful)
+	switch {
+	case stateful && len(ssec) == 0:
+		return nil, bad("the %s stage keeps state, and the checkpoint has none for it", cfg.Sampler)
+	case !stateful && len(ssec) != 0:
+		return nil, bad("a %d-byte sampler stage section, but the %s stage keeps no state", len(ssec), cfg.Sampler)
+	case stateful:
+		if err := st.Load(bytes.NewReader(ssec)); err != nil {
+			return nil, fmt.Errorf("%w: %s: sampler stage: %w", ErrCheckpoint, path, err)
+		}
+	}
 	t.base = h.Base
 	t.curve = h.Curve
 	t.limiter.restore(h.Inserted, h.Sampled)
@@ -199,8 +228,9 @@ func sameShape(a, b TrainConfig) error {
 	case a.Algo != b.Algo && b.Algo != "":
 		return fmt.Errorf("algo %s cannot change to %s on resume", a.Algo, b.Algo)
 	case a.Loss != b.Loss, a.LAPAlpha != b.LAPAlpha, a.LAPK != b.LAPK, a.Tau != b.Tau, a.NoIS != b.NoIS,
-		a.TEREta != b.TEREta, a.TERRoots != b.TERRoots, a.TERPreds != b.TERPreds, a.REFERC != b.REFERC, a.REFERD != b.REFERD, a.REFERA != b.REFERA:
-		return errors.New("the method's settings (loss, lap alpha and k, tau, no-is, ter eta/roots/preds) cannot change on resume")
+		a.TEREta != b.TEREta, a.TERRoots != b.TERRoots, a.TERPreds != b.TERPreds, a.REFERC != b.REFERC, a.REFERD != b.REFERD, a.REFERA != b.REFERA,
+		a.NERSAlpha != b.NERSAlpha, a.NERSInterval != b.NERSInterval, a.NERSSample != b.NERSSample:
+		return errors.New("the method's settings (loss, lap alpha and k, tau, no-is, ter eta/roots/preds, refer c/d/a, ners alpha/interval/sample) cannot change on resume")
 	case a.Capacity != b.Capacity, a.Dueling != b.Dueling, fmt.Sprint(a.Hidden) != fmt.Sprint(b.Hidden),
 		a.Batch != b.Batch, a.LR != b.LR, a.Seed != b.Seed, a.NStep != b.NStep, a.Gamma != b.Gamma:
 		return errors.New("the replay, model and learner settings (capacity, hidden, dueling, batch, lr, seed, n-step, gamma) cannot change on resume")

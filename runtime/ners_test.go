@@ -2,6 +2,9 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -73,4 +76,45 @@ func TestNERSTrainsDQNConcurrently(t *testing.T) {
 		t.Fatalf("learner steps %d, ners %+v, sampled %+v", res.LearnerSteps, st.NERS, st.Sampled)
 	}
 	t.Logf("ners %+v after %d evaluations", *st.NERS, len(res.Curve))
+}
+
+// TestNERSCheckpointResume: a checkpoint of a ners run holds the stage's
+// state, a resumed run's stage equals the saved one (scorer and
+// counters), and its settings cannot change on resume.
+func TestNERSCheckpointResume(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ners.ckpt")
+	cfg := TrainConfig{Env: "CartPole-v1", Sampler: "ners", Actors: 1, Deterministic: true, Steps: 300, Batch: 32, Hidden: []int{16},
+		Capacity: 3000, MinSizeToSample: 200, EvalEverySteps: 50, EvalEpisodes: 1, FinalEpisodes: 1, NERSInterval: 50, NERSSample: 16,
+		Seed: 4, Checkpoint: path}
+	tr, err := NewTrainer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	re, err := ResumeTrainer(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := tr.agent.method.Selector.(*sampler.NERS), re.agent.method.Selector.(*sampler.NERS)
+	if sa, sb := a.Stats(), b.Stats(); sa != sb || sa.Updates == 0 {
+		t.Fatalf("stage stats: saved %+v, resumed %+v", sa, sb)
+	}
+	pa, pb := a.Net().Params(), b.Net().Params()
+	for i := range pa {
+		if !slices.Equal(pa[i], pb[i]) {
+			t.Fatalf("scorer subnet %d differs after resume", i)
+		}
+	}
+	if _, err := ResumeTrainer(path, func(c *TrainConfig) { c.NERSSample = 64 }); !errors.Is(err, ErrCheckpoint) {
+		t.Errorf("resume with another -ners-sample: %v, want ErrCheckpoint", err)
+	}
+	re2, err := ResumeTrainer(path, func(c *TrainConfig) { c.Steps = 400 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := re2.Run(context.Background()); err != nil || res.LearnerSteps != 400 {
+		t.Fatalf("resumed run: %v, %+v", err, res)
+	}
 }

@@ -173,7 +173,8 @@ type NERS struct {
 	buf  *buffer.Buffer
 	cfg  NERSConfig
 	net  *NERSNet
-	rng  *rand.Rand
+	rng  *rand.Rand // draws of the reservoir and of I_train, from pcg
+	pcg  *rand.PCG
 	bcfg buffer.Config
 	// width is the feature row's width: 2·ObsDim + actW + 5.
 	width, actW int
@@ -250,14 +251,15 @@ func NewNERS(buf *buffer.Buffer, cfg NERSConfig) (*NERS, error) {
 		return nil, fmt.Errorf("%w: ners: Net.In %d, but the buffer's features are %d wide (2·%d observations + %d action + 5)", buffer.ErrConfig, nc.In, width, bc.ObsDim, actW)
 	}
 	nc.In = width
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x4e455253))
+	pcg := rand.NewPCG(cfg.Seed, 0x4e455253)
+	rng := rand.New(pcg)
 	net, err := NewNERSNet(nc, rng)
 	if err != nil {
 		return nil, fmt.Errorf("ners: scorer: %w", err)
 	}
 	cfg.Net = net.Config()
 	n := bc.Capacity
-	return &NERS{buf: buf, cfg: cfg, net: net, rng: rng, bcfg: bc, width: width, actW: actW,
+	return &NERS{buf: buf, cfg: cfg, net: net, rng: rng, pcg: pcg, bcfg: bc, width: width, actW: actW,
 		td: make([]float32, n), q: make([]float32, n), y: make([]float32, n), gen: make([]uint32, n),
 		momMean: make([]float64, width), momM2: make([]float64, width),
 		hist: make([]buffer.Ref, cfg.History), train: buf.NewBatch(cfg.TrainSize)}, nil

@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -412,3 +413,58 @@ func (n *NERSNet) Params() [][]float64 { return n.params }
 // Grads returns the subnets' live gradient vectors, aligned with Params, as
 // set by the last Backward or Reinforce. O(1), no allocation.
 func (n *NERSNet) Grads() [][]float64 { return n.grads }
+
+// Save writes the subnets' parameters and their optimizers' states
+// (model.Net.Save and model.Adam.Save, each with its own checksum), in the
+// order f_l, f_g, f_s. Cost: O(NumParams).
+func (n *NERSNet) Save(w io.Writer) error {
+	for i := range n.params {
+		if err := n.subnet(i).Save(w); err != nil {
+			return err
+		}
+		if err := n.opt[i].Save(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Load restores what Save wrote into n, which must have the same
+// configuration: the next Reinforce continues the saved run bit for bit.
+// A stream of another shape is an error wrapping buffer.ErrConfig; a
+// damaged one the model package's error. n is unchanged on error.
+func (n *NERSNet) Load(r io.Reader) error {
+	nets := make([]*model.Net, len(n.params))
+	opts := make([]*model.Adam, len(n.params))
+	for i := range n.params {
+		var err error
+		if nets[i], err = model.LoadNet(r); err != nil {
+			return err
+		}
+		if !nets[i].SameShape(n.subnet(i)) {
+			return fmt.Errorf("%w: ners scorer: saved %s has another shape", buffer.ErrConfig, n.where[i])
+		}
+		if opts[i], err = model.LoadAdam(r); err != nil {
+			return err
+		}
+		if opts[i].Len() != len(n.params[i]) {
+			return fmt.Errorf("%w: ners scorer: saved optimizer of %s has %d moments, want %d", buffer.ErrConfig, n.where[i], opts[i].Len(), len(n.params[i]))
+		}
+	}
+	for i := range n.params {
+		n.subnet(i).CopyFrom(nets[i])
+		n.opt[i] = opts[i]
+	}
+	return nil
+}
+
+// subnet is the i-th subnet in Params order.
+func (n *NERSNet) subnet(i int) *model.Net {
+	if i == 0 {
+		return n.fl
+	}
+	if i == len(n.params)-1 {
+		return n.fs
+	}
+	return n.fg
+}

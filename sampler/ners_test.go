@@ -1,6 +1,7 @@
 package sampler_test
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -420,5 +421,96 @@ func TestNERSMethod(t *testing.T) {
 	}
 	if _, err := sampler.NewMethod("ners", buf, sampler.MethodConfig{Loss: model.Loss{Kind: model.PAL, Delta: 1, Alpha: 0.4}}); !errors.Is(err, buffer.ErrConfig) {
 		t.Errorf("ners with the PAL loss: %v, want ErrConfig", err)
+	}
+}
+
+// TestNERSSaveLoad: a stage restored from Save continues exactly as the
+// original (the same scores, priorities, updates and scorer); a damaged
+// stream or one for another layout is refused and leaves the stage as it
+// was.
+func TestNERSSaveLoad(t *testing.T) {
+	cfg := sampler.NERSConfig{Interval: 3, TrainSize: 8, History: 32, Seed: 11}
+	mk := func() (*buffer.Buffer, *sampler.NERS) {
+		buf := samplertest.NewBuffer(t, 64)
+		samplertest.Insert(t, buf, 0, 64, nil)
+		return buf, newNERS(t, buf, cfg)
+	}
+	bufA, a := mk()
+	pcgA := rand.NewPCG(12, 12)
+	rngA := rand.New(pcgA)
+	for k := range 8 {
+		nersReport(t, a, bufA, rngA, 8)
+		if k%3 == 0 {
+			if err := a.Evaluated(float64(10 * k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := a.Evaluated(123); err != nil { // pending at the save
+		t.Fatal(err)
+	}
+	var saved bytes.Buffer
+	if err := a.Save(&saved); err != nil {
+		t.Fatal(err)
+	}
+	// B: the same buffer contents (priorities included) and the stage's
+	// saved state.
+	var bb bytes.Buffer
+	if err := bufA.Save(&bb); err != nil {
+		t.Fatal(err)
+	}
+	bufB, err := buffer.Load(&bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newNERS(t, bufB, cfg)
+	if err := b.Load(bytes.NewReader(saved.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	pcgB := *pcgA // the same point of the same stream
+	rngB := rand.New(&pcgB)
+	for k := range 8 {
+		ba := nersReport(t, a, bufA, rngA, 8)
+		bb := nersReport(t, b, bufB, rngB, 8)
+		for i := range ba.Refs {
+			_, pa, _ := bufA.SlotPriority(int(ba.Refs[i].Slot))
+			_, pb, _ := bufB.SlotPriority(int(bb.Refs[i].Slot))
+			if ba.Refs[i] != bb.Refs[i] || pa != pb {
+				t.Fatalf("step %d row %d: original %v priority %v, restored %v priority %v", k, i, ba.Refs[i], pa, bb.Refs[i], pb)
+			}
+		}
+		if k == 4 {
+			_ = a.Evaluated(200)
+			_ = b.Evaluated(200)
+		}
+	}
+	if sa, sb := a.Stats(), b.Stats(); sa != sb || sa.Updates < 2 {
+		t.Fatalf("stats differ or too few updates: %+v / %+v", sa, sb)
+	}
+	pa, pb := a.Net().Params(), b.Net().Params()
+	for i := range pa {
+		for j := range pa[i] {
+			if pa[i][j] != pb[i][j] {
+				t.Fatalf("scorer parameter %d/%d: %v vs %v", i, j, pa[i][j], pb[i][j])
+			}
+		}
+	}
+
+	// Refusals leave the stage unchanged.
+	before := b.Stats()
+	damaged := append([]byte(nil), saved.Bytes()...)
+	damaged[40] ^= 0xff
+	if err := b.Load(bytes.NewReader(damaged)); !errors.Is(err, buffer.ErrCorrupt) {
+		t.Errorf("damaged stream: %v, want ErrCorrupt", err)
+	}
+	if err := b.Load(bytes.NewReader(saved.Bytes()[:30])); !errors.Is(err, buffer.ErrCorrupt) {
+		t.Errorf("truncated stream: %v, want ErrCorrupt", err)
+	}
+	other := newNERS(t, samplertest.NewBuffer(t, 32), cfg)
+	if err := other.Load(bytes.NewReader(saved.Bytes())); !errors.Is(err, buffer.ErrConfig) {
+		t.Errorf("another capacity: %v, want ErrConfig", err)
+	}
+	if b.Stats() != before {
+		t.Error("a refused Load changed the stage")
 	}
 }

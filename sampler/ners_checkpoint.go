@@ -1,0 +1,151 @@
+package sampler
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/gob"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+
+	"github.com/apexrl/apex/buffer"
+)
+
+// Stateful is implemented by a stage whose state lives neither in the
+// buffer nor in the learner step (NERS's scorer and per-slot features):
+// the runtime's checkpoint saves it with the buffer, and a resumed run
+// loads it into the stage it rebuilt from the same configuration.
+type Stateful interface {
+	Save(w io.Writer) error
+	Load(r io.Reader) error
+}
+
+var _ Stateful = (*NERS)(nil)
+
+// NERS checkpoint layout (little endian): magic "APEXNERS", version
+// uint32, then a uint64 length and that many bytes of gob (nersState),
+// then CRC-32C of those bytes, then the scorer (NERSNet.Save).
+const (
+	nersMagic   = "APEXNERS"
+	nersVersion = 1
+	nersMaxGob  = 1 << 32
+)
+
+// nersState is everything of a NERS but its scorer and configuration.
+type nersState struct {
+	Width, Capacity   int
+	Steps, LastUpdate int64
+	Baseline          float64
+	HasBase           bool
+	Pending           float64
+	HasPend           bool
+	Seen              int64
+	Hist              []buffer.Ref
+	MomN              float64
+	MomMean, MomM2    []float64
+	TD, Q, Y          []float32
+	Gen               []uint32
+	RNG               []byte
+	Stats             NERSStats
+}
+
+// Save writes the stage's state: the scorer and its optimizer, the
+// per-slot features, the running moments, the history reservoir, the
+// evaluation baseline and any pending evaluation, the step counters, the
+// random stream and the stats. It needs quiescence (no concurrent
+// Sample or UpdateFeatures). Cost: O(Capacity + History + the scorer).
+func (s *NERS) Save(w io.Writer) error {
+	rngState, err := s.pcg.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("ners: save: %w", err)
+	}
+	s.mu.Lock()
+	pend, hasPend := s.pending, s.hasPend
+	s.mu.Unlock()
+	st := nersState{Width: s.width, Capacity: len(s.gen), Steps: s.steps, LastUpdate: s.lastUpdate, Baseline: s.baseline,
+		HasBase: s.hasBase, Pending: pend, HasPend: hasPend, Seen: s.seen, Hist: s.hist[:s.histN], MomN: s.momN,
+		MomMean: s.momMean, MomM2: s.momM2, TD: s.td, Q: s.q, Y: s.y, Gen: s.gen, RNG: rngState, Stats: s.Stats()}
+	var g bytes.Buffer
+	if err := gob.NewEncoder(&g).Encode(&st); err != nil {
+		return fmt.Errorf("ners: save: %w", err)
+	}
+	var hdr [20]byte
+	copy(hdr[:8], nersMagic)
+	binary.LittleEndian.PutUint32(hdr[8:], nersVersion)
+	binary.LittleEndian.PutUint64(hdr[12:], uint64(g.Len()))
+	var crc [4]byte
+	binary.LittleEndian.PutUint32(crc[:], crc32.Checksum(g.Bytes(), crc32.MakeTable(crc32.Castagnoli)))
+	for _, part := range [][]byte{hdr[:], g.Bytes(), crc[:]} {
+		if _, err := w.Write(part); err != nil {
+			return fmt.Errorf("ners: save: %w", err)
+		}
+	}
+	return s.net.Save(w)
+}
+
+// Load restores what Save wrote into s, a stage built over a buffer of
+// the same capacity with the same configuration; the run then continues
+// as if never stopped. A damaged stream, or one written for another
+// buffer or feature width, is an error wrapping buffer.ErrCorrupt or
+// buffer.ErrConfig, and s is unchanged. It needs quiescence.
+func (s *NERS) Load(r io.Reader) error {
+	var hdr [20]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return fmt.Errorf("%w: ners: truncated header: %v", buffer.ErrCorrupt, err)
+	}
+	if string(hdr[:8]) != nersMagic {
+		return fmt.Errorf("%w: ners: not a NERS checkpoint (bad magic)", buffer.ErrCorrupt)
+	}
+	if v := binary.LittleEndian.Uint32(hdr[8:]); v != nersVersion {
+		return fmt.Errorf("%w: ners: version %d, this build reads %d", buffer.ErrCorrupt, v, nersVersion)
+	}
+	n := binary.LittleEndian.Uint64(hdr[12:])
+	if n > nersMaxGob {
+		return fmt.Errorf("%w: ners: state of %d bytes", buffer.ErrCorrupt, n)
+	}
+	data := make([]byte, n+4)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return fmt.Errorf("%w: ners: truncated state: %v", buffer.ErrCorrupt, err)
+	}
+	if binary.LittleEndian.Uint32(data[n:]) != crc32.Checksum(data[:n], crc32.MakeTable(crc32.Castagnoli)) {
+		return fmt.Errorf("%w: ners: state checksum mismatch", buffer.ErrCorrupt)
+	}
+	var st nersState
+	if err := gob.NewDecoder(bytes.NewReader(data[:n])).Decode(&st); err != nil {
+		return fmt.Errorf("%w: ners: state: %v", buffer.ErrCorrupt, err)
+	}
+	c := len(s.gen)
+	switch {
+	case st.Width != s.width || st.Capacity != c:
+		return fmt.Errorf("%w: ners: saved for %d-wide features over %d slots, this stage has %d and %d", buffer.ErrConfig, st.Width, st.Capacity, s.width, c)
+	case len(st.TD) != c || len(st.Q) != c || len(st.Y) != c || len(st.Gen) != c || len(st.MomMean) != s.width || len(st.MomM2) != s.width ||
+		len(st.Hist) > len(s.hist) || st.Seen < int64(len(st.Hist)):
+		return fmt.Errorf("%w: ners: state arrays of the wrong length", buffer.ErrCorrupt)
+	}
+	pcg := &rand.PCG{}
+	if err := pcg.UnmarshalBinary(st.RNG); err != nil {
+		return fmt.Errorf("%w: ners: random stream: %v", buffer.ErrCorrupt, err)
+	}
+	if err := s.net.Load(r); err != nil {
+		return fmt.Errorf("ners: scorer: %w", err)
+	}
+	*s.pcg = *pcg
+	s.steps, s.lastUpdate, s.baseline, s.hasBase, s.seen = st.Steps, st.LastUpdate, st.Baseline, st.HasBase, st.Seen
+	s.histN = copy(s.hist, st.Hist)
+	s.momN = st.MomN
+	copy(s.momMean, st.MomMean)
+	copy(s.momM2, st.MomM2)
+	copy(s.td, st.TD)
+	copy(s.q, st.Q)
+	copy(s.y, st.Y)
+	copy(s.gen, st.Gen)
+	s.last = nil
+	s.mu.Lock()
+	s.pending, s.hasPend = st.Pending, st.HasPend
+	s.mu.Unlock()
+	s.statMu.Lock()
+	s.stats = st.Stats
+	s.statMu.Unlock()
+	return nil
+}
