@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 func TestExperimentCliffwalk(t *testing.T) {
@@ -104,6 +106,7 @@ func TestExperimentUsage(t *testing.T) {
 // sampled-batch table with every method and writes ners.json and the
 // plot; bad flags exit 2.
 func TestExperimentNERS(t *testing.T) {
+	defer goleak.VerifyNone(t)
 	dir := filepath.Join(t.TempDir(), "ners")
 	var out, errb bytes.Buffer
 	code := run([]string{"experiment", "ners", "-parts", "stats", "-stats-seeds", "2", "-stats-steps", "200", "-out", dir}, &out, &errb)
