@@ -16,17 +16,22 @@
 //     by least squares over x in [−X0, X0] and compared with the Riccati
 //     gain −K* (DefaultLQRConfig, RunLQR, FitSlope, WriteLQRTable,
 //     SaveLQRPlot).
+//  3. ReF-ER around TD3 (the paper's DDPG arm): TD3 on Pendulum-v1 plain
+//     ("uniform"), over whole episodes with the fixed Gaussian behaviour
+//     ("er") and with full ReF-ER ("refer"); the return, far fraction and
+//     KL as in part 1 (DefaultTD3Config, RunTD3, TD3Checks).
 //
 // # Usage
 //
-// `apex experiment refer` runs both parts and writes refer.json and the
-// plots. An embedder:
+// `apex experiment refer` runs the three parts and writes refer.json and
+// the plots. An embedder:
 //
-//  1. takes DefaultPendulumConfig and DefaultLQRConfig and changes the
-//     fields it wants (Base.Steps, Seeds, Workers; LQRConfig.Steps);
-//  2. calls RunPendulum and RunLQR with a context (cancelling it stops
+//  1. takes DefaultPendulumConfig, DefaultLQRConfig and DefaultTD3Config
+//     and changes the fields it wants (Base.Steps, Seeds, Workers;
+//     LQRConfig.Steps);
+//  2. calls RunPendulum, RunLQR and RunTD3 with a context (cancelling it stops
 //     the runs; every goroutine has ended when they return);
-//  3. writes the tables and plots, and reads the Checks of both results
+//  3. writes the tables and plots, and reads the Checks of the results
 //     (a failed check is the experiment's failure, not an error).
 //
 // Every run is deterministic: a seed gives the same run, bit for bit.
