@@ -9,7 +9,7 @@
 //     Per method: the return curve, the far-policy fraction of the stored
 //     steps and the mean KL(μ||π) of the sampled steps over time, a table,
 //     plots (DefaultPendulumConfig, RunPendulum, Summarise,
-//     WritePendulumTable, SavePendulumPlots) and the acceptance
+//     WritePendulumTable, SaveFarPlot, SaveKLPlot) and the acceptance
 //     checks (PendulumChecks).
 //  2. The one-dimensional linear-quadratic regulator LQR-v0: V-RACER with
 //     full ReF-ER, then the slope of the learned policy mean u(x) fitted
