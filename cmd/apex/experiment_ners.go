@@ -71,30 +71,23 @@ func runNERS(args []string, stdout, stderr io.Writer) int {
 	}
 	report := map[string]any{}
 	start := time.Now()
-	if slices.Contains(want, "stats") {
-		st.Base.Steps, st.Workers, st.Seeds = *statSteps, *workers, seedList(*statSeeds)
-		res, err := runControlPart(ctx, stdout, "(1) stats", st, filepath.Join(*out, "sparse-pendulum.png"))
-		if err != nil {
-			return fail(err)
-		}
-		sr := &ners.StatsResult{Control: res, Stats: ners.Summarise(res)}
-		if err := ners.WriteStatsTable(stdout, sr); err != nil {
-			return fail(err)
-		}
-		fmt.Fprintln(stdout)
-		report["stats"] = sr
-	}
+	st.Base.Steps, st.Seeds = *statSteps, seedList(*statSeeds)
+	pend.Base.Steps, pend.Seeds = *pendSteps, seedList(*seeds)
+	cart.Base.Steps, cart.Seeds = *cartSteps, seedList(*seeds)
 	for _, part := range []struct {
-		name  string
-		cfg   control.Config
-		steps int64
-	}{{"pendulum", pend, *pendSteps}, {"cartpole", cart, *cartSteps}} {
+		name, title, png string
+		cfg              control.Config
+	}{
+		{"stats", "(1) stats", "sparse-pendulum.png", st},
+		{"pendulum", "(2) pendulum", "pendulum.png", pend},
+		{"cartpole", "(2) cartpole", "cartpole.png", cart},
+	} {
 		if !slices.Contains(want, part.name) {
 			continue
 		}
 		cfg := part.cfg
-		cfg.Base.Steps, cfg.Workers, cfg.Seeds = part.steps, *workers, seedList(*seeds)
-		res, err := runControlPart(ctx, stdout, "(2) "+part.name, cfg, filepath.Join(*out, part.name+".png"))
+		cfg.Workers = *workers
+		res, err := runControlPart(ctx, stdout, part.title, cfg, filepath.Join(*out, part.png))
 		if err != nil {
 			return fail(err)
 		}

@@ -49,7 +49,7 @@ func runREFER(args []string, stdout, stderr io.Writer) int {
 			"(refer), the paper's DDPG arm. Runs are\n"+
 			"deterministic (one actor in lockstep with the learner). Prints the tables and\n"+
 			"the acceptance checks; writes refer.json, pendulum-return.png,\n"+
-			"pendulum-far.png, pendulum-kl.png, lqr.png and td3-return.png.\n\nflags:\n")
+			"pendulum-far.png, pendulum-kl.png, lqr.png and td3-{return,far,kl}.png.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
@@ -75,46 +75,49 @@ func runREFER(args []string, stdout, stderr io.Writer) int {
 	report := map[string]any{}
 	failed := false
 	start := time.Now()
-	if slices.Contains(want, "pendulum") {
-		pend.Base.Steps, pend.Workers, pend.Seeds = *steps, *workers, nil
-		for i := range *seeds {
-			pend.Seeds = append(pend.Seeds, uint64(i+1))
-		}
-		fmt.Fprintf(stdout, "== (1) pendulum: %s on %s, %d methods x %d seeds, %d steps each\n", pend.Base.Algo, pend.Base.Env,
-			len(pend.Samplers), len(pend.Seeds), pend.Base.Steps)
+	// controlPart runs a Pendulum part (V-RACER's methods or the TD3 arms)
+	// and writes its table and its return, far-fraction and KL plots.
+	controlPart := func(name, title, prefix string, cfg control.Config,
+		run func(context.Context, control.Config, func(control.Trial)) (*refer.PendulumResult, error)) error {
+		fmt.Fprintf(stdout, "== %s: %s on %s, %d methods x %d seeds, %d steps each\n", title, cfg.Base.Algo, cfg.Base.Env,
+			len(cfg.Samplers), len(cfg.Seeds), cfg.Base.Steps)
 		t0 := time.Now()
-		res, err := refer.RunPendulum(ctx, pend, func(r control.Trial) {
+		res, err := run(ctx, cfg, func(r control.Trial) {
 			last := r.Curve[len(r.Curve)-1]
 			fmt.Fprintf(stdout, "  %-8s seed %d: final %.1f, far %.3f, KL %.3g (%.0fs)\n", r.Sampler, r.Seed, r.Final,
 				last.FarFraction, last.MeanKL, r.Seconds)
 		})
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		if err := refer.WritePendulumTable(stdout, res); err != nil {
-			return fail(err)
+			return err
 		}
 		for _, p := range []struct {
-			name string
-			save func(string) error
+			suffix string
+			save   func(string) error
 		}{
-			{"pendulum-return.png", func(path string) error { return control.SavePlot(res.Control, path) }},
-			{"pendulum-far.png", func(path string) error { return refer.SaveFarPlot(res, path) }},
-			{"pendulum-kl.png", func(path string) error { return refer.SaveKLPlot(res, path) }},
+			{"-return.png", func(path string) error { return control.SavePlot(res.Control, path) }},
+			{"-far.png", func(path string) error { return refer.SaveFarPlot(res, path) }},
+			{"-kl.png", func(path string) error { return refer.SaveKLPlot(res, path) }},
 		} {
-			if err := p.save(filepath.Join(*out, p.name)); err != nil {
-				return fail(fmt.Errorf("plot %s: %w", p.name, err))
+			if err := p.save(filepath.Join(*out, prefix+p.suffix)); err != nil {
+				return fmt.Errorf("plot %s%s: %w", prefix, p.suffix, err)
 			}
 		}
-		fmt.Fprintf(stdout, "wrote pendulum-return.png, pendulum-far.png and pendulum-kl.png to %s (%.0fs)\n\n", *out, time.Since(t0).Seconds())
+		fmt.Fprintf(stdout, "wrote %s-return.png, %s-far.png and %s-kl.png to %s (%.0fs)\n\n", prefix, prefix, prefix, *out, time.Since(t0).Seconds())
 		failed = failed || !res.OK()
-		report["pendulum"] = res
+		report[name] = res
+		return nil
+	}
+	if slices.Contains(want, "pendulum") {
+		pend.Base.Steps, pend.Workers, pend.Seeds = *steps, *workers, seedList(*seeds)
+		if err := controlPart("pendulum", "(1) pendulum", "pendulum", pend, refer.RunPendulum); err != nil {
+			return fail(err)
+		}
 	}
 	if slices.Contains(want, "lqr") {
-		lqr.Steps, lqr.Workers, lqr.Seeds = *lqrSteps, *workers, nil
-		for i := range *lqrSeeds {
-			lqr.Seeds = append(lqr.Seeds, uint64(i+1))
-		}
+		lqr.Steps, lqr.Workers, lqr.Seeds = *lqrSteps, *workers, seedList(*lqrSeeds)
 		fmt.Fprintf(stdout, "== (2) lqr: V-RACER + ReF-ER on LQR-v0, %d seeds, %d steps each\n", len(lqr.Seeds), lqr.Steps)
 		t0 := time.Now()
 		res, err := refer.RunLQR(ctx, lqr, func(r refer.LQRRun) {
@@ -135,31 +138,10 @@ func runREFER(args []string, stdout, stderr io.Writer) int {
 		report["lqr"] = res
 	}
 	if slices.Contains(want, "td3") {
-		td3.Base.Steps, td3.Workers, td3.Seeds = *td3Steps, *workers, nil
-		for i := range *seeds {
-			td3.Seeds = append(td3.Seeds, uint64(i+1))
-		}
-		fmt.Fprintf(stdout, "== (3) td3: TD3 on %s plain and with ReF-ER, %d methods x %d seeds, %d steps each\n", td3.Base.Env,
-			len(td3.Samplers), len(td3.Seeds), td3.Base.Steps)
-		t0 := time.Now()
-		res, err := refer.RunTD3(ctx, td3, func(r control.Trial) {
-			last := r.Curve[len(r.Curve)-1]
-			fmt.Fprintf(stdout, "  %-8s seed %d: final %.1f, far %.3f, KL %.3g (%.0fs)\n", r.Sampler, r.Seed, r.Final,
-				last.FarFraction, last.MeanKL, r.Seconds)
-		})
-		if err != nil {
+		td3.Base.Steps, td3.Workers, td3.Seeds = *td3Steps, *workers, seedList(*seeds)
+		if err := controlPart("td3", "(3) td3", "td3", td3, refer.RunTD3); err != nil {
 			return fail(err)
 		}
-		if err := refer.WritePendulumTable(stdout, res); err != nil {
-			return fail(err)
-		}
-		png := filepath.Join(*out, "td3-return.png")
-		if err := control.SavePlot(res.Control, png); err != nil {
-			return fail(fmt.Errorf("plot: %w", err))
-		}
-		fmt.Fprintf(stdout, "wrote %s (%.0fs)\n\n", png, time.Since(t0).Seconds())
-		failed = failed || !res.OK()
-		report["td3"] = res
 	}
 	report["seconds"] = time.Since(start).Seconds()
 	js, err := json.MarshalIndent(report, "", "  ")

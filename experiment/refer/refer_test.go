@@ -278,3 +278,31 @@ func isPNG(t *testing.T, path string) {
 		t.Errorf("%s: %v (%d bytes), not a PNG", path, err, len(b))
 	}
 }
+
+// TestKLPlotWithoutKL: arms with no positive KL (plain TD3, or runs too
+// short for an evaluation) give an empty plot instead of a log axis with
+// nothing on it.
+func TestKLPlotWithoutKL(t *testing.T) {
+	r := &PendulumResult{Control: &control.Result{Config: control.Config{Base: runtime.TrainConfig{Env: "Pendulum-v1", Algo: "td3"}, Seeds: []uint64{1, 2}}},
+		Arms: []PendulumArm{{Sampler: "uniform", Steps: []int64{1000, 2000}, KLCurve: []float64{0, 0}}, {Sampler: "refer"}}}
+	path := filepath.Join(t.TempDir(), "kl.png")
+	if err := SaveKLPlot(r, path); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
+		t.Fatalf("kl.png: %v", err)
+	}
+}
+
+// TestTD3Checks: the TD3 part checks full ReF-ER's median final return and
+// its far fraction, and states nothing without a refer arm.
+func TestTD3Checks(t *testing.T) {
+	arms := []PendulumArm{{Sampler: "uniform", MedianFinal: -130}, {Sampler: "refer", MedianFinal: -240, Finals: []float64{-240}, FarMean: 0.17}}
+	c := TD3Checks(arms, 6000)
+	if len(c) != 2 || !c[0].OK || c[1].OK {
+		t.Errorf("checks %+v: want the return to pass (-240 >= -250) and the far fraction to fail (0.17)", c)
+	}
+	if c := TD3Checks(arms[:1], 6000); c != nil {
+		t.Errorf("no refer arm: %+v", c)
+	}
+}

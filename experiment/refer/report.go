@@ -157,15 +157,26 @@ func SaveFarPlot(r *PendulumResult, path string) error {
 
 // SaveKLPlot writes the arms' mean KL(μ||π) of the sampled steps (one
 // learner batch at each evaluation; median over seeds) against learner
-// steps to path as a PNG, on a log axis; values <= 0 are left out.
+// steps to path as a PNG, on a log axis; values <= 0 are left out (an arm
+// without a ReF-ER stage, such as plain TD3, has none). With no positive
+// value at all the plot is empty, on a linear axis.
 func SaveKLPlot(r *PendulumResult, path string) error {
 	c := &r.Control.Config
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s on %s: mean KL(mu||pi) of the sampled steps (median over %d seeds)", c.Base.Algo, c.Base.Env, len(c.Seeds))
 	p.X.Label.Text = "learner steps"
-	p.Y.Label.Text = "KL(mu||pi), log scale"
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Label.Text = "KL(mu||pi)"
+	positive := false
+	for _, a := range r.Arms {
+		for _, y := range a.KLCurve {
+			positive = positive || (y > 0 && !math.IsInf(y, 1))
+		}
+	}
+	if positive {
+		p.Y.Label.Text += ", log scale"
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
 	p.Legend.Top, p.Legend.YOffs = true, -1.3*vg.Inch
 	for i, a := range r.Arms {
 		if err := addArm(p, i, a.Sampler, a.Steps, a.KLCurve, true); err != nil {
