@@ -120,3 +120,53 @@ func ExampleUniform() {
 	// Output:
 	// uniform 0.015625 [1 1 1 1 1 1 1 1]
 }
+
+// ExampleNERS shows the NERS loop a learner drives: sample, train, report
+// each row's Q and target (the stage scores the batch as a set and writes
+// the scores back as priorities), and hand every evaluation's mean return
+// to the stage, which trains its scorer on the change of return.
+func ExampleNERS() {
+	buf, err := buffer.New(buffer.Config{Capacity: 1024, ObsDim: 1})
+	if err != nil {
+		panic(err)
+	}
+	cfg := sampler.DefaultNERSConfig(100_000)
+	cfg.Interval, cfg.TrainSize = 2, 16 // a scorer update at most every 2 steps, on 16 sampled items
+	ners, err := sampler.NewNERS(buf, cfg)
+	if err != nil {
+		panic(err)
+	}
+	if err := buf.Insert(transitions(256)); err != nil { // new items enter at priority 1
+		panic(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	batch := buf.NewBatch(32)
+	q, y := make([]float64, batch.Len()), make([]float64, batch.Len())
+	for step := range int64(5) {
+		if step == 1 || step == 4 {
+			// The evaluator's mean return (any goroutine): the first sets
+			// the baseline, the second trains the scorer on +5.
+			if err := ners.Evaluated(float64(10 + 5*(step/4))); err != nil {
+				panic(err)
+			}
+		}
+		if err := ners.Sample(rng, batch); err != nil {
+			panic(err)
+		}
+		if err := ners.Weights(batch, step); err != nil {
+			panic(err)
+		}
+		for i := range q { // Q(s, a) and the target y from the learner's forward pass
+			q[i], y[i] = 0.5, float64(batch.Reward[i])
+		}
+		if _, err := ners.UpdateFeatures(batch.Refs, q, y); err != nil {
+			panic(err)
+		}
+	}
+	st := ners.Stats()
+	fmt.Println(ners)
+	fmt.Printf("scorer updates %d (reward %g), scores in (0, 1]: %v\n", st.Updates, st.Reward, st.ScoreMin > 0 && st.ScoreMax <= 1)
+	// Output:
+	// ners(alpha=0.5,beta=0.4→1/100000,norm=buffer,interval=2,n=16)
+	// scorer updates 1 (reward 5), scores in (0, 1]: true
+}
