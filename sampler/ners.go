@@ -180,8 +180,9 @@ type NERS struct {
 	width, actW int
 
 	// Per-slot learner reports (Capacity each). gen[s] is the generation
-	// of the item they describe: a slot whose current generation differs
-	// holds a fresh item (features nersFresh).
+	// of the item they describe (even; 0 for a slot never reported): a
+	// slot whose current generation differs holds a fresh item (features
+	// nersFresh).
 	td, q, y []float32
 	gen      []uint32
 
@@ -196,14 +197,15 @@ type NERS struct {
 	last  *buffer.Batch
 	steps int64 // Sample calls
 
-	// History reservoir: hist[:histN] holds refs; seen counts the refs
-	// offered since the last update.
+	// History reservoir: hist[:histN] holds refs of stored items (even,
+	// non-zero generations); histN <= min(len(hist), seen); seen counts
+	// the refs offered since the last update.
 	hist  []buffer.Ref
 	histN int
 	seen  int64
 	train *buffer.Batch // I_train's rows
 
-	lastUpdate int64 // the step of the last REINFORCE update
+	lastUpdate int64 // the step of the last update (or baseline), <= steps
 	baseline   float64
 	hasBase    bool
 

@@ -1,6 +1,10 @@
 package sampler
 
-import "github.com/apexrl/apex/buffer"
+import (
+	"math"
+
+	"github.com/apexrl/apex/buffer"
+)
 
 // NERSInputs returns the scorer's inputs for the first n rows of b as the
 // stage builds them now (raw features, then the standardisation), copied.
@@ -24,3 +28,20 @@ func NERSHistory(s *NERS) ([]buffer.Ref, int64) {
 
 // NERSOffer offers r to the history reservoir.
 func NERSOffer(s *NERS, r buffer.Ref) { s.offer(r) }
+
+// CheckNERS verifies s's invariants.
+func CheckNERS(s *NERS) error { return s.check() }
+
+// NERSBreak corrupts one of s's invariants, by name.
+func NERSBreak(s *NERS, what string) {
+	switch what {
+	case "gen":
+		s.gen[0] = 3
+	case "history":
+		s.histN = len(s.hist) + 1
+	case "moments":
+		s.momMean[0] = math.NaN()
+	case "steps":
+		s.lastUpdate = s.steps + 1
+	}
+}

@@ -33,6 +33,7 @@ func (s *NERS) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 	for _, r := range dst.Refs {
 		s.offer(r)
 	}
+	s.assertInvariants()
 	return nil
 }
 

@@ -514,3 +514,18 @@ func TestNERSSaveLoad(t *testing.T) {
 		t.Error("a refused Load changed the stage")
 	}
 }
+
+// TestNERSInvariants: the checker passes on a working stage and catches
+// each kind of broken invariant.
+func TestNERSInvariants(t *testing.T) {
+	for _, what := range []string{"", "gen", "history", "moments", "steps"} {
+		buf := samplertest.NewBuffer(t, 32)
+		samplertest.Insert(t, buf, 0, 32, nil)
+		s := newNERS(t, buf, sampler.NERSConfig{TrainSize: 4, History: 16})
+		nersReport(t, s, buf, rand.New(rand.NewPCG(1, 1)), 8)
+		sampler.NERSBreak(s, what)
+		if err := sampler.CheckNERS(s); (err == nil) != (what == "") {
+			t.Errorf("broken %q: check says %v", what, err)
+		}
+	}
+}

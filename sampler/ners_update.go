@@ -59,6 +59,7 @@ func (s *NERS) UpdateFeatures(refs []buffer.Ref, q, target []float64) (buffer.Up
 	s.statMu.Lock()
 	s.stats.ScoreMin, s.stats.ScoreMax, s.stats.ScoreMean = lo, hi, sum/float64(len(scores))
 	s.statMu.Unlock()
+	s.assertInvariants()
 	return res, nil
 }
 

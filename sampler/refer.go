@@ -675,7 +675,7 @@ func (r *REFER) AfterStep(k uint64) {
 		r.recount()
 		r.rescale()
 	}
-	if referInvariants && r.cap <= 1<<14 {
+	if invariants && r.cap <= 1<<14 {
 		if err := r.check(); err != nil {
 			panic("sampler: refer: broken invariant: " + err.Error())
 		}

@@ -2,4 +2,4 @@
 
 package sampler
 
-const referInvariants = false
+const invariants = false
