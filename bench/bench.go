@@ -104,6 +104,10 @@ type Config struct {
 	Baseline bool
 	// Solo also measures each backend's learner alone (false skips it).
 	Solo bool
+	// NoiseDuration is how long the machine-noise probe runs after the
+	// apex phases (Report.Noise); 0 means min(Duration, 2 s), negative
+	// skips it.
+	NoiseDuration time.Duration
 }
 
 // DefaultConfig is the configuration `apex bench` runs with no flags.
@@ -162,6 +166,13 @@ func (c Config) apexConfig() buffer.Config {
 		Action:     buffer.Discrete,
 		NumActions: 2,
 	}
+}
+
+func (c Config) noiseDuration() time.Duration {
+	if c.NoiseDuration != 0 {
+		return c.NoiseDuration
+	}
+	return min(c.Duration, 2*time.Second)
 }
 
 func (c Config) soloDuration() time.Duration {
@@ -269,6 +280,10 @@ type Report struct {
 	ApexToBaselineSolo float64 `json:"apex_to_baseline_solo,omitempty"`
 	// Targets are the issue's goals and whether this run met them.
 	Targets []Target `json:"targets"`
+	// Noise is the machine's own jitter for a loop as long as apex's
+	// median learner step (see Noise); nil when Config.NoiseDuration is
+	// negative.
+	Noise *Noise `json:"machine_noise,omitempty"`
 
 	// InsertPath describes how transitions reach the apex buffer.
 	InsertPath string `json:"insert_path"`
@@ -297,6 +312,7 @@ type ConfigJSON struct {
 	Queue             int     `json:"queue"`
 	DurationSec       float64 `json:"duration_sec"`
 	SoloDurationSec   float64 `json:"solo_duration_sec"`
+	NoiseDurationSec  float64 `json:"noise_duration_sec"`
 	Seed              uint64  `json:"seed"`
 	Baseline          bool    `json:"baseline"`
 	Solo              bool    `json:"solo"`
@@ -337,6 +353,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Result = res
 	ab = nil
 	runtime.GC() // release the apex buffer before the baseline's is built
+	if nd := cfg.noiseDuration(); nd > 0 {
+		loop := res.SoloLearnerStepP50US
+		if loop == 0 {
+			loop = res.LearnerStepP50US
+		}
+		if loop > 0 {
+			n := measureNoise(ctx, time.Duration(loop*1e3), nd)
+			rep.Noise = &n
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 
 	if cfg.Baseline {
 		bcfg := cfg
@@ -398,6 +427,9 @@ func targets(r *Report) []Target {
 	if r.ApexToBaseline > 0 {
 		t = append(t, Target{Name: "apex_to_baseline", Want: ">= 20", Value: r.ApexToBaseline, Met: r.ApexToBaseline >= 20})
 	}
+	if r.Noise != nil && r.Noise.P50US > 0 { // reported, not a target of the issue
+		t = append(t, Target{Name: "machine_noise_p99_over_p50", Want: infoTarget, Value: r.Noise.P99US / r.Noise.P50US, Met: true})
+	}
 	if r.ApexToBaselineSamePath > 0 { // reported, not a target of the issue
 		t = append(t, Target{Name: "apex_to_baseline_same_path", Want: infoTarget, Value: r.ApexToBaselineSamePath, Met: true})
 	}
@@ -417,7 +449,7 @@ func configJSON(c Config) ConfigJSON {
 		Actors: c.Actors, Batch: c.Batch, LearnerBatch: c.LearnerBatch, Capacity: c.Capacity,
 		Stripes: c.Stripes, Inserters: c.Inserters, BaselineInserters: c.BaselineInserters,
 		BaselineSamePath: c.BaselineSamePath, Queue: c.Queue,
-		DurationSec: c.Duration.Seconds(), SoloDurationSec: c.soloDuration().Seconds(),
+		DurationSec: c.Duration.Seconds(), SoloDurationSec: c.soloDuration().Seconds(), NoiseDurationSec: max(0, c.noiseDuration().Seconds()),
 		Seed: c.Seed, Baseline: c.Baseline, Solo: c.Solo,
 	}
 }

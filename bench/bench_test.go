@@ -56,7 +56,7 @@ func TestRunShort(t *testing.T) {
 	if rep.Backend != "apex" || rep.Baseline.Backend != "mutex-baseline" || !rep.GenerationsTracked || rep.Baseline.GenerationsTracked {
 		t.Errorf("backend identities: %q %v, %q %v", rep.Backend, rep.GenerationsTracked, rep.Baseline.Backend, rep.Baseline.GenerationsTracked)
 	}
-	if rep.Stripes == 0 || rep.ApexToBaseline <= 0 || rep.ApexToBaselineSolo <= 0 || rep.ApexToBaselineSamePath <= 0 || len(rep.Targets) != 6 {
+	if rep.Stripes == 0 || rep.ApexToBaseline <= 0 || rep.ApexToBaselineSolo <= 0 || rep.ApexToBaselineSamePath <= 0 || len(rep.Targets) != 7 {
 		t.Errorf("stripes %d ratios %v %v %v targets %d", rep.Stripes, rep.ApexToBaseline, rep.ApexToBaselineSolo, rep.ApexToBaselineSamePath, len(rep.Targets))
 	}
 	// By default the baseline's actors take its mutex themselves, and a
@@ -77,7 +77,7 @@ func TestRunShort(t *testing.T) {
 	fields := []string{"inserts_per_sec", "samples_per_sec", "updates_per_sec", "learner_step_p50_us",
 		"learner_step_p99_us", "learner_step_p999_us", "learner_step_max_us", "stale_updates_dropped",
 		"solo_samples_per_sec", "load_to_solo"}
-	for _, f := range append(fields, "apex_to_baseline", "apex_to_baseline_solo", "gomaxprocs", "go_version", "num_cpu", "targets", "config") {
+	for _, f := range append(fields, "apex_to_baseline", "apex_to_baseline_solo", "gomaxprocs", "go_version", "num_cpu", "targets", "config", "machine_noise") {
 		if _, ok := m[f]; !ok {
 			t.Errorf("JSON lacks %q", f)
 		}
@@ -93,7 +93,13 @@ func TestRunShort(t *testing.T) {
 	if err := rep.WriteText(&sb); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"inserts/s", "sampled transitions/s", "step p99.9 µs", "mutex baseline", "under load / solo", "apex / baseline"} {
+	// The noise probe ran for min(Duration, 2 s) on a loop as long as the
+	// solo median step.
+	if n := rep.Noise; n == nil || n.LoopUS != rep.SoloLearnerStepP50US || n.Samples == 0 ||
+		!(0 < n.P50US && n.P50US <= n.P99US && n.P99US <= n.P999US && n.P999US <= n.MaxUS) {
+		t.Errorf("machine noise %+v (solo p50 %v)", rep.Noise, rep.SoloLearnerStepP50US)
+	}
+	for _, s := range []string{"inserts/s", "sampled transitions/s", "step p99.9 µs", "mutex baseline", "under load / solo", "apex / baseline", "machine noise"} {
 		if !strings.Contains(sb.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, sb.String())
 		}
@@ -168,5 +174,18 @@ func TestConfigValidate(t *testing.T) {
 		if _, err := Run(context.Background(), cfg); err == nil {
 			t.Errorf("Run accepted %+v", cfg)
 		}
+	}
+}
+
+// TestNoiseSkipped: a negative NoiseDuration skips the probe.
+func TestNoiseSkipped(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Baseline, cfg.NoiseDuration = false, -1
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Noise != nil {
+		t.Errorf("noise probe ran: %+v", rep.Noise)
 	}
 }

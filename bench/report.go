@@ -81,6 +81,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		sb.WriteString("\n")
 	}
+	if n := r.Noise; n != nil {
+		fmt.Fprintf(&sb, "\nmachine noise (a CPU-only loop of %.1f µs, the learner's median step, timed %d times): p50 %.1f, p99 %.1f, p99.9 %.1f, max %.1f µs\n",
+			n.LoopUS, n.Samples, n.P50US, n.P99US, n.P999US, n.MaxUS)
+	}
 	sb.WriteString("\ntargets (apex):\n")
 	tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 	for _, t := range r.Targets {

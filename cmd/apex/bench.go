@@ -44,6 +44,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Capacity, "capacity", def.Capacity, fmt.Sprintf("buffer capacity in transitions, for both backends (1..%d)", bench.MaxCapacity))
 	fs.DurationVar(&cfg.Duration, "duration", def.Duration, "length of each backend's load phase (and solo phase unless -solo-duration is set)")
 	fs.DurationVar(&cfg.SoloDuration, "solo-duration", 0, "length of each backend's solo learner phase; 0 means -duration")
+	fs.DurationVar(&cfg.NoiseDuration, "noise-duration", 0, "length of the machine-noise probe (a CPU-only loop as long as the learner's median step); 0 means min(-duration, 2s), negative skips it")
 	fs.IntVar(&cfg.Stripes, "stripes", def.Stripes, "apex buffer stripes: 0 for the buffer's default, else a power of two <= capacity")
 	fs.IntVar(&cfg.Inserters, "inserters", def.Inserters, "inserter goroutines draining the actors' channel; 0: actors call Insert directly")
 	fs.IntVar(&cfg.BaselineInserters, "baseline-inserters", def.BaselineInserters, "the same for the mutex baseline; 0 (default): every actor inserts under its mutex, as a Go user would (performance.md §3)")
