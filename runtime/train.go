@@ -397,6 +397,29 @@ func (t *Trainer) evaluate(ctx context.Context, env envs.Env, net *model.Net, st
 // Config is the run's configuration, defaults filled in.
 func (t *Trainer) Config() TrainConfig { return t.cfg }
 
+// Policy returns a new network holding the policy the actors run, with the
+// learner's latest published parameters (the initial ones before the first
+// publication): for dqn the Q-network (act with model.Argmax), for td3 the
+// actor (tanh outputs in [−1, 1], scaled by the action box's half-range),
+// for vracer the network whose outputs are V, the action mean and the std
+// pre-activations (actor.EvaluateGaussian shows how it acts). The network
+// is the caller's: later publications do not change it. Safe for
+// concurrent use with Run. Cost: one network allocation and copy.
+func (t *Trainer) Policy() (*model.Net, error) {
+	net, err := model.NewNet(t.agent.policy, nil)
+	if err != nil {
+		return nil, err
+	}
+	p := t.store.Load()
+	if p == nil {
+		p = t.agent.first()
+	}
+	if err := net.SetParams(p); err != nil {
+		return nil, fmt.Errorf("runtime: policy: %w", err)
+	}
+	return net, nil
+}
+
 // Run trains until Steps, Duration, TargetReturn or ctx, then runs the
 // final evaluation and returns the result. Every goroutine it starts has
 // ended when it returns. An error from any part (a non-finite loss, an
