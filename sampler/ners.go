@@ -213,8 +213,7 @@ type NERS struct {
 	pending float64 // the latest evaluation not yet consumed
 	hasPend bool
 
-	prio   []float64
-	scores []float64
+	prio []float64 // UpdateFeatures' scratch: the rows' priorities
 
 	statMu sync.Mutex
 	stats  NERSStats
