@@ -359,7 +359,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			loop = res.LearnerStepP50US
 		}
 		if loop > 0 {
-			n := measureNoise(ctx, time.Duration(loop*1e3), nd)
+			n := measureNoise(ctx, loop, nd)
 			rep.Noise = &n
 		}
 	}

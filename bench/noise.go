@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -37,10 +38,11 @@ func spin(n int) {
 	noiseSink = x
 }
 
-// measureNoise calibrates spin to last about loop, then times it
-// back to back for d (or until ctx ends) into a histogram. It runs on the
-// calling goroutine and starts none.
-func measureNoise(ctx context.Context, loop, d time.Duration) Noise {
+// measureNoise calibrates spin to last about loopUS microseconds, then
+// times it back to back for d (or until ctx ends) into a histogram. It
+// runs on the calling goroutine and starts none.
+func measureNoise(ctx context.Context, loopUS float64, d time.Duration) Noise {
+	loop := time.Duration(math.Round(loopUS * 1e3))
 	n := 1 << 12
 	for { // double until a run lasts at least 1 ms, then scale
 		t := time.Now()
@@ -54,13 +56,13 @@ func measureNoise(ctx context.Context, loop, d time.Duration) Noise {
 	var h histogram
 	end := time.Now().Add(d)
 	for i := 0; ; i++ {
-		if i%256 == 0 && (ctx.Err() != nil || time.Now().After(end)) {
+		s := time.Now()
+		if s.After(end) || (i%256 == 0 && ctx.Err() != nil) {
 			break
 		}
-		s := time.Now()
 		spin(n)
 		h.record(time.Since(s))
 	}
-	return Noise{LoopUS: us(loop), Samples: h.n, P50US: us(h.quantile(0.5)), P99US: us(h.quantile(0.99)),
+	return Noise{LoopUS: loopUS, Samples: h.n, P50US: us(h.quantile(0.5)), P99US: us(h.quantile(0.99)),
 		P999US: us(h.quantile(0.999)), MaxUS: us(time.Duration(h.max))}
 }

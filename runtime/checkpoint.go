@@ -207,8 +207,12 @@ func ResumeTrainer(path string, override func(*TrainConfig)) (*Trainer, error) {
 	case !stateful && len(ssec) != 0:
 		return nil, bad("a %d-byte sampler stage section, but the %s stage keeps no state", len(ssec), cfg.Sampler)
 	case stateful:
-		if err := st.Load(bytes.NewReader(ssec)); err != nil {
+		r := bytes.NewReader(ssec)
+		if err := st.Load(r); err != nil {
 			return nil, fmt.Errorf("%w: %s: sampler stage: %w", ErrCheckpoint, path, err)
+		}
+		if r.Len() != 0 {
+			return nil, bad("%d bytes after the sampler stage's state", r.Len())
 		}
 	}
 	t.base = h.Base

@@ -119,10 +119,45 @@ func TestCheckpointErrors(t *testing.T) {
 		"byte flipped": {write(flipped), nil, "checksum"},
 		"header":       {write(hdr), nil, "header"},
 		"other env":    {path, func(c *TrainConfig) { c.Env = "Acrobot-v1" }, "cannot change"},
+		"stage state for a stateless stage": {write(append(bytes.Clone(good[:len(good)-8]), 4, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4)), nil,
+			"keeps no state"},
 	} {
 		_, err := ResumeTrainer(c.path, c.over)
 		if !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want ErrCheckpoint mentioning %q", name, err, c.want)
 		}
+	}
+}
+
+// TestCheckpointVersion1: a version 1 file (no sampler stage section, as
+// written before stateful stages) still resumes.
+func TestCheckpointVersion1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.ckpt")
+	tr, err := NewTrainer(smallRun(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(data[len(data)-8:], make([]byte, 8)) {
+		t.Fatal("a per run's checkpoint does not end with an empty stage section")
+	}
+	v1 := bytes.Clone(data[:len(data)-8])
+	v1[8] = 1 // version, little endian
+	old := filepath.Join(t.TempDir(), "v1.ckpt")
+	if err := os.WriteFile(old, v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	re, err := ResumeTrainer(old, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(savedBuffer(t, re), savedBuffer(t, tr)) {
+		t.Fatal("the version 1 file's replay buffer differs")
 	}
 }

@@ -1,10 +1,13 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,11 +61,11 @@ func TestNERSTrainsTD3(t *testing.T) {
 
 // TestNERSTrainsDQNConcurrently: the concurrent pipeline (actors,
 // inserter, learner and evaluator goroutines) runs DQN under ners, feeds
-// the evaluator's returns to the stage and stops cleanly (the package's
-// TestMain checks for leaked goroutines).
+// the evaluator's returns to the stage (from the evaluator's goroutine)
+// and stops cleanly (the package's TestMain checks for leaked goroutines).
 func TestNERSTrainsDQNConcurrently(t *testing.T) {
-	cfg := TrainConfig{Env: "CartPole-v1", Sampler: "ners", Actors: 2, Steps: 400, Batch: 32, Hidden: []int{16}, Capacity: 4000,
-		MinSizeToSample: 200, EvalEvery: 20 * time.Millisecond, EvalEpisodes: 1, FinalEpisodes: 1, NERSInterval: 20, NERSSample: 16, Seed: 8}
+	cfg := TrainConfig{Env: "CartPole-v1", Sampler: "ners", Actors: 2, Steps: 1000, Batch: 32, Hidden: []int{16}, Capacity: 4000,
+		MinSizeToSample: 200, EvalEvery: time.Millisecond, EvalEpisodes: 1, FinalEpisodes: 1, NERSInterval: 20, NERSSample: 16, Seed: 8}
 	tr, err := NewTrainer(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -72,8 +75,14 @@ func TestNERSTrainsDQNConcurrently(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := tr.Stats().Learner
-	if res.LearnerSteps != 400 || st.NERS == nil || st.Sampled.N != 400*32 {
+	if res.LearnerSteps != 1000 || st.NERS == nil || st.Sampled.N != 1000*32 {
 		t.Fatalf("learner steps %d, ners %+v, sampled %+v", res.LearnerSteps, st.NERS, st.Sampled)
+	}
+	// Evaluations every millisecond over 1000 learner steps: after the
+	// baseline, later ones either trained the scorer or came within the
+	// interval and were ignored.
+	if n := st.NERS; n.Updates+n.Ignored == 0 {
+		t.Errorf("the stage took no evaluation after its baseline (%d periodic evaluations): %+v", len(res.Curve)-1, *n)
 	}
 	t.Logf("ners %+v after %d evaluations", *st.NERS, len(res.Curve))
 }
@@ -106,6 +115,26 @@ func TestNERSCheckpointResume(t *testing.T) {
 		if !slices.Equal(pa[i], pb[i]) {
 			t.Fatalf("scorer subnet %d differs after resume", i)
 		}
+	}
+	// Without its stage section the checkpoint is refused.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st bytes.Buffer
+	if err := a.Save(&st); err != nil {
+		t.Fatal(err)
+	}
+	if len(data) < st.Len()+8 || !bytes.Equal(data[len(data)-st.Len():], st.Bytes()) {
+		t.Fatal("the checkpoint does not end with the stage's state")
+	}
+	bare := append(bytes.Clone(data[:len(data)-st.Len()-8]), make([]byte, 8)...)
+	barePath := filepath.Join(t.TempDir(), "bare.ckpt")
+	if err := os.WriteFile(barePath, bare, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ResumeTrainer(barePath, nil); !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), "has none for it") {
+		t.Errorf("checkpoint without the stage's state: %v", err)
 	}
 	if _, err := ResumeTrainer(path, func(c *TrainConfig) { c.NERSSample = 64 }); !errors.Is(err, ErrCheckpoint) {
 		t.Errorf("resume with another -ners-sample: %v, want ErrCheckpoint", err)

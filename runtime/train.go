@@ -398,8 +398,8 @@ func (t *Trainer) evaluate(ctx context.Context, env envs.Env, net *model.Net, st
 func (t *Trainer) Config() TrainConfig { return t.cfg }
 
 // Policy returns a new network holding the policy the actors run, with the
-// learner's latest published parameters (the initial ones before the first
-// publication): for dqn the Q-network (act with model.Argmax), for td3 the
+// learner's latest published parameters (every learner publishes its
+// initial parameters when it is built): for dqn the Q-network (act with model.Argmax), for td3 the
 // actor (tanh outputs in [−1, 1], scaled by the action box's half-range),
 // for vracer the network whose outputs are V, the action mean and the std
 // pre-activations (actor.EvaluateGaussian shows how it acts). The network
@@ -486,7 +486,7 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 				}
 				return fmt.Errorf("evaluator: %w", err)
 			}
-			t.record(mean)
+			t.periodic(mean)
 			if t.cfg.TargetReturn == 0 || mean < t.cfg.TargetReturn {
 				continue
 			}
@@ -593,6 +593,14 @@ func (t *Trainer) record(mean float64) {
 	t.mu.Lock()
 	t.curve = append(t.curve, p)
 	t.mu.Unlock()
+}
+
+// periodic records a periodic evaluation and hands its mean return to a
+// stage that learns from evaluations (sampler.EvaluationHook, NERS). The
+// final evaluation is not handed over: it plays other episodes (more, with
+// a fixed seed) than the periodic ones the stage's rewards compare.
+func (t *Trainer) periodic(mean float64) {
+	t.record(mean)
 	if h, ok := t.agent.method.Selector.(sampler.EvaluationHook); ok {
 		// The evaluator's returns are finite (a non-finite one would be
 		// refused here, and the stage keeps its previous baseline).
@@ -666,7 +674,7 @@ func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalE
 			if err != nil {
 				return stopped(fmt.Errorf("evaluator: %w", err))
 			}
-			t.record(mean)
+			t.periodic(mean)
 			if t.cfg.TargetReturn == 0 || mean < t.cfg.TargetReturn {
 				continue
 			}

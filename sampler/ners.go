@@ -191,7 +191,8 @@ type NERS struct {
 	momN     float64
 	momMean  []float64
 	momM2    []float64
-	featRows []float64 // scratch: one batch's raw features
+	momSaved nersMoments // scratch: the moments before a batch's update
+	featRows []float64   // scratch: one batch's raw features
 
 	// last is the batch of the last Sample (UpdateFeatures reads its rows).
 	last  *buffer.Batch

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"math/rand/v2"
 
 	"github.com/apexrl/apex/buffer"
@@ -86,9 +87,10 @@ func (s *NERS) Save(w io.Writer) error {
 
 // Load restores what Save wrote into s, a stage built over a buffer of
 // the same capacity with the same configuration; the run then continues
-// as if never stopped. A damaged stream, or one written for another
-// buffer or feature width, is an error wrapping buffer.ErrCorrupt or
-// buffer.ErrConfig, and s is unchanged. It needs quiescence.
+// as if never stopped. A damaged stream, or a state that breaks the
+// stage's invariants, is an error wrapping buffer.ErrCorrupt; one written
+// for another buffer, feature width or a larger History wraps
+// buffer.ErrConfig; either way s is unchanged. It needs quiescence.
 func (s *NERS) Load(r io.Reader) error {
 	var hdr [20]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -119,9 +121,22 @@ func (s *NERS) Load(r io.Reader) error {
 	switch {
 	case st.Width != s.width || st.Capacity != c:
 		return fmt.Errorf("%w: ners: saved for %d-wide features over %d slots, this stage has %d and %d", buffer.ErrConfig, st.Width, st.Capacity, s.width, c)
-	case len(st.TD) != c || len(st.Q) != c || len(st.Y) != c || len(st.Gen) != c || len(st.MomMean) != s.width || len(st.MomM2) != s.width ||
-		len(st.Hist) > len(s.hist) || st.Seen < int64(len(st.Hist)):
+	case len(st.Hist) > len(s.hist):
+		return fmt.Errorf("%w: ners: saved history of %d refs, this stage's History is %d", buffer.ErrConfig, len(st.Hist), len(s.hist))
+	case len(st.TD) != c || len(st.Q) != c || len(st.Y) != c || len(st.Gen) != c || len(st.MomMean) != s.width || len(st.MomM2) != s.width:
 		return fmt.Errorf("%w: ners: state arrays of the wrong length", buffer.ErrCorrupt)
+	}
+	// The decoded state must satisfy the stage's invariants before any of
+	// it is taken.
+	probe := &NERS{bcfg: s.bcfg, width: s.width, td: st.TD, q: st.Q, y: st.Y, gen: st.Gen,
+		hist: make([]buffer.Ref, len(s.hist)), histN: len(st.Hist), seen: st.Seen, steps: st.Steps, lastUpdate: st.LastUpdate,
+		momN: st.MomN, momMean: st.MomMean, momM2: st.MomM2}
+	copy(probe.hist, st.Hist)
+	if err := probe.check(); err != nil {
+		return fmt.Errorf("%w: ners: saved state: %v", buffer.ErrCorrupt, err)
+	}
+	if math.IsNaN(st.Baseline) || math.IsInf(st.Baseline, 0) || math.IsNaN(st.Pending) || math.IsInf(st.Pending, 0) {
+		return fmt.Errorf("%w: ners: saved baseline %v, pending evaluation %v", buffer.ErrCorrupt, st.Baseline, st.Pending)
 	}
 	pcg := &rand.PCG{}
 	if err := pcg.UnmarshalBinary(st.RNG); err != nil {

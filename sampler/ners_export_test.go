@@ -7,9 +7,10 @@ import (
 )
 
 // NERSInputs returns the scorer's inputs for the first n rows of b as the
-// stage builds them now (raw features, then the standardisation), copied.
-func NERSInputs(s *NERS, b *buffer.Batch, n int) []float64 {
-	x := s.features(b, n)
+// stage builds them now (raw features, then the standardisation), copied;
+// q and y as for features (nil: the per-slot store).
+func NERSInputs(s *NERS, b *buffer.Batch, n int, q, y []float64) []float64 {
+	x := s.features(b, n, q, y)
 	s.standardise(x, n)
 	return append([]float64(nil), x...)
 }
@@ -17,7 +18,7 @@ func NERSInputs(s *NERS, b *buffer.Batch, n int) []float64 {
 // NERSRawFeatures returns the raw feature rows of the first n rows of b
 // (NaN for an unreported δ, Q and y), copied.
 func NERSRawFeatures(s *NERS, b *buffer.Batch, n int) []float64 {
-	return append([]float64(nil), s.features(b, n)...)
+	return append([]float64(nil), s.features(b, n, nil, nil)...)
 }
 
 // NERSHistory returns the refs held by the history reservoir and the

@@ -10,10 +10,11 @@ import (
 // s.featRows (n × width, row-major) and returns it: the observation, the
 // action (one-hot for discrete actions, ActionVec/ActionScale otherwise),
 // the reward, the next observation, EpisodeStep/Horizon (0 without a
-// horizon or episode columns), then δ (|δ| with AbsTD), Q and y from the
-// per-slot store, or NaN for an item the learner has not reported on
-// (standardise turns it into nersFresh). O(n·width).
-func (s *NERS) features(b *buffer.Batch, n int) []float64 {
+// horizon or episode columns), then δ = y − Q (|δ| with AbsTD), Q and y:
+// row i's q[i] and y[i] when q is not nil, else the per-slot store's, or
+// NaN for an item the learner has not reported on (standardise turns it
+// into nersFresh). O(n·width).
+func (s *NERS) features(b *buffer.Batch, n int, q, y []float64) []float64 {
 	od, w := s.bcfg.ObsDim, s.width
 	s.featRows = grow(s.featRows, n*w)
 	x := s.featRows[:n*w]
@@ -49,31 +50,65 @@ func (s *NERS) features(b *buffer.Batch, n int) []float64 {
 		}
 		k++
 		r := b.Refs[i]
-		if s.gen[r.Slot] == r.Gen && r.Gen != 0 {
-			d := float64(s.td[r.Slot])
-			if s.cfg.AbsTD {
-				d = math.Abs(d)
-			}
-			row[k], row[k+1], row[k+2] = d, float64(s.q[r.Slot]), float64(s.y[r.Slot])
-		} else {
+		switch {
+		case q != nil:
+			// As the store would round them, so a row's features do not
+			// change between its report and a later re-read.
+			row[k], row[k+1], row[k+2] = float64(float32(y[i]-q[i])), float64(float32(q[i])), float64(float32(y[i]))
+		case s.gen[r.Slot] == r.Gen && r.Gen != 0:
+			row[k], row[k+1], row[k+2] = float64(s.td[r.Slot]), float64(s.q[r.Slot]), float64(s.y[r.Slot])
+		default:
 			row[k], row[k+1], row[k+2] = math.NaN(), math.NaN(), math.NaN()
+		}
+		if s.cfg.AbsTD {
+			row[k] = math.Abs(row[k])
 		}
 	}
 	return x
 }
 
 // observe adds the first n raw rows of s.featRows to the running moments
-// of each feature (Welford). O(n·width).
+// of each feature (Welford). A row with a value that is not finite, or
+// whose update would overflow the moments, is left out. O(n·width).
 func (s *NERS) observe(n int) {
 	w := s.width
+rows:
 	for i := range n {
+		row := s.featRows[i*w : (i+1)*w]
+		for j, v := range row {
+			if d := v - s.momMean[j]; math.IsNaN(d) || math.IsInf(d, 0) || math.IsInf(d*d*(s.momN+1), 0) {
+				continue rows
+			}
+		}
 		s.momN++
-		for j, v := range s.featRows[i*w : (i+1)*w] {
+		for j, v := range row {
 			d := v - s.momMean[j]
 			s.momMean[j] += d / s.momN
 			s.momM2[j] += d * (v - s.momMean[j])
 		}
 	}
+}
+
+// nersMoments is a copy of the running moments.
+type nersMoments struct {
+	n        float64
+	mean, m2 []float64
+}
+
+// saveMoments copies the moments into reused scratch. O(width).
+func (s *NERS) saveMoments() *nersMoments {
+	m := &s.momSaved
+	m.n = s.momN
+	m.mean = append(m.mean[:0], s.momMean...)
+	m.m2 = append(m.m2[:0], s.momM2...)
+	return m
+}
+
+// restoreMoments puts back what saveMoments copied. O(width).
+func (s *NERS) restoreMoments(m *nersMoments) {
+	s.momN = m.n
+	copy(s.momMean, m.mean)
+	copy(s.momM2, m.m2)
 }
 
 // standardise turns the first n raw rows of x into the scorer's inputs in

@@ -109,7 +109,7 @@ func TestNERSPrioritiesAreScores(t *testing.T) {
 	}
 	// The stage's inputs for the batch now (the moments include it) give
 	// the scores it wrote.
-	x := sampler.NERSInputs(s, b, 16)
+	x := sampler.NERSInputs(s, b, 16, q, y)
 	scores := append([]float64(nil), s.Net().Scores(x)...)
 	seen := map[uint32]bool{}
 	for i, r := range b.Refs {
@@ -166,7 +166,7 @@ func TestNERSFeatures(t *testing.T) {
 		}
 		w := s.Width()
 		raw := sampler.NERSRawFeatures(s, b, 4)
-		in := sampler.NERSInputs(s, b, 4)
+		in := sampler.NERSInputs(s, b, 4, nil, nil)
 		for i := range 4 {
 			id := float64(samplertest.ID(b, i))
 			want := []float64{id, -id, 0, 0, 0, 0, id, id + 0.5, -id, 0}
@@ -446,6 +446,9 @@ func TestNERSSaveLoad(t *testing.T) {
 			}
 		}
 	}
+	for range 3 { // a fuller history
+		nersReport(t, a, bufA, rngA, 8)
+	}
 	if err := a.Evaluated(123); err != nil { // pending at the save
 		t.Fatal(err)
 	}
@@ -453,6 +456,7 @@ func TestNERSSaveLoad(t *testing.T) {
 	if err := a.Save(&saved); err != nil {
 		t.Fatal(err)
 	}
+	savedHist, _ := sampler.NERSHistory(a)
 	// B: the same buffer contents (priorities included) and the stage's
 	// saved state.
 	var bb bytes.Buffer
@@ -510,6 +514,23 @@ func TestNERSSaveLoad(t *testing.T) {
 	if err := other.Load(bytes.NewReader(saved.Bytes())); !errors.Is(err, buffer.ErrConfig) {
 		t.Errorf("another capacity: %v, want ErrConfig", err)
 	}
+	small := cfg
+	small.History = len(savedHist) - 1
+	if len(savedHist) <= small.TrainSize {
+		t.Fatalf("the saved history holds %d refs; the test needs more than TrainSize %d", len(savedHist), small.TrainSize)
+	}
+	if err := newNERS(t, bufB, small).Load(bytes.NewReader(saved.Bytes())); !errors.Is(err, buffer.ErrConfig) {
+		t.Errorf("a History of %d for %d saved refs: %v, want ErrConfig", small.History, len(savedHist), err)
+	}
+	// A well-formed stream whose state breaks an invariant is refused.
+	sampler.NERSBreak(a, "gen")
+	var broken bytes.Buffer
+	if err := a.Save(&broken); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Load(bytes.NewReader(broken.Bytes())); !errors.Is(err, buffer.ErrCorrupt) {
+		t.Errorf("a state with an odd generation: %v, want ErrCorrupt", err)
+	}
 	if b.Stats() != before {
 		t.Error("a refused Load changed the stage")
 	}
@@ -527,5 +548,60 @@ func TestNERSInvariants(t *testing.T) {
 		if err := sampler.CheckNERS(s); (err == nil) != (what == "") {
 			t.Errorf("broken %q: check says %v", what, err)
 		}
+	}
+}
+
+// TestNERSDuplicateSlotAndHugeValues: a batch holding one slot twice, at
+// two generations (an overwrite between the draws), is scored from each
+// row's own report and leaves the moments finite; a Q beyond float32's
+// range is refused with nothing applied.
+func TestNERSDuplicateSlotAndHugeValues(t *testing.T) {
+	buf := samplertest.NewBuffer(t, 64)
+	samplertest.Insert(t, buf, 0, 64, nil)
+	s := newNERS(t, buf, sampler.NERSConfig{})
+	rng := rand.New(rand.NewPCG(21, 21))
+	b := buf.NewBatch(8)
+	if err := s.Sample(rng, b); err != nil {
+		t.Fatal(err)
+	}
+	b.Refs[1] = buffer.Ref{Slot: b.Refs[0].Slot, Gen: b.Refs[0].Gen + 2} // as if overwritten between the two draws
+	q, y := []float64{1, 2, 3, 4, 5, 6, 7, 8}, []float64{2, 2, 2, 2, 2, 2, 2, 2}
+	res, err := s.UpdateFeatures(b.Refs, q, y)
+	if err != nil || res.Stale != 1 {
+		t.Fatalf("UpdateFeatures: %+v, %v; want one stale row", res, err)
+	}
+	if err := sampler.CheckNERS(s); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		nersReport(t, s, buf, rng, 8) // later batches still score to finite priorities
+		if st := s.Stats(); !(st.ScoreMin > 0 && st.ScoreMax <= 1) {
+			t.Fatalf("batch %d after the duplicate: scores %+v", i, st)
+		}
+	}
+
+	if err := s.Sample(rng, b); err != nil {
+		t.Fatal(err)
+	}
+	var before []float64
+	for slot := range 64 {
+		_, p, _ := buf.SlotPriority(slot)
+		before = append(before, p)
+	}
+	stats := s.Stats()
+	q[3] = 1e39 // finite as a float64, +Inf in the float32 store
+	if _, err := s.UpdateFeatures(b.Refs, q, y); !errors.Is(err, buffer.ErrPriority) {
+		t.Fatalf("Q = 1e39: %v, want ErrPriority", err)
+	}
+	for slot := range 64 {
+		if _, p, _ := buf.SlotPriority(slot); p != before[slot] {
+			t.Fatalf("slot %d: priority changed by a refused call", slot)
+		}
+	}
+	if s.Stats() != stats {
+		t.Error("a refused call changed the stage's stats")
+	}
+	if err := sampler.CheckNERS(s); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -24,7 +24,9 @@ func (s *NERS) Evaluated(meanReturn float64) error {
 // baseline and empties the history; a later one at least Interval steps
 // after the last update makes r_re = its return − the baseline, trains
 // the scorer on it, becomes the baseline and empties the history; one
-// that comes sooner is dropped (counted in Stats.Ignored).
+// that comes sooner is dropped (counted in Stats.Ignored), and so is one
+// whose scorer update fails (the error is returned; the scorer, baseline
+// and history are as before).
 func (s *NERS) applyEvaluation() error {
 	s.mu.Lock()
 	v, ok := s.pending, s.hasPend
@@ -39,13 +41,14 @@ func (s *NERS) applyEvaluation() error {
 		s.statMu.Unlock()
 		return nil
 	}
-	var err error
 	if s.hasBase {
-		err = s.reinforce(v - s.baseline)
+		if err := s.reinforce(v - s.baseline); err != nil {
+			return err // the evaluation is dropped: baseline and history stay
+		}
 	}
 	s.baseline, s.hasBase, s.lastUpdate = v, true, s.steps
 	s.histN, s.seen = 0, 0
-	return err
+	return nil
 }
 
 // reinforce draws I_train, TrainSize refs uniformly (with replacement, as
@@ -72,7 +75,7 @@ func (s *NERS) reinforce(r float64) error {
 	if n == 0 {
 		return nil
 	}
-	x := s.features(s.train, n)
+	x := s.features(s.train, n, nil, nil)
 	s.standardise(x, n)
 	loss, err := s.net.Reinforce(x, r)
 	if err != nil {

@@ -16,7 +16,9 @@ import (
 //
 // Errors, with nothing applied: no Sample yet, or refs that are not the
 // last batch's refs in order (buffer.ErrShape); lengths that differ
-// (buffer.ErrShape); a NaN or infinite Q or target (buffer.ErrPriority).
+// (buffer.ErrShape); a Q or target that is NaN, infinite or beyond
+// float32's range, the per-slot store's (buffer.ErrPriority); a refused
+// write-back (the buffer's error).
 //
 // Cost: O(B·width) for the features, one forward pass of the scorer over
 // the B rows, and O(B·log Capacity) for the write-back. No allocation
@@ -35,16 +37,20 @@ func (s *NERS) UpdateFeatures(refs []buffer.Ref, q, target []float64) (buffer.Up
 			return buffer.UpdateResult{}, fmt.Errorf("%w: ners: UpdateFeatures row %d names slot %d gen %d, the last Sample drew slot %d gen %d there",
 				buffer.ErrShape, i, r.Slot, r.Gen, b.Refs[i].Slot, b.Refs[i].Gen)
 		}
-		if math.IsNaN(q[i]) || math.IsInf(q[i], 0) || math.IsNaN(target[i]) || math.IsInf(target[i], 0) {
-			return buffer.UpdateResult{}, fmt.Errorf("%w: ners: row %d: Q %v, target %v (must be finite)", buffer.ErrPriority, i, q[i], target[i])
+		if !fitsFloat32(q[i]) || !fitsFloat32(target[i]) || !fitsFloat32(target[i]-q[i]) {
+			return buffer.UpdateResult{}, fmt.Errorf("%w: ners: row %d: Q %v, target %v (must be finite, with |Q|, |target| and |target − Q| below %g)",
+				buffer.ErrPriority, i, q[i], target[i], float64(math.MaxFloat32))
 		}
 	}
-	for i, r := range refs {
-		s.td[r.Slot], s.q[r.Slot], s.y[r.Slot], s.gen[r.Slot] = float32(target[i]-q[i]), float32(q[i]), float32(target[i]), r.Gen
-	}
-	x := s.features(b, b.Len())
-	s.observe(b.Len())
-	s.standardise(x, b.Len())
+	// The batch's features from its own rows' reports (a slot drawn twice
+	// in the batch, before and after an overwrite, gets each row's own),
+	// scored with the moments updated by the batch; the moments are
+	// restored and the per-slot store left alone if the write-back fails.
+	n := b.Len()
+	x := s.features(b, n, q, target)
+	saved := s.saveMoments()
+	s.observe(n)
+	s.standardise(x, n)
 	scores := s.net.Scores(x)
 	s.prio = grow(s.prio, len(scores))
 	lo, hi, sum := math.Inf(1), 0.0, 0.0
@@ -54,7 +60,11 @@ func (s *NERS) UpdateFeatures(refs []buffer.Ref, q, target []float64) (buffer.Up
 	}
 	res, err := s.buf.UpdatePriorities(refs, s.prio)
 	if err != nil {
+		s.restoreMoments(saved)
 		return res, fmt.Errorf("ners: %w", err)
+	}
+	for i, r := range refs {
+		s.td[r.Slot], s.q[r.Slot], s.y[r.Slot], s.gen[r.Slot] = float32(target[i]-q[i]), float32(q[i]), float32(target[i]), r.Gen
 	}
 	s.statMu.Lock()
 	s.stats.ScoreMin, s.stats.ScoreMax, s.stats.ScoreMean = lo, hi, sum/float64(len(scores))
@@ -80,3 +90,7 @@ func (s *NERS) Priority(absTD float64) float64 {
 	}
 	return 1
 }
+
+// fitsFloat32 reports whether v is finite and within float32's range (the
+// per-slot store's type).
+func fitsFloat32(v float64) bool { return math.Abs(v) <= math.MaxFloat32 }

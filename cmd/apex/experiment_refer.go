@@ -36,7 +36,7 @@ func runREFER(args []string, stdout, stderr io.Writer) int {
 	steps := fs.Int64("steps", pend.Base.Steps, "learner (= environment) steps per Pendulum run; A = 5/steps")
 	lqrSeeds := fs.Int("lqr-seeds", len(lqr.Seeds), "seeds on the LQR (>= 1)")
 	lqrSteps := fs.Int64("lqr-steps", lqr.Steps, "learner (= environment) steps per LQR run")
-	td3Steps := fs.Int64("td3-steps", td3.Base.Steps, "learner (= environment) steps per TD3 run; A = 5/steps")
+	td3Steps := fs.Int64("td3-steps", td3.Base.Steps, "learner (= environment) steps per TD3 run (A is the paper's 5e-7)")
 	out := fs.String("out", "out/refer", "directory for refer.json and the plots")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: apex experiment refer [flags]\n\n"+
