@@ -54,7 +54,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&cfg.LAPAlpha, "lap-alpha", 0, "alpha of lap and pal (0: 0.4)")
 	fs.Float64Var(&cfg.REFERC, "refer-c", 0, "ReF-ER: C in c_max = 1 + C/(1 + A·k), the near-policy bound on rho (0: 4)")
 	fs.Float64Var(&cfg.REFERD, "refer-d", 0, "ReF-ER: the far-policy fraction the penalty steers toward (0: 0.1)")
-	fs.Float64Var(&cfg.REFERA, "refer-a", 0, "ReF-ER: annealing rate A of c_max and the learning rate (0: 5/steps, or 5e-7 without -steps)")
+	fs.Float64Var(&cfg.REFERA, "refer-a", 0, "ReF-ER: annealing rate A of c_max and the learning rate (0: 5/steps, or 5e-7 without -steps and for td3)")
 	fs.Float64Var(&cfg.TEREta, "ter-eta", 0, "ter: share of each batch drawn by PER, floor(eta*B) rows (0: 0.5)")
 	fs.IntVar(&cfg.TERRoots, "ter-roots", 0, "ter: terminal vertices each reverse sweep starts from (0: 8)")
 	fs.IntVar(&cfg.TERPreds, "ter-preds", 0, "ter: predecessors each expanded vertex contributes (0: 3)")
