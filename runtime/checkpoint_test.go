@@ -81,8 +81,10 @@ func TestCheckpointResumeRoundTrip(t *testing.T) {
 	}
 }
 
-func TestCheckpointErrors(t *testing.T) {
-	dir := t.TempDir()
+// savedRun runs smallRun with its checkpoint in dir and returns the
+// trainer, the checkpoint's path and its bytes.
+func savedRun(t *testing.T, dir string) (*Trainer, string, []byte) {
+	t.Helper()
 	path := filepath.Join(dir, "run.ckpt")
 	tr, err := NewTrainer(smallRun(path))
 	if err != nil {
@@ -91,10 +93,16 @@ func TestCheckpointErrors(t *testing.T) {
 	if _, err := tr.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	good, err := os.ReadFile(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tr, path, data
+}
+
+func TestCheckpointErrors(t *testing.T) {
+	dir := t.TempDir()
+	_, path, good := savedRun(t, dir)
 	n := 0
 	write := func(b []byte) string {
 		n++
@@ -132,18 +140,7 @@ func TestCheckpointErrors(t *testing.T) {
 // TestCheckpointVersion1: a version 1 file (no sampler stage section, as
 // written before stateful stages) still resumes.
 func TestCheckpointVersion1(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "run.ckpt")
-	tr, err := NewTrainer(smallRun(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tr.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, _, data := savedRun(t, t.TempDir())
 	if !bytes.Equal(data[len(data)-8:], make([]byte, 8)) {
 		t.Fatal("a per run's checkpoint does not end with an empty stage section")
 	}

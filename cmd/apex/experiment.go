@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -197,4 +199,30 @@ func runControlPart(ctx context.Context, stdout io.Writer, title string, cfg con
 	}
 	fmt.Fprintf(stdout, "wrote %s (%.0fs)\n\n", png, time.Since(start).Seconds())
 	return res, nil
+}
+
+// finishReport writes report as indented JSON to dir/name and says so
+// (with the time since start), then returns the command's exit code: 1 if
+// failed (an acceptance check failed, already printed), else 0. A write
+// error is printed on stderr under cmd's name and also gives 1.
+func finishReport(cmd, dir, name string, report any, start time.Time, failed bool, stdout, stderr io.Writer) int {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	path := filepath.Join(dir, name)
+	err := enc.Encode(report)
+	if err == nil {
+		err = os.WriteFile(path, b.Bytes(), 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "wrote %s (%.0fs in all)\n", path, time.Since(start).Seconds())
+	if failed {
+		fmt.Fprintln(stdout, "some acceptance checks failed (see above)")
+		return 1
+	}
+	return 0
 }

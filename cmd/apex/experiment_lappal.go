@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -58,6 +57,7 @@ func runLAPPAL(args []string, stdout, stderr io.Writer) int {
 	if !makeOut("apex experiment lap-pal", *out, stderr) {
 		return 1
 	}
+	begin := time.Now()
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	report := map[string]any{}
@@ -99,18 +99,5 @@ func runLAPPAL(args []string, stdout, stderr io.Writer) int {
 		}
 		report[part.name] = res
 	}
-	js, err := json.MarshalIndent(report, "", "  ")
-	if err != nil {
-		return fail(err)
-	}
-	path := filepath.Join(*out, "lap-pal.json")
-	if err := os.WriteFile(path, js, 0o644); err != nil {
-		return fail(err)
-	}
-	fmt.Fprintf(stdout, "wrote %s\n", path)
-	if failed {
-		fmt.Fprintln(stdout, "some acceptance checks failed (see above)")
-		return 1
-	}
-	return 0
+	return finishReport("apex experiment lap-pal", *out, "lap-pal.json", report, begin, failed, stdout, stderr)
 }

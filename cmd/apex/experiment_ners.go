@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -99,14 +98,5 @@ func runNERS(args []string, stdout, stderr io.Writer) int {
 		report[part.name] = sr
 	}
 	report["seconds"] = time.Since(start).Seconds()
-	js, err := json.MarshalIndent(report, "", "  ")
-	if err != nil {
-		return fail(err)
-	}
-	path := filepath.Join(*out, "ners.json")
-	if err := os.WriteFile(path, js, 0o644); err != nil {
-		return fail(err)
-	}
-	fmt.Fprintf(stdout, "wrote %s (%.0fs in all)\n", path, time.Since(start).Seconds())
-	return 0
+	return finishReport("apex experiment ners", *out, "ners.json", report, start, false, stdout, stderr)
 }

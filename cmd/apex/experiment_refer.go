@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -144,18 +143,5 @@ func runREFER(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	report["seconds"] = time.Since(start).Seconds()
-	js, err := json.MarshalIndent(report, "", "  ")
-	if err != nil {
-		return fail(err)
-	}
-	path := filepath.Join(*out, "refer.json")
-	if err := os.WriteFile(path, js, 0o644); err != nil {
-		return fail(err)
-	}
-	fmt.Fprintf(stdout, "wrote %s (%.0fs in all)\n", path, time.Since(start).Seconds())
-	if failed {
-		fmt.Fprintln(stdout, "some acceptance checks failed (see above)")
-		return 1
-	}
-	return 0
+	return finishReport("apex experiment refer", *out, "refer.json", report, start, failed, stdout, stderr)
 }

@@ -56,6 +56,7 @@ func runTER(args []string, stdout, stderr io.Writer) int {
 	if !makeOut("apex experiment ter", *out, stderr) {
 		return 1
 	}
+	begin := time.Now()
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	fail := func(err error) int {
@@ -129,16 +130,7 @@ func runTER(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout)
 		report["cost"] = res
 	}
-	path := filepath.Join(*out, "ter.json")
-	if err := ter.WriteJSON(report, path); err != nil {
-		return fail(err)
-	}
-	fmt.Fprintf(stdout, "wrote %s\n", path)
-	if failed {
-		fmt.Fprintln(stdout, "some acceptance checks failed (see above)")
-		return 1
-	}
-	return 0
+	return finishReport("apex experiment ter", *out, "ter.json", report, begin, failed, stdout, stderr)
 }
 
 // defaultKeyDoor is the key-door comparison's configuration.
