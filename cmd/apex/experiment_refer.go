@@ -2,15 +2,9 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"slices"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/apexrl/apex/experiment/control"
@@ -26,54 +20,35 @@ var referParts = []string{"pendulum", "lqr", "td3"}
 // gain. It prints each part's table and checks and writes refer.json and
 // the plots to -out. Exit 1 if an acceptance check fails.
 func runREFER(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("apex experiment refer", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	pend, lqr, td3 := refer.DefaultPendulumConfig(), refer.DefaultLQRConfig(), refer.DefaultTD3Config()
-	parts := fs.String("parts", strings.Join(referParts, ","), "comma-separated parts to run: "+strings.Join(referParts, ", "))
-	seeds := fs.Int("seeds", len(pend.Seeds), "seeds per method on Pendulum, both learners (>= 2)")
-	workers := fs.Int("workers", pend.Workers, "runs trained at once (both parts)")
-	steps := fs.Int64("steps", pend.Base.Steps, "learner (= environment) steps per Pendulum run; A = 5/steps")
-	lqrSeeds := fs.Int("lqr-seeds", len(lqr.Seeds), "seeds on the LQR (>= 1)")
-	lqrSteps := fs.Int64("lqr-steps", lqr.Steps, "learner (= environment) steps per LQR run")
-	td3Steps := fs.Int64("td3-steps", td3.Base.Steps, "learner (= environment) steps per TD3 run (A is the paper's 5e-7)")
-	out := fs.String("out", "out/refer", "directory for refer.json and the plots")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: apex experiment refer [flags]\n\n"+
-			"ReF-ER and V-RACER (Novati & Koumoutsakos 2019): (1) V-RACER on Pendulum-v1\n"+
+	c := newPartsCmd("refer", referParts, pend.Workers, "out/refer",
+		"ReF-ER and V-RACER (Novati & Koumoutsakos 2019): (1) V-RACER on Pendulum-v1\n"+
 			"under full ReF-ER (refer), Rule 1 alone (refer-1), Rule 2 alone (refer-2) and\n"+
 			"plain experience replay (er): returns, the far-policy fraction and the KL over\n"+
 			"time; (2) V-RACER with full ReF-ER on the 1-D linear-quadratic regulator\n"+
 			"LQR-v0: the learned policy mean's slope against the Riccati gain; (3) TD3 on\n"+
 			"Pendulum-v1 plain (uniform), over whole episodes (er) and with full ReF-ER\n"+
-			"(refer), the paper's DDPG arm. Runs are\n"+
-			"deterministic (one actor in lockstep with the learner). Prints the tables and\n"+
-			"the acceptance checks; writes refer.json, pendulum-return.png,\n"+
-			"pendulum-far.png, pendulum-kl.png, lqr.png and td3-{return,far,kl}.png.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+			"(refer), the paper's DDPG arm. Runs are deterministic (one actor in lockstep\n"+
+			"with the learner). Prints the tables and the acceptance checks; writes\n"+
+			"refer.json, pendulum-{return,far,kl}.png, lqr.png and td3-{return,far,kl}.png.", stdout, stderr)
+	seeds := c.fs.Int("seeds", len(pend.Seeds), "seeds per method on Pendulum, both learners (>= 2)")
+	steps := c.fs.Int64("steps", pend.Base.Steps, "learner (= environment) steps per Pendulum run; A = 5/steps")
+	lqrSeeds := c.fs.Int("lqr-seeds", len(lqr.Seeds), "seeds on the LQR (>= 1)")
+	lqrSteps := c.fs.Int64("lqr-steps", lqr.Steps, "learner (= environment) steps per LQR run")
+	td3Steps := c.fs.Int64("td3-steps", td3.Base.Steps, "learner (= environment) steps per TD3 run (A is the paper's 5e-7)")
+	ctx, cancel, code, ok := c.start(args, func() string {
+		if *seeds < 2 || *lqrSeeds < 1 || *steps <= 0 || *lqrSteps <= 0 || *td3Steps <= 0 {
+			return "-seeds must be >= 2, -lqr-seeds >= 1 and the step counts > 0"
+		}
+		return ""
+	})
+	if !ok {
 		return code
 	}
-	want, ok := selectParts("apex experiment refer", *parts, referParts, stderr)
-	if !ok {
-		return 2
-	}
-	if *seeds < 2 || *lqrSeeds < 1 || *workers < 1 || *steps <= 0 || *lqrSteps <= 0 || *td3Steps <= 0 {
-		fmt.Fprintf(stderr, "apex experiment refer: -seeds must be >= 2, -lqr-seeds and -workers >= 1 and the step counts > 0\n")
-		return 2
-	}
-	if !makeOut("apex experiment refer", *out, stderr) {
-		return 1
-	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "apex experiment refer: %v\n", err)
-		return 1
-	}
+	fail, out, workers := c.fail, c.out, c.workers
 	report := map[string]any{}
 	failed := false
-	start := time.Now()
 	// controlPart runs a Pendulum part (V-RACER's methods or the TD3 arms)
 	// and writes its table and its return, far-fraction and KL plots.
 	controlPart := func(name, title, prefix string, cfg control.Config,
@@ -109,13 +84,13 @@ func runREFER(args []string, stdout, stderr io.Writer) int {
 		report[name] = res
 		return nil
 	}
-	if slices.Contains(want, "pendulum") {
+	if c.has("pendulum") {
 		pend.Base.Steps, pend.Workers, pend.Seeds = *steps, *workers, seedList(*seeds)
 		if err := controlPart("pendulum", "(1) pendulum", "pendulum", pend, refer.RunPendulum); err != nil {
 			return fail(err)
 		}
 	}
-	if slices.Contains(want, "lqr") {
+	if c.has("lqr") {
 		lqr.Steps, lqr.Workers, lqr.Seeds = *lqrSteps, *workers, seedList(*lqrSeeds)
 		fmt.Fprintf(stdout, "== (2) lqr: V-RACER + ReF-ER on LQR-v0, %d seeds, %d steps each\n", len(lqr.Seeds), lqr.Steps)
 		t0 := time.Now()
@@ -136,12 +111,12 @@ func runREFER(args []string, stdout, stderr io.Writer) int {
 		failed = failed || !res.OK()
 		report["lqr"] = res
 	}
-	if slices.Contains(want, "td3") {
+	if c.has("td3") {
 		td3.Base.Steps, td3.Workers, td3.Seeds = *td3Steps, *workers, seedList(*seeds)
 		if err := controlPart("td3", "(3) td3", "td3", td3, refer.RunTD3); err != nil {
 			return fail(err)
 		}
 	}
-	report["seconds"] = time.Since(start).Seconds()
-	return finishReport("apex experiment refer", *out, "refer.json", report, start, failed, stdout, stderr)
+	report["seconds"] = time.Since(c.begin).Seconds()
+	return c.finish("refer.json", report, failed)
 }

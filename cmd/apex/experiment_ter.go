@@ -1,16 +1,9 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"slices"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/apexrl/apex/experiment/control"
@@ -26,46 +19,29 @@ var terParts = []string{"nchain", "keydoor", "cost"}
 // and checks and writes ter.json and the plots to -out. Exit 1 if an
 // acceptance check fails.
 func runTER(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("apex experiment ter", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	parts := fs.String("parts", strings.Join(terParts, ","), "comma-separated parts to run: "+strings.Join(terParts, ", "))
-	datasets := fs.Int("datasets", ter.DefaultNChainConfig().Datasets, "NChain datasets (>= 1)")
-	seeds := fs.Int("seeds", len(defaultKeyDoor().Seeds), "seeds per method in the key-door part (>= 2)")
-	workers := fs.Int("workers", 2, "key-door runs trained at once")
-	out := fs.String("out", "out/ter", "directory for ter.json, nchain.png and keydoor.png")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: apex experiment ter [flags]\n\n"+
-			"Topological Experience Replay (Hong et al. 2022): (1) NChain, tabular Q over\n"+
+	c := newPartsCmd("ter", terParts, 2, "out/ter",
+		"Topological Experience Replay (Hong et al. 2022): (1) NChain, tabular Q over\n"+
 			"1000 random steps, updates until the greedy policy is optimal for TER, uniform,\n"+
 			"PER and episodic backward replay; (2) DDQN on the symbolic key-door grid,\n"+
 			"environment steps to a normalised return of 0.9 for TER, PER and uniform;\n"+
-			"(3) seconds to build one batch per sampler (the paper's Table B.1).\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+			"(3) seconds to build one batch per sampler (the paper's Table B.1). Writes\n"+
+			"ter.json, nchain.png and keydoor.png.", stdout, stderr)
+	datasets := c.fs.Int("datasets", ter.DefaultNChainConfig().Datasets, "NChain datasets (>= 1)")
+	seeds := c.fs.Int("seeds", len(defaultKeyDoor().Seeds), "seeds per method in the key-door part (>= 2)")
+	ctx, cancel, code, ok := c.start(args, func() string {
+		if *datasets < 1 || *seeds < 2 {
+			return "-datasets must be >= 1 and -seeds >= 2"
+		}
+		return ""
+	})
+	if !ok {
 		return code
 	}
-	want, ok := selectParts("apex experiment ter", *parts, terParts, stderr)
-	if !ok {
-		return 2
-	}
-	if *datasets < 1 || *seeds < 2 || *workers < 1 {
-		fmt.Fprintf(stderr, "apex experiment ter: -datasets must be >= 1, -seeds >= 2 and -workers >= 1\n")
-		return 2
-	}
-	if !makeOut("apex experiment ter", *out, stderr) {
-		return 1
-	}
-	begin := time.Now()
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "apex experiment ter: %v\n", err)
-		return 1
-	}
+	fail, out, workers := c.fail, c.out, c.workers
 	report := map[string]any{}
 	failed := false
-	if slices.Contains(want, "nchain") {
+	if c.has("nchain") {
 		cfg := ter.DefaultNChainConfig()
 		cfg.Datasets = *datasets
 		start := time.Now()
@@ -87,7 +63,7 @@ func runTER(args []string, stdout, stderr io.Writer) int {
 		}
 		report["nchain"] = res
 	}
-	if slices.Contains(want, "keydoor") {
+	if c.has("keydoor") {
 		cfg := defaultKeyDoor()
 		cfg.Workers, cfg.Seeds = *workers, nil
 		for i := range *seeds {
@@ -118,7 +94,7 @@ func runTER(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "wrote %s (%.0fs)\n\n", png, time.Since(start).Seconds())
 		report["keydoor"] = res
 	}
-	if slices.Contains(want, "cost") {
+	if c.has("cost") {
 		res, err := ter.RunCost(ter.DefaultCostConfig())
 		if err != nil {
 			return fail(err)
@@ -130,7 +106,7 @@ func runTER(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout)
 		report["cost"] = res
 	}
-	return finishReport("apex experiment ter", *out, "ter.json", report, begin, failed, stdout, stderr)
+	return c.finish("ter.json", report, failed)
 }
 
 // defaultKeyDoor is the key-door comparison's configuration.
