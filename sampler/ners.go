@@ -66,6 +66,11 @@ type NERSConfig struct {
 	// AbsTD feeds |δ| instead of the signed δ (the official code's
 	// per-sample loss is >= 0; the paper writes the signed error).
 	AbsTD bool
+	// NormalizeTrain trains the scorer on Eq. 7 with each item's
+	// probability normalised within I_train (p_i = σ_i^Alpha / Σ σ^Alpha,
+	// NERSNet.ReinforceNormalized) instead of the official code's
+	// log σ_i (per-ners.md §6.5 offers both).
+	NormalizeTrain bool
 	// RawFeatures turns off the running standardisation: each feature
 	// is then tanh of its raw value, as the official code does. By
 	// default each feature is tanh((x − mean)/sd) with the mean and sd of

@@ -366,19 +366,66 @@ func (n *NERSNet) Reinforce(x []float64, reward float64) (loss float64, err erro
 		return math.NaN(), err
 	}
 	sc := n.Scores(x)
-	m := len(sc)
-	inv := 1 / float64(m)
-	n.dsc = grow(n.dsc, m)
+	n.dsc = grow(n.dsc, len(sc))
+	return n.applyLoss(nersLogLoss(sc, reward, n.dsc))
+}
+
+// ReinforceNormalized is Reinforce with Eq. 7's probabilities normalised
+// within the batch, the variant per-ners.md §6.5 offers next to the
+// official code's log σ: L = −reward·(1/m)·Σ_i log p_i with
+// p_i = σ_i^alpha / Σ_k σ_k^alpha, the probability of row i were the
+// batch the whole buffer. Only the scores' relative sizes matter then: a
+// positive reward sharpens the batch's distribution toward the items it
+// already favours, a negative one flattens it. alpha must be finite and
+// > 0 (the stage's Alpha); errors and cost as Reinforce.
+func (n *NERSNet) ReinforceNormalized(x []float64, reward, alpha float64) (loss float64, err error) {
+	if err := model.CheckFiniteValue("ners reward", reward); err != nil {
+		return math.NaN(), err
+	}
+	if !(alpha > 0) || math.IsInf(alpha, 1) {
+		return math.NaN(), fmt.Errorf("%w: ners: ReinforceNormalized needs a finite alpha > 0, got %v", buffer.ErrConfig, alpha)
+	}
+	sc := n.Scores(x)
+	n.dsc = grow(n.dsc, len(sc))
+	return n.applyLoss(nersNormalizedLoss(sc, reward, alpha, n.dsc))
+}
+
+// nersLogLoss is the official code's REINFORCE loss over scores sc,
+// −reward·mean log(σ + 1e-6), and writes dL/dσ into dsc. O(len(sc)).
+func nersLogLoss(sc []float64, reward float64, dsc []float64) float64 {
+	inv := 1 / float64(len(sc))
 	var sum float64
 	for i, s := range sc {
 		sum += math.Log(s + nersLogEps)
-		n.dsc[i] = -reward * inv / (s + nersLogEps)
+		dsc[i] = -reward * inv / (s + nersLogEps)
 	}
-	loss = -reward * sum * inv
+	return -reward * sum * inv
+}
+
+// nersNormalizedLoss is −reward·mean_i log(σ_i^alpha / Σ_k σ_k^alpha) over
+// scores sc (each > 0), writing dL/dσ_j = −(reward·alpha/m)·(1/σ_j −
+// m·σ_j^(alpha−1)/S), S = Σ_k σ_k^alpha, into dsc. O(len(sc)).
+func nersNormalizedLoss(sc []float64, reward, alpha float64, dsc []float64) float64 {
+	m := float64(len(sc))
+	var S, sumLog float64
+	for _, s := range sc {
+		S += math.Pow(s, alpha)
+		sumLog += math.Log(s)
+	}
+	for j, s := range sc {
+		dsc[j] = -reward * alpha / m * (1/s - m*math.Pow(s, alpha-1)/S)
+	}
+	return -reward * (alpha*sumLog/m - math.Log(S))
+}
+
+// applyLoss backpropagates dL/dσ (n.dsc) for the last Scores and takes
+// one Adam step per subnet, refusing a non-finite loss or gradient with
+// nothing applied (see Reinforce). It returns loss.
+func (n *NERSNet) applyLoss(loss float64) (float64, error) {
 	if err := model.CheckFiniteValue("ners loss", loss); err != nil {
 		return loss, err
 	}
-	n.Backward(n.dsc)
+	n.Backward(n.dsc[:n.m])
 	for k, g := range n.grads {
 		if err := model.CheckFinite("gradient", g); err != nil {
 			if nf, ok := err.(*model.NonFiniteError); ok {

@@ -485,3 +485,28 @@ func BenchmarkNERSNetScores(b *testing.B) {
 		n.Scores(x)
 	}
 }
+
+// TestNERSReinforceNormalizedRefuses: a bad alpha or reward is refused and
+// nothing is applied.
+func TestNERSReinforceNormalizedRefuses(t *testing.T) {
+	n, err := sampler.NewNERSNet(sampler.NERSNetConfig{In: 3}, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := slices.Clone(n.Params()[0])
+	x := []float64{1, 2, 3, 4, 5, 6}
+	for _, c := range []struct{ r, a float64 }{{1, 0}, {1, -1}, {1, math.Inf(1)}, {math.NaN(), 0.5}} {
+		if _, err := n.ReinforceNormalized(x, c.r, c.a); err == nil {
+			t.Errorf("reward %v alpha %v accepted", c.r, c.a)
+		}
+	}
+	if !slices.Equal(before, n.Params()[0]) {
+		t.Error("a refused call changed the scorer")
+	}
+	if _, err := n.ReinforceNormalized(x, 1, 0.5); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Equal(before, n.Params()[0]) {
+		t.Error("a valid call left the scorer unchanged")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/apexrl/apex/buffer"
@@ -603,5 +604,31 @@ func TestNERSDuplicateSlotAndHugeValues(t *testing.T) {
 	}
 	if err := sampler.CheckNERS(s); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNERSNormalizeTrain: with NormalizeTrain the evaluation cycle trains
+// the scorer through the batch-normalised loss.
+func TestNERSNormalizeTrain(t *testing.T) {
+	buf := samplertest.NewBuffer(t, 64)
+	samplertest.Insert(t, buf, 0, 64, nil)
+	s := newNERS(t, buf, sampler.NERSConfig{Interval: 2, TrainSize: 16, NormalizeTrain: true, Seed: 4})
+	rng := rand.New(rand.NewPCG(5, 5))
+	p0 := slices.Clone(s.Net().Params()[0])
+	for _, ret := range []float64{-100, 0, -20} {
+		if err := s.Evaluated(ret); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			nersReport(t, s, buf, rng, 8)
+		}
+	}
+	st := s.Stats()
+	// Baseline −100; +100 trains; −20 trains on −20.
+	if st.Updates != 2 || st.Reward != -20 {
+		t.Fatalf("stats %+v: want 2 updates, the last on r_re = -20", st)
+	}
+	if slices.Equal(p0, s.Net().Params()[0]) {
+		t.Error("the scorer did not change")
 	}
 }

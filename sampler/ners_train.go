@@ -77,7 +77,13 @@ func (s *NERS) reinforce(r float64) error {
 	}
 	x := s.features(s.train, n, nil, nil)
 	s.standardise(x, n)
-	loss, err := s.net.Reinforce(x, r)
+	var loss float64
+	var err error
+	if s.cfg.NormalizeTrain {
+		loss, err = s.net.ReinforceNormalized(x, r, s.cfg.Alpha)
+	} else {
+		loss, err = s.net.Reinforce(x, r)
+	}
 	if err != nil {
 		return fmt.Errorf("ners: scorer update with reward %v: %w", r, err)
 	}
