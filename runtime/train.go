@@ -227,8 +227,9 @@ type EvalPoint struct {
 	LearnerSteps int64   `json:"learner_steps"`
 	EnvSteps     int64   `json:"env_steps"`
 	MeanReturn   float64 `json:"mean_return"`
-	// FarFraction and MeanKL are V-RACER's ReF-ER state when the
-	// evaluation ran (LearnerStats); 0 for the other learners.
+	// FarFraction and MeanKL are the ReF-ER stage's state when the
+	// evaluation ran (LearnerStats; vracer, or td3 under a ReF-ER
+	// method); 0 otherwise.
 	FarFraction float64 `json:"far_fraction,omitempty"`
 	MeanKL      float64 `json:"mean_kl,omitempty"`
 }
