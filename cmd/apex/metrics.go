@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/apexrl/apex/runtime"
+	"github.com/apexrl/apex/sampler"
 )
 
 // This file is the only place apex imports Prometheus (style.md §12): the
@@ -47,6 +49,28 @@ type trainMetric struct {
 	name, help string
 	kind       metricKind
 	value      func(*runtime.TrainStats) float64
+}
+
+// methodMetric is a metric of a replay method's state, emitted only for
+// runs whose -sampler is one of methods.
+type methodMetric struct {
+	trainMetric
+	methods []string
+}
+
+// referMethods and nersMethods are the samplers whose state the method
+// metrics report.
+var (
+	referMethods = []string{"refer", "refer-1", "refer-2", "er"}
+	nersMethods  = []string{"ners"}
+)
+
+// nersStats is the snapshot's NERS state (zero if it has none).
+func nersStats(s *runtime.TrainStats) sampler.NERSStats {
+	if s.Learner.NERS == nil {
+		return sampler.NERSStats{}
+	}
+	return *s.Learner.NERS
 }
 
 // trainMetrics lists every metric trainCollector emits, named
@@ -139,11 +163,33 @@ var trainMetrics = []trainMetric{
 		func(s *runtime.TrainStats) float64 { return float64(s.Limiter.Timeouts) }},
 }
 
+// methodMetrics are the replay methods' own metrics (ReF-ER's controller,
+// NERS's scorer), absent from runs of other methods.
+var methodMetrics = []methodMetric{
+	{trainMetric{"apex_refer_far_fraction", "ReF-ER: share of the stored steps whose importance ratio is outside (1/c_max, c_max).", gauge,
+		func(s *runtime.TrainStats) float64 { return s.Learner.FarFraction }}, referMethods},
+	{trainMetric{"apex_refer_beta", "ReF-ER: the penalty coefficient beta (the policy gradient's weight; the KL's is 1 - beta).", gauge,
+		func(s *runtime.TrainStats) float64 { return s.Learner.Beta }}, referMethods},
+	{trainMetric{"apex_refer_kl", "ReF-ER: mean KL(mu||pi) of the last learner batch.", gauge,
+		func(s *runtime.TrainStats) float64 { return s.Learner.MeanKL }}, referMethods},
+	{trainMetric{"apex_ners_updates_total", "NERS: REINFORCE updates of the scorer.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(nersStats(s).Updates) }}, nersMethods},
+	{trainMetric{"apex_ners_reward", "NERS: replay reward (change of evaluation return) of the last scorer update.", gauge,
+		func(s *runtime.TrainStats) float64 { return nersStats(s).Reward }}, nersMethods},
+	{trainMetric{"apex_ners_score_mean", "NERS: mean score of the last batch written back.", gauge,
+		func(s *runtime.TrainStats) float64 { return nersStats(s).ScoreMean }}, nersMethods},
+	{trainMetric{"apex_ners_ignored_evaluations_total", "NERS: evaluations that came sooner than the update interval.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(nersStats(s).Ignored) }}, nersMethods},
+	{trainMetric{"apex_ners_dropped_total", "NERS: training draws dropped because their item had been overwritten.", counter,
+		func(s *runtime.TrainStats) float64 { return float64(nersStats(s).Dropped) }}, nersMethods},
+}
+
 // trainCollector is a prometheus.Collector over a TrainStats source: each
 // Collect takes one snapshot and emits every metric from it as a const
 // metric.
 type trainCollector struct {
 	stats    func() runtime.TrainStats
+	sampler  string // the run's replay method (which method metrics apply)
 	descs    []*prometheus.Desc
 	info     *prometheus.Desc
 	infoVals []string
@@ -153,7 +199,7 @@ type trainCollector struct {
 // newTrainCollector returns a collector over stats for a run configured
 // by cfg (its environment, sampler and actor count label apex_train_info).
 func newTrainCollector(stats func() runtime.TrainStats, cfg runtime.TrainConfig) *trainCollector {
-	c := &trainCollector{stats: stats,
+	c := &trainCollector{stats: stats, sampler: cfg.Sampler,
 		info: prometheus.NewDesc("apex_train_info", "The training run's configuration (value 1).",
 			[]string{"env", "sampler", "actors"}, nil),
 		infoVals: []string{cfg.Env, cfg.Sampler, strconv.Itoa(cfg.Actors)},
@@ -161,6 +207,9 @@ func newTrainCollector(stats func() runtime.TrainStats, cfg runtime.TrainConfig)
 			"Mean return of the last greedy evaluation (absent until the first one).", nil, nil),
 	}
 	for _, m := range trainMetrics {
+		c.descs = append(c.descs, prometheus.NewDesc(m.name, m.help, nil, nil))
+	}
+	for _, m := range methodMetrics {
 		c.descs = append(c.descs, prometheus.NewDesc(m.name, m.help, nil, nil))
 	}
 	return c
@@ -182,12 +231,20 @@ func (c *trainCollector) Collect(ch chan<- prometheus.Metric) {
 	if st.Evaluated {
 		ch <- prometheus.MustNewConstMetric(c.eval, prometheus.GaugeValue, st.LastEval)
 	}
-	for i, m := range trainMetrics {
+	emit := func(d *prometheus.Desc, m trainMetric) {
 		vt := prometheus.GaugeValue
 		if m.kind == counter {
 			vt = prometheus.CounterValue
 		}
-		ch <- prometheus.MustNewConstMetric(c.descs[i], vt, m.value(&st))
+		ch <- prometheus.MustNewConstMetric(d, vt, m.value(&st))
+	}
+	for i, m := range trainMetrics {
+		emit(c.descs[i], m)
+	}
+	for i, m := range methodMetrics {
+		if slices.Contains(m.methods, c.sampler) {
+			emit(c.descs[len(trainMetrics)+i], m.trainMetric)
+		}
 	}
 }
 

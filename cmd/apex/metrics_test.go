@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/runtime"
+	"github.com/apexrl/apex/sampler"
 )
 
 // fakeStats returns a fixed snapshot and counts the calls.
@@ -79,7 +81,36 @@ apex_train_info{actors="8",env="CartPole-v1",sampler="per"} 1
 		t.Fatalf("one scrape called Stats() %d times, want 1", n)
 	}
 	if n, err := testutil.GatherAndCount(reg); err != nil || n != len(trainMetrics)+1 {
-		t.Fatalf("%d metrics (%v), want %d", n, err, len(trainMetrics)+1)
+		t.Fatalf("%d metrics (%v), want %d (the replay methods' own are absent for per)", n, err, len(trainMetrics)+1)
+	}
+	// A NERS run has NERS's metrics, a ReF-ER run ReF-ER's.
+	for _, c := range []struct {
+		sampler, want string
+		names         []string
+	}{
+		{"ners", `
+# HELP apex_ners_reward NERS: replay reward (change of evaluation return) of the last scorer update.
+# TYPE apex_ners_reward gauge
+apex_ners_reward -2.5
+# HELP apex_ners_updates_total NERS: REINFORCE updates of the scorer.
+# TYPE apex_ners_updates_total counter
+apex_ners_updates_total 3
+`, []string{"apex_ners_reward", "apex_ners_updates_total", "apex_refer_beta"}},
+		{"refer", `
+# HELP apex_refer_beta ReF-ER: the penalty coefficient beta (the policy gradient's weight; the KL's is 1 - beta).
+# TYPE apex_refer_beta gauge
+apex_refer_beta 0.7
+`, []string{"apex_refer_beta", "apex_ners_reward"}},
+	} {
+		st := f.st
+		st.Learner.NERS, st.Learner.Beta = &sampler.NERSStats{Updates: 3, Reward: -2.5, ScoreMean: 0.4}, 0.7
+		mreg := prometheus.NewPedanticRegistry()
+		if err := mreg.Register(newTrainCollector(func() runtime.TrainStats { return st }, runtime.TrainConfig{Env: "Pendulum-v1", Sampler: c.sampler, Actors: 1})); err != nil {
+			t.Fatal(err)
+		}
+		if err := testutil.GatherAndCompare(mreg, strings.NewReader(c.want), c.names...); err != nil {
+			t.Errorf("%s: %v", c.sampler, err)
+		}
 	}
 	f.st.Evaluated, f.st.LastEval = true, 187.5
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
@@ -97,7 +128,11 @@ apex_eval_return 187.5
 
 func TestTrainMetricNames(t *testing.T) {
 	seen := map[string]bool{}
-	for _, m := range trainMetrics {
+	all := slices.Clone(trainMetrics)
+	for _, m := range methodMetrics {
+		all = append(all, m.trainMetric)
+	}
+	for _, m := range all {
 		if seen[m.name] {
 			t.Errorf("%s twice", m.name)
 		}
