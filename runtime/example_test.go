@@ -26,9 +26,18 @@ func ExampleTrainer() {
 	fmt.Println("evaluations:", len(res.Curve))
 	fmt.Println("replay holds:", st.BufferSize, "of", res.Config.Capacity)
 	fmt.Println("final evaluation episodes:", len(res.FinalReturns))
+
+	// The trained policy, the caller's copy: act greedily with it.
+	policy, err := tr.Policy()
+	if err != nil {
+		panic(err)
+	}
+	q := policy.Forward([]float64{0, 0, 0.05, 0}) // CartPole: pole leaning right
+	fmt.Println("actions scored:", len(q))
 	// Output:
 	// learner steps: 200
 	// evaluations: 3
 	// replay holds: 3600 of 5000
 	// final evaluation episodes: 5
+	// actions scored: 2
 }
