@@ -167,6 +167,20 @@ var (
 	ErrAction = errors.New("learner: action out of range")
 )
 
+// stepError wraps err, a step's failure, with the step number; a
+// non-finite parameter or gradient of net (What "params" or "gradient")
+// gets its place in net (Where) if it has none. Other non-finite values (a
+// loss, a batch's TD errors) index rows, not parameters, and are left as
+// they are. net may be nil.
+func stepError(step uint64, net *model.Net, err error) error {
+	var nf *model.NonFiniteError
+	if net != nil && errors.As(err, &nf) && nf.Where == "" && (nf.What == "params" || nf.What == "gradient") &&
+		nf.Index >= 0 && nf.Index < net.NumParams() {
+		nf.Where = net.Where(nf.Index)
+	}
+	return fmt.Errorf("learner: step %d: %w", step, err)
+}
+
 // errorf wraps sentinel with a formatted reason.
 func errorf(sentinel error, format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)

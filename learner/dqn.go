@@ -2,7 +2,6 @@ package learner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -320,16 +319,8 @@ func (l *DQN) Step(ctx context.Context) error {
 		sumTD += d
 		sumQ += l.qsa[i]
 	}
-	if l.m.Normalizer != nil {
-		// A NaN in the data shows here first: report it as such, not as
-		// the normaliser's refusal.
-		if err := model.CheckFinite("TD error", l.absTD); err != nil {
-			return l.fail(step, err)
-		}
-		var err error
-		if weight, err = scaleWeights(l.wts, weight, l.m.Normalizer, l.absTD); err != nil {
-			return fmt.Errorf("learner: step %d: normalizer: %w", step, err)
-		}
+	if weight, err = normalize(l.m, l.wts, weight, l.absTD, step); err != nil {
+		return err
 	}
 	loss := l.m.Loss.Selected(l.dq, q, b.Action, l.y, weight)
 	if err := model.CheckFiniteValue("loss", loss); err != nil {
@@ -377,13 +368,7 @@ func (l *DQN) Step(ctx context.Context) error {
 
 // fail wraps a non-finite error with the step, filling in where in the
 // network a parameter or gradient index lies.
-func (l *DQN) fail(step uint64, err error) error {
-	var nf *model.NonFiniteError
-	if errors.As(err, &nf) && nf.Index >= 0 && nf.Where == "" && nf.Index < l.net.NumParams() {
-		nf.Where = l.net.Where(nf.Index)
-	}
-	return fmt.Errorf("learner: step %d: %w", step, err)
-}
+func (l *DQN) fail(step uint64, err error) error { return stepError(step, l.net, err) }
 
 // publish makes the online parameters, versioned by the step count, the
 // store's current snapshot.
@@ -394,31 +379,6 @@ func (l *DQN) publish() {
 	l.store.Publish(l.net.Snapshot(l.steps))
 	l.stats.publishes.Add(1)
 	l.stats.version.Store(l.steps)
-}
-
-// scaleWeights sets dst[i] = w[i]·c (w nil: 1·c) with c = n.Scale(absTD),
-// the method's batch scale (PAL's 1/λ̂), and returns dst. A Scale error, or
-// a scale that is not finite and > 0 (a *model.NonFiniteError for NaN and
-// infinities), returns w unchanged and the error. O(len(dst)).
-func scaleWeights(dst, w []float64, n sampler.Normalizer, absTD []float64) ([]float64, error) {
-	c, err := n.Scale(absTD)
-	if err != nil {
-		return w, err
-	}
-	if err := model.CheckFiniteValue("normalizer scale", c); err != nil {
-		return w, err
-	}
-	if !(c > 0) {
-		return w, fmt.Errorf("scale %v (must be > 0)", c)
-	}
-	for i := range dst {
-		v := 1.0
-		if w != nil {
-			v = w[i]
-		}
-		dst[i] = v * c
-	}
-	return dst, nil
 }
 
 // to64 converts the float32 observations of a batch into dst.

@@ -642,8 +642,8 @@ func TestNaNRewardPAL(t *testing.T) {
 	}
 	before := params(l.net)
 	var nf *model.NonFiniteError
-	if err := l.Step(ctx); !errors.As(err, &nf) || nf.What != "TD error" || !strings.Contains(err.Error(), "step 1") {
-		t.Fatalf("Step = %v, want a non-finite TD error at step 1", err)
+	if err := l.Step(ctx); !errors.As(err, &nf) || nf.What != "TD error" || nf.Where != "" || !strings.Contains(err.Error(), "step 1") {
+		t.Fatalf("Step = %v, want a non-finite TD error at step 1, with no place in the network (it indexes a row)", err)
 	}
 	if l.Steps() != 0 || !slices.Equal(before, l.net.Params()) {
 		t.Error("a failed step changed the learner")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -438,16 +439,8 @@ func (l *TD3) Step(ctx context.Context) error {
 		sumTD += d
 		sumQ += l.q[0][i]
 	}
-	if l.m.Normalizer != nil {
-		// A NaN in the data shows here first: report it as such, not as
-		// the normaliser's refusal.
-		if err := model.CheckFinite("TD error", l.absTD); err != nil {
-			return l.fail(step, nil, err)
-		}
-		var err error
-		if weight, err = scaleWeights(l.wts, weight, l.m.Normalizer, l.absTD); err != nil {
-			return fmt.Errorf("learner: step %d: normalizer: %w", step, err)
-		}
+	if weight, err = normalize(l.m, l.wts, weight, l.absTD, step); err != nil {
+		return err
 	}
 	var loss float64
 	for k := range l.critic {
@@ -628,15 +621,12 @@ func (l *TD3) joinRows(dst, obs, u []float64, a32 []float32) {
 // fail wraps a non-finite error with the step and, for an error in net's
 // parameters or gradient, names the network and the place in it.
 func (l *TD3) fail(step uint64, net *model.Net, err error) error {
+	err = stepError(step, net, err)
 	var nf *model.NonFiniteError
 	if net != nil && errors.As(err, &nf) {
-		where := nf.Where
-		if where == "" && nf.Index >= 0 && nf.Index < net.NumParams() {
-			where = net.Where(nf.Index)
-		}
-		nf.Where = l.netName(net) + " " + where
+		nf.Where = strings.TrimSpace(l.netName(net) + " " + nf.Where)
 	}
-	return fmt.Errorf("learner: step %d: %w", step, err)
+	return err
 }
 
 // netName names one of the learner's online networks for error messages.

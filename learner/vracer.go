@@ -2,7 +2,6 @@ package learner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -510,13 +509,7 @@ func (l *VRACER) backward() {
 
 // fail wraps err with the step and, for a non-finite parameter or
 // gradient, names its place in the network.
-func (l *VRACER) fail(step uint64, err error) error {
-	var nf *model.NonFiniteError
-	if errors.As(err, &nf) && nf.Where == "" && (nf.What == "params" || nf.What == "gradient") && nf.Index >= 0 && nf.Index < l.net.NumParams() {
-		nf.Where = l.net.Where(nf.Index)
-	}
-	return fmt.Errorf("learner: step %d: %w", step, err)
-}
+func (l *VRACER) fail(step uint64, err error) error { return stepError(step, l.net, err) }
 
 // publish makes the network's parameters, versioned by the step count, the
 // store's current snapshot.
