@@ -2,7 +2,7 @@ package learner
 
 import (
 	"math"
-	"sync"
+	"sync/atomic"
 )
 
 // Moments are running sums over every row a learner has sampled: of |δ|,
@@ -36,14 +36,16 @@ func meanSD(n uint64, s, s2 float64) (mean, sd float64) {
 	return mean, math.Sqrt(max(0, s2/k-mean*mean))
 }
 
-// momentTracker accumulates Moments; written by the stepping goroutine,
-// read from any.
+// momentTracker accumulates Moments; written by the stepping goroutine
+// only, read from any (each sum an atomic word, so the hot path takes no
+// lock; a reader may see one step's sums half applied, as the learners'
+// other Stats fields).
 type momentTracker struct {
-	mu sync.Mutex
-	m  Moments
+	n              atomic.Uint64
+	td, td2, q, q2 atomic.Uint64 // float64 bits
 }
 
-// add sums one batch: absTD[i] and q[i] per row. O(len(q)) and one lock.
+// add sums one batch: absTD[i] and q[i] per row. O(len(q)), no lock.
 func (t *momentTracker) add(absTD, q []float64) {
 	var d Moments
 	for i, x := range q {
@@ -52,25 +54,25 @@ func (t *momentTracker) add(absTD, q []float64) {
 		d.SumQ += x
 		d.SumQ2 += x * x
 	}
-	t.mu.Lock()
-	t.m.N += uint64(len(q))
-	t.m.SumTD += d.SumTD
-	t.m.SumTD2 += d.SumTD2
-	t.m.SumQ += d.SumQ
-	t.m.SumQ2 += d.SumQ2
-	t.mu.Unlock()
+	plus := func(a *atomic.Uint64, v float64) { a.Store(math.Float64bits(math.Float64frombits(a.Load()) + v)) }
+	plus(&t.td, d.SumTD)
+	plus(&t.td2, d.SumTD2)
+	plus(&t.q, d.SumQ)
+	plus(&t.q2, d.SumQ2)
+	t.n.Add(uint64(len(q)))
 }
 
 // load returns the sums.
 func (t *momentTracker) load() Moments {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.m
+	f := func(a *atomic.Uint64) float64 { return math.Float64frombits(a.Load()) }
+	return Moments{N: t.n.Load(), SumTD: f(&t.td), SumTD2: f(&t.td2), SumQ: f(&t.q), SumQ2: f(&t.q2)}
 }
 
-// store sets the sums (a restored checkpoint's).
+// store sets the sums (a restored checkpoint's; the learner is quiescent).
 func (t *momentTracker) store(m Moments) {
-	t.mu.Lock()
-	t.m = m
-	t.mu.Unlock()
+	t.n.Store(m.N)
+	t.td.Store(math.Float64bits(m.SumTD))
+	t.td2.Store(math.Float64bits(m.SumTD2))
+	t.q.Store(math.Float64bits(m.SumQ))
+	t.q2.Store(math.Float64bits(m.SumQ2))
 }
