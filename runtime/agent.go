@@ -138,12 +138,8 @@ func methodConfig(cfg TrainConfig, betaSteps int64, env envs.Env) (sampler.Metho
 	}
 	if cfg.LAPAlpha != 0 || cfg.LAPK != 0 {
 		l := sampler.DefaultLAPConfig()
-		if cfg.LAPAlpha != 0 {
-			l.Alpha = cfg.LAPAlpha
-		}
-		if cfg.LAPK != 0 {
-			l.K = cfg.LAPK
-		}
+		setIf(&l.Alpha, cfg.LAPAlpha)
+		setIf(&l.K, cfg.LAPK)
 		mc.LAP = &l
 		if cfg.Sampler == "lap" || cfg.Sampler == "pal" {
 			mc.Loss = model.Loss{} // the method derives its own from Alpha and K
@@ -151,9 +147,9 @@ func methodConfig(cfg TrainConfig, betaSteps int64, env envs.Env) (sampler.Metho
 	}
 	if slices.Contains(referMethods, cfg.Sampler) {
 		r := sampler.DefaultREFERConfig(betaSteps)
-		orDefault(&r.C, cfg.REFERC)
-		orDefault(&r.D, cfg.REFERD)
-		orDefault(&r.A, cfg.REFERA)
+		setIf(&r.C, cfg.REFERC)
+		setIf(&r.D, cfg.REFERD)
+		setIf(&r.A, cfg.REFERA)
 		if cfg.Algo == "td3" {
 			r.NoRetrace = true // TD3's critics keep their own targets
 			// The paper's A for DDPG, not 5/Steps: annealing the step size
@@ -165,22 +161,16 @@ func methodConfig(cfg TrainConfig, betaSteps int64, env envs.Env) (sampler.Metho
 	}
 	if cfg.Sampler == "ter" {
 		t := sampler.DefaultTERConfig(betaSteps)
-		if cfg.TEREta != 0 {
-			t.Eta = cfg.TEREta
-		}
-		if cfg.TERRoots != 0 {
-			t.Roots = cfg.TERRoots
-		}
-		if cfg.TERPreds != 0 {
-			t.Preds = cfg.TERPreds
-		}
+		setIf(&t.Eta, cfg.TEREta)
+		setIf(&t.Roots, cfg.TERRoots)
+		setIf(&t.Preds, cfg.TERPreds)
 		mc.TER = &t
 	}
 	if cfg.Sampler == "ners" {
 		n := sampler.DefaultNERSConfig(betaSteps)
-		orDefault(&n.Alpha, cfg.NERSAlpha)
-		orDefault(&n.Interval, cfg.NERSInterval)
-		orDefault(&n.TrainSize, cfg.NERSSample)
+		setIf(&n.Alpha, cfg.NERSAlpha)
+		setIf(&n.Interval, cfg.NERSInterval)
+		setIf(&n.TrainSize, cfg.NERSSample)
 		n.Horizon, n.Seed = env.MaxEpisodeSteps(), cfg.Seed
 		if box, ok := env.ActionSpace().(envs.Box); ok && len(box.High) > 0 {
 			n.ActionScale = box.High[0] // symmetric boxes (the td3 agent refuses others)
@@ -358,4 +348,13 @@ func withNERS(ls LearnerStats, m sampler.Method) LearnerStats {
 		ls.NERS = &st
 	}
 	return ls
+}
+
+// setIf sets *p to v when v is set (not the zero value): a TrainConfig
+// field overriding a stage's default.
+func setIf[T comparable](p *T, v T) {
+	var zero T
+	if v != zero {
+		*p = v
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apexrl/apex/envs"
 	"github.com/apexrl/apex/sampler"
 )
 
@@ -146,4 +147,56 @@ func TestNERSCheckpointResume(t *testing.T) {
 	if res, err := re2.Run(context.Background()); err != nil || res.LearnerSteps != 400 {
 		t.Fatalf("resumed run: %v, %+v", err, res)
 	}
+}
+
+// TestMethodSettingsReachTheStage: every TrainConfig setting of a replay
+// method is the stage's, defaults or not (C, D and alpha once stayed at the
+// stage's defaults).
+func TestMethodSettingsReachTheStage(t *testing.T) {
+	pend := probeEnv(t, "Pendulum-v1")
+	mc, err := methodConfig(TrainConfig{Sampler: "refer", Algo: "vracer", REFERC: 2, REFERD: 0.3, REFERA: 1e-3}, 1000, pend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := mc.REFER; r.C != 2 || r.D != 0.3 || r.A != 1e-3 || r.NoRetrace {
+		t.Errorf("refer config %+v", *r)
+	}
+	mc, err = methodConfig(TrainConfig{Sampler: "refer", Algo: "td3"}, 1000, pend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := mc.REFER; r.C != sampler.DefaultREFERC || r.A != sampler.DefaultREFERA || !r.NoRetrace {
+		t.Errorf("td3 refer config %+v: want the defaults, the paper's A and no Retrace", *r)
+	}
+	mc, err = methodConfig(TrainConfig{Sampler: "ners", NERSAlpha: 0.9, NERSInterval: 7, NERSSample: 11, Seed: 3}, 1000, pend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := mc.NERS; n.Alpha != 0.9 || n.Interval != 7 || n.TrainSize != 11 || n.Horizon != 200 || n.ActionScale != 2 || n.Seed != 3 {
+		t.Errorf("ners config %+v", *n)
+	}
+	mc, err = methodConfig(TrainConfig{Sampler: "ter", TEREta: 0.25, TERRoots: 4, TERPreds: 2, LAPAlpha: 0.3, LAPK: 2}, 1000, pend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc := mc.TER; tc.Eta != 0.25 || tc.Roots != 4 || tc.Preds != 2 || mc.LAP.Alpha != 0.3 || mc.LAP.K != 2 {
+		t.Errorf("ter %+v, lap %+v", *tc, *mc.LAP)
+	}
+	// A value the stage refuses is refused, not ignored.
+	if _, err := NewTrainer(TrainConfig{Env: "Pendulum-v1", Sampler: "refer", REFERD: 2, Steps: 10}); err == nil {
+		t.Error("ReF-ER's D = 2 accepted")
+	}
+	if _, err := NewTrainer(TrainConfig{Env: "Pendulum-v1", Sampler: "ners", NERSAlpha: -1, Steps: 10}); err == nil {
+		t.Error("NERS's alpha = -1 accepted")
+	}
+}
+
+// probeEnv makes env or fails the test.
+func probeEnv(t *testing.T, name string) envs.Env {
+	t.Helper()
+	e, err := envs.Make(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
