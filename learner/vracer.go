@@ -183,8 +183,8 @@ type VRACERStats struct {
 //   - buf stores continuous actions (the unclipped samples, in the
 //     policy's units), the episode columns and sampler.REFERColumns.
 //   - m is a ReF-ER method (sampler.NewMethod "refer", "refer-1",
-//     "refer-2" or "er"): m.Selector must be a *sampler.REFER over buf.
-//     Its Loss is not used: V-RACER's loss is its own.
+//     "refer-2" or "er"): m.Selector must be a *sampler.REFER over buf,
+//     and its Loss zero: V-RACER's loss is its own.
 //   - store receives the network's snapshots: version 0 at once, then
 //     one every PublishEvery steps. nil publishes nothing.
 //
@@ -203,6 +203,9 @@ func NewVRACER(cfg VRACERConfig, net *model.Net, buf *buffer.Buffer, m sampler.M
 	stage, ok := m.Selector.(*sampler.REFER)
 	if !ok {
 		return nil, errorf(ErrConfig, "method %q: V-RACER replays through a *sampler.REFER stage (methods refer, refer-1, refer-2, er), got %T", m.Name, m.Selector)
+	}
+	if m.Loss != (model.Loss{}) {
+		return nil, errorf(ErrConfig, "method %q: V-RACER's loss is its own (policy gradient, Retrace value regression, KL penalty); the method's Loss must be zero, got %v", m.Name, m.Loss.Kind)
 	}
 	if stage.Buffer() != buf {
 		return nil, errorf(ErrConfig, "the method's REFER stage samples another buffer")

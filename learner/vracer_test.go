@@ -386,3 +386,20 @@ func TestVRACERCheckpoint(t *testing.T) {
 		t.Errorf("other method: %v", err)
 	}
 }
+
+// TestVRACERRefusesALoss: V-RACER's loss is its own; a method carrying a
+// critic's loss is refused.
+func TestVRACERRefusesALoss(t *testing.T) {
+	buf := referBuffer(t, 64, 2, 1)
+	m, err := sampler.NewMethod("refer", buf, sampler.MethodConfig{Loss: model.Loss{Kind: model.MSE}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	net, err := NewVRACERNet(buf.Config().ObsDim, buf.Config().ActionDim, []int{8}, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewVRACER(VRACERConfig{}, net, buf, m, nil); !errors.Is(err, ErrConfig) {
+		t.Errorf("V-RACER with an MSE method: %v, want ErrConfig", err)
+	}
+}

@@ -245,13 +245,9 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 	if err != nil {
 		return agent{}, err
 	}
-	refer := false
-	if _, ok := m.Selector.(*sampler.REFER); ok {
-		// TD3 with ReF-ER: the critics keep TD3's MSE loss (a ReF-ER
-		// method leaves Loss zero), far rows weighted 0 by the learner;
-		// the actors record their fixed-std Gaussian behaviour.
-		refer, m.Loss = true, model.Loss{Kind: model.MSE}
-	}
+	// TD3 with ReF-ER: far rows weighted 0 by the learner; the actors
+	// record their fixed-std Gaussian behaviour.
+	_, refer := m.Selector.(*sampler.REFER)
 	td3, err := learner.NewTD3(learner.TD3Config{Batch: cfg.Batch, ActorLR: cfg.LR, CriticLR: cfg.LR, Tau: cfg.Tau,
 		MaxAction: maxAction, Seed: cfg.Seed}, pol, critic, buf, m, store)
 	if err != nil {

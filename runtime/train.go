@@ -180,8 +180,8 @@ func (c TrainConfig) withDefaults(algo string, maxEpisode int) TrainConfig {
 		orDefault(&c.Batch, learner.DefaultTD3Batch)
 		orDefault(&c.NStep, 1)
 		orDefault(&c.ReplayRatio, float64(c.Batch))
-		if c.Sampler != "lap" && c.Sampler != "pal" && !slices.Contains(referMethods, c.Sampler) {
-			orDefault(&c.Loss, "mse") // TD3's critic loss (under ReF-ER the agent sets it)
+		if c.Sampler != "lap" && c.Sampler != "pal" {
+			orDefault(&c.Loss, "mse") // TD3's critic loss (lap and pal fix their own)
 		}
 	default:
 		orDefault(&c.NStep, 3)

@@ -31,11 +31,12 @@ type Method struct {
 	// Normalizer scales the batch's loss by a factor of its TD errors
 	// (PAL's 1/λ̂); nil means 1.
 	Normalizer Normalizer
-	// Loss is the per-sample loss ρ(δ). The ReF-ER methods ("refer",
-	// "refer-1", "refer-2", "er") leave it zero and unused: their learner
-	// (V-RACER) has its own loss, an off-policy policy gradient, a value
-	// regression toward Retrace targets and a KL penalty, weighted per row
-	// by the REFER stage's RowWeights.
+	// Loss is the per-sample loss ρ(δ). Under the ReF-ER methods
+	// ("refer", "refer-1", "refer-2", "er") it is the critics' loss of a
+	// learner that has critics (TD3), and zero for V-RACER, whose loss is
+	// its own (an off-policy policy gradient, a value regression toward
+	// Retrace targets and a KL penalty, weighted per row by the REFER
+	// stage's RowWeights).
 	Loss model.Loss
 	// Warnings are pairings NewMethod allowed but that are known to be
 	// biased (a prioritized stage with MSE and no importance weights,
@@ -61,7 +62,7 @@ func (m Method) String() string {
 	if m.Selector != nil {
 		sel = m.Selector.String()
 	}
-	if _, ok := m.Selector.(*REFER); ok {
+	if _, ok := m.Selector.(*REFER); ok && m.Loss == (model.Loss{}) {
 		return fmt.Sprintf("%s: %s + the learner's own loss", m.Name, sel)
 	}
 	return fmt.Sprintf("%s: %s + %s", m.Name, sel, lossString(m.Loss))
@@ -80,8 +81,9 @@ func lossString(l model.Loss) string {
 // MethodConfig holds the parameters of NewMethod. Zero values select the
 // defaults noted on each field.
 type MethodConfig struct {
-	// Loss is the per-sample loss of "uniform", "per" and "rank": Huber,
-	// MSE or L1 (the zero value is Huber(1), DQN's). "lap" and "pal" fix
+	// Loss is the per-sample loss of "uniform", "per", "rank", "ter",
+	// "ners" and, for a learner with critics, the ReF-ER methods: Huber,
+	// MSE or L1 (the zero value is Huber(1), DQN's; zero for V-RACER). "lap" and "pal" fix
 	// their own loss from LAP (Huber(K), PAL(K, Alpha)); a Loss given for
 	// them must be that one or zero.
 	Loss model.Loss
@@ -123,7 +125,7 @@ type MethodConfig struct {
 //	lap      LAP, Huber(K), no importance weights
 //	pal      PAL (uniform selection), PAL(K, Alpha) loss scaled by 1/λ̂
 //	ter      TER, cfg.Loss, importance weights on its PER rows (unless NoIS)
-//	refer    REFER (full ReF-ER), the learner's own loss (V-RACER's), no Weighter
+//	refer    REFER (full ReF-ER), V-RACER's own loss or a critic's cfg.Loss, no Weighter
 //	refer-1  REFER with Rule 1 only (skip far-policy samples)
 //	refer-2  REFER with Rule 2 only (KL penalty, rho clipped at 1e3)
 //	er       REFER with neither: plain replay of whole episodes' steps
@@ -131,8 +133,8 @@ type MethodConfig struct {
 //
 // The PAL loss is refused with any other stage (it is only the uniform twin
 // of LAP with its normaliser), and a loss other than their own is refused
-// for lap and pal. The ReF-ER methods take no loss (their learner's is
-// fixed: cfg.Loss must be zero) and no NoIS (they have no importance
+// for lap and pal. The ReF-ER methods take the critics' loss of a learner
+// that has critics (V-RACER refuses any) and no NoIS (they have no importance
 // weights); their stage's per-row weights (REFER.RowWeights) come from
 // the learner's fresh importance ratios, after its forward pass, so they
 // are not a Weighter: V-RACER asks the stage directly. Errors wrap
@@ -152,8 +154,8 @@ func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error
 	m := Method{Name: name, Loss: cfg.Loss}
 	switch name {
 	case "refer", "refer-1", "refer-2", "er":
-		if cfg.Loss != (model.Loss{}) {
-			return Method{}, fmt.Errorf("%w: method %q pairs with its learner's own loss (V-RACER's policy gradient, Retrace value regression and KL penalty); leave Loss zero, got %s", buffer.ErrConfig, name, lossString(cfg.Loss))
+		if cfg.Loss.Kind == model.PAL {
+			return Method{}, fmt.Errorf("%w: method %q: the PAL loss is paired with uniform selection and its batch normaliser only: use method \"pal\"", buffer.ErrConfig, name)
 		}
 		if cfg.NoIS {
 			return Method{}, fmt.Errorf("%w: method %q: NoIS is for per, rank, ter and ners (ReF-ER has no importance weights)", buffer.ErrConfig, name)

@@ -41,7 +41,7 @@ func TestNewMethodREFER(t *testing.T) {
 		buf  *buffer.Buffer
 		cfg  sampler.MethodConfig
 	}{
-		"a loss":           {"refer", buf, sampler.MethodConfig{Loss: model.Loss{Kind: model.MSE}}},
+		"the PAL loss":     {"refer", buf, sampler.MethodConfig{Loss: model.Loss{Kind: model.PAL, Delta: 1, Alpha: 0.4}}},
 		"NoIS":             {"er", buf, sampler.MethodConfig{NoIS: true}},
 		"discrete buffer":  {"refer", samplertest.NewBuffer(t, 16), sampler.MethodConfig{}},
 		"bad REFER config": {"refer-2", buf, sampler.MethodConfig{REFER: &sampler.REFERConfig{D: 2}}},
@@ -49,5 +49,10 @@ func TestNewMethodREFER(t *testing.T) {
 		if _, err := sampler.NewMethod(c.name, c.buf, c.cfg); !errors.Is(err, buffer.ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", what, err)
 		}
+	}
+	// A critic's loss (TD3 under ReF-ER) is the method's.
+	m, err := sampler.NewMethod("refer", buf, sampler.MethodConfig{Loss: model.Loss{Kind: model.MSE}})
+	if err != nil || m.Loss.Kind != model.MSE {
+		t.Errorf("refer with MSE: %v, loss %v", err, m.Loss)
 	}
 }
