@@ -21,7 +21,7 @@ var Algos = []string{"dqn", "td3", "vracer"}
 
 // referMethods are the replay methods V-RACER needs; TD3 takes them too
 // (TD3 with ReF-ER: fixed-std Gaussian exploration, learner.TD3).
-var referMethods = []string{"refer", "refer-1", "refer-2", "er"}
+var referMethods = sampler.REFERMethods
 
 // LearnerStats is a learner's counters as the runtime reports them, the
 // same fields for every algorithm (those an algorithm lacks stay 0).

@@ -2,7 +2,7 @@
 
 package sampler
 
-// invariants makes the stages check their invariants as they run: every
-// REFER AfterStep (on buffers of up to 2^14 slots) and every NERS Sample
-// and UpdateFeatures. Build with -tags invariants (CI does).
+// invariants makes the stages check their invariants as they run (on
+// buffers of up to 2^14 slots): every TER Sample, REFER AfterStep and
+// NERS Sample and UpdateFeatures. Build with -tags invariants (CI does).
 const invariants = true

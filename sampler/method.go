@@ -218,7 +218,7 @@ func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error
 		if cfg.REFER != nil {
 			c = *cfg.REFER
 		}
-		c.Variant = map[string]REFERVariant{"refer": REFERFull, "refer-1": REFERSkipOnly, "refer-2": REFERPenaltyOnly, "er": REFERNone}[name]
+		c.Variant, _ = referVariant(name)
 		r, err := NewREFER(buf, c)
 		if err != nil {
 			return Method{}, err

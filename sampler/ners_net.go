@@ -279,20 +279,11 @@ func (n *NERSNet) Scores(x []float64) []float64 {
 	n.scores = grow(n.scores, m)
 	floor := n.cfg.Floor
 	for i, o := range out {
-		s := nersSigmoid(o)
+		s := Sigmoid(o)
 		n.sig[i] = s
 		n.scores[i] = min(floor+(1-floor)*s, 1)
 	}
 	return n.scores
-}
-
-// nersSigmoid is 1/(1+e^−x), computed without overflow for either sign.
-func nersSigmoid(x float64) float64 {
-	if x >= 0 {
-		return 1 / (1 + math.Exp(-x))
-	}
-	e := math.Exp(x)
-	return e / (1 + e)
 }
 
 // Backward takes dScores = dL/dσ for the batch of the last Scores (m

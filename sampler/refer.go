@@ -55,6 +55,21 @@ const (
 
 var referVariantNames = [...]string{REFERFull: "refer", REFERSkipOnly: "refer-1", REFERPenaltyOnly: "refer-2", REFERNone: "er"}
 
+// REFERMethods are the method names of the ReF-ER variants, in Variant
+// order ("refer", "refer-1", "refer-2", "er").
+var REFERMethods = referVariantNames[:]
+
+// referVariant returns the variant of method name and whether name is
+// one. O(variants).
+func referVariant(name string) (REFERVariant, bool) {
+	for v, n := range referVariantNames {
+		if n == name {
+			return REFERVariant(v), true
+		}
+	}
+	return 0, false
+}
+
 // String is the variant's method name: "refer", "refer-1", "refer-2" or "er".
 func (v REFERVariant) String() string {
 	if int(v) < len(referVariantNames) {

@@ -291,7 +291,7 @@ func (t *TER) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 	for r := nPER; r < row; r++ {
 		dst.Prob[r] = p
 	}
-	if terInvariants && len(t.g.slots) <= 1<<14 {
+	if invariants && len(t.g.slots) <= 1<<14 {
 		if err := t.g.check(); err != nil {
 			panic("sampler: ter: broken graph invariant: " + err.Error())
 		}

@@ -61,7 +61,7 @@ type methodMetric struct {
 // referMethods and nersMethods are the samplers whose state the method
 // metrics report.
 var (
-	referMethods = []string{"refer", "refer-1", "refer-2", "er"}
+	referMethods = sampler.REFERMethods
 	nersMethods  = []string{"ners"}
 )
 
