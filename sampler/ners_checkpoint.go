@@ -30,7 +30,6 @@ var _ Stateful = (*NERS)(nil)
 const (
 	nersMagic   = "APEXNERS"
 	nersVersion = 1
-	nersMaxGob  = 1 << 32
 )
 
 // nersState is everything of a NERS but its scorer and configuration.
@@ -103,8 +102,13 @@ func (s *NERS) Load(r io.Reader) error {
 		return fmt.Errorf("%w: ners: version %d, this build reads %d", buffer.ErrCorrupt, v, nersVersion)
 	}
 	n := binary.LittleEndian.Uint64(hdr[12:])
-	if n > nersMaxGob {
-		return fmt.Errorf("%w: ners: state of %d bytes", buffer.ErrCorrupt, n)
+	// The state's size is bounded by this stage's: its per-slot arrays
+	// (16 bytes a slot in memory, at most 32 in gob), history (8 bytes a
+	// ref, at most 12) and moments, plus gob's
+	// overhead. A larger length field is damage, refused before any
+	// allocation.
+	if limit := uint64(48*len(s.gen) + 24*len(s.hist) + 32*s.width + 1<<16); n > limit {
+		return fmt.Errorf("%w: ners: state of %d bytes, more than a stage of %d slots can hold (%d)", buffer.ErrCorrupt, n, len(s.gen), limit)
 	}
 	data := make([]byte, n+4)
 	if _, err := io.ReadFull(r, data); err != nil {
