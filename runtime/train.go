@@ -27,7 +27,7 @@ var Samplers = sampler.Methods
 type TrainConfig struct {
 	Env     string `json:"env"`     // registered environment (envs.Names); "CartPole-v1"
 	Actors  int    `json:"actors"`  // actor goroutines; 64
-	Sampler string `json:"sampler"` // replay method (sampler.Methods: uniform, per, rank, lap, pal); "per"
+	Sampler string `json:"sampler"` // replay method (sampler.Methods); "per"
 	// Algo is the learner: "dqn" (Double DQN, discrete actions), "td3"
 	// (continuous actions; with a ReF-ER Sampler, TD3 with ReF-ER: the
 	// actors' fixed-std Gaussian behaviour is stored and no uniform

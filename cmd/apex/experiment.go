@@ -28,7 +28,7 @@ var experiments = []experiment{
 	{"cliffwalk", "PER's Blind Cliffwalk (Schaul et al. 2016, Fig. 1): updates to learn Q* vs replay memory size, uniform vs prioritized vs oracle", runCliffwalk},
 	{"ners", "NERS (Oh et al. 2021): sampled-batch statistics on SparsePendulum-v1 (Table 3), TD3 on Pendulum-v1 and DDQN on CartPole-v1 under uniform, PER and NERS", runNERS},
 	{"lap-pal", "LAP and PAL (Fujimoto et al. 2020): regression fixed points, TD3 on Pendulum-v1 and DDQN on CartPole-v1 under uniform, PER, LAP and PAL", runLAPPAL},
-	{"refer", "ReF-ER (Novati & Koumoutsakos 2019): V-RACER on Pendulum-v1 under refer, refer-1, refer-2 and er; the LQR slope vs the Riccati gain", runREFER},
+	{"refer", "ReF-ER (Novati & Koumoutsakos 2019): V-RACER on Pendulum-v1 under refer, refer-1, refer-2 and er; the LQR slope vs the Riccati gain; TD3 with and without ReF-ER", runREFER},
 	{"ter", "Topological Experience Replay (Hong et al. 2022): NChain backups, DDQN on the key-door grid, and the cost of one batch, TER vs uniform vs PER", runTER},
 }
 

@@ -16,8 +16,8 @@ var referParts = []string{"pendulum", "lqr", "td3"}
 
 // runREFER runs the ReF-ER experiments (Novati & Koumoutsakos 2019):
 // V-RACER on Pendulum-v1 under full ReF-ER, ReF-ER-1, ReF-ER-2 and plain
-// ER, and V-RACER with full ReF-ER on the 1-D LQR against the Riccati
-// gain. It prints each part's table and checks and writes refer.json and
+// ER, V-RACER with full ReF-ER on the 1-D LQR against the Riccati gain,
+// and TD3 on Pendulum-v1 plain, over whole episodes and with full ReF-ER. It prints each part's table and checks and writes refer.json and
 // the plots to -out. Exit 1 if an acceptance check fails.
 func runREFER(args []string, stdout, stderr io.Writer) int {
 	pend, lqr, td3 := refer.DefaultPendulumConfig(), refer.DefaultLQRConfig(), refer.DefaultTD3Config()

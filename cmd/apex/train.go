@@ -48,9 +48,9 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Actors, "actors", def.Actors, "actor goroutines (>= 1)")
 	fs.StringVar(&cfg.Env, "env", def.Env, "environment: "+strings.Join(envs.Names(), ", "))
 	fs.StringVar(&cfg.Sampler, "sampler", def.Sampler, "replay method (a selection stage paired with its loss): "+strings.Join(runtime.Samplers, ", "))
-	fs.StringVar(&cfg.Algo, "algo", "", "learner: "+strings.Join(runtime.Algos, ", ")+" (empty: dqn for discrete actions, td3 for continuous ones)")
-	fs.StringVar(&cfg.Loss, "loss", "", "per-sample loss of the uniform, per and rank methods: huber, mse or l1 (empty: dqn huber, td3 mse; lap and pal fix theirs)")
-	fs.BoolVar(&cfg.NoIS, "no-is", false, "per and rank without importance weights (with -loss=mse a biased pairing: allowed, with a warning)")
+	fs.StringVar(&cfg.Algo, "algo", "", "learner: "+strings.Join(runtime.Algos, ", ")+" (empty: dqn for discrete actions; for continuous ones vracer under a ReF-ER -sampler, else td3)")
+	fs.StringVar(&cfg.Loss, "loss", "", "per-sample loss of the uniform, per, rank, ter and ners methods and of td3's critics under ReF-ER: huber, mse or l1 (empty: dqn huber, td3 mse; lap and pal fix theirs; vracer has its own)")
+	fs.BoolVar(&cfg.NoIS, "no-is", false, "per, rank, ter and ners without importance weights (with -loss=mse a biased pairing: allowed, with a warning)")
 	fs.Float64Var(&cfg.LAPAlpha, "lap-alpha", 0, "alpha of lap and pal (0: 0.4)")
 	fs.Float64Var(&cfg.REFERC, "refer-c", 0, "ReF-ER: C in c_max = 1 + C/(1 + A·k), the near-policy bound on rho (0: 4)")
 	fs.Float64Var(&cfg.REFERD, "refer-d", 0, "ReF-ER: the far-policy fraction the penalty steers toward (0: 0.1)")
@@ -171,7 +171,10 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 				"ter-eta": func() { c.TEREta = cfg.TEREta }, "ter-roots": func() { c.TERRoots = cfg.TERRoots }, "ter-preds": func() { c.TERPreds = cfg.TERPreds },
 				"ners-alpha": func() { c.NERSAlpha = cfg.NERSAlpha }, "ners-interval": func() { c.NERSInterval = cfg.NERSInterval },
 				"ners-sample": func() { c.NERSSample = cfg.NERSSample },
-				"refer-c":     func() { c.REFERC = cfg.REFERC }, "refer-d": func() { c.REFERD = cfg.REFERD }, "refer-a": func() { c.REFERA = cfg.REFERA },
+				"epsilon":     func() { c.Epsilon = cfg.Epsilon }, "epsilon-decay": func() { c.EpsilonDecaySteps = cfg.EpsilonDecaySteps },
+				"sigma": func() { c.Sigma = cfg.Sigma }, "ou-theta": func() { c.OUTheta = cfg.OUTheta },
+				"random-steps": func() { c.RandomSteps = cfg.RandomSteps },
+				"refer-c":      func() { c.REFERC = cfg.REFERC }, "refer-d": func() { c.REFERD = cfg.REFERD }, "refer-a": func() { c.REFERA = cfg.REFERA },
 			} {
 				if set[name] { // shaping flags reach ResumeTrainer, which refuses a change
 					apply()

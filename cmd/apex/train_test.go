@@ -100,7 +100,7 @@ func TestTrainCheckpointResumeDeterministic(t *testing.T) {
 	if code := run([]string{"-actors=2", "-steps=60", "-duration=0", "-capacity=2000", "-progress=0", "-checkpoint", ck, "-out", dir}, &out, &errb); code != 0 {
 		t.Fatalf("first segment: exit %d: %s", code, errb.String())
 	}
-	if code := run([]string{"-resume", ck, "-steps=90", "-duration=0", "-progress=0", "-stop-when-solved=false", "-out", dir}, &out, &errb); code != 0 {
+	if code := run([]string{"-resume", ck, "-steps=90", "-duration=0", "-progress=0", "-stop-when-solved=false", "-epsilon=0.3", "-epsilon-decay=50", "-out", dir}, &out, &errb); code != 0 {
 		t.Fatalf("resume: exit %d: %s", code, errb.String())
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
@@ -112,10 +112,13 @@ func TestTrainCheckpointResumeDeterministic(t *testing.T) {
 		Config       struct {
 			Resumes      int     `json:"resumes"`
 			TargetReturn float64 `json:"target_return"`
+			Epsilon      float64 `json:"epsilon"`
+			EpsilonDecay int64   `json:"epsilon_decay_steps"`
 		} `json:"config"`
 	}
 	// -stop-when-solved=false also clears the threshold the first segment derived.
-	if err := json.Unmarshal(raw, &res); err != nil || res.LearnerSteps != 90 || res.Config.Resumes != 1 || res.Config.TargetReturn != 0 {
+	if err := json.Unmarshal(raw, &res); err != nil || res.LearnerSteps != 90 || res.Config.Resumes != 1 || res.Config.TargetReturn != 0 ||
+		res.Config.Epsilon != 0.3 || res.Config.EpsilonDecay != 50 { // exploration settings apply on resume
 		t.Fatalf("resumed results: %s (%v)", raw, err)
 	}
 	for _, c := range []struct {
