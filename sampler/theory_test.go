@@ -2,8 +2,7 @@ package sampler_test
 
 // Tests of the identities of Fujimoto, Meger & Precup 2020 (arXiv:2007.06049,
 // "An Equivalence between Loss Functions and Non-Uniform Sampling in
-// Experience Replay"), each tied to its theorem or equation as
-// raft_paper_test.go ties its tests to the Raft paper. The exact identities
+// Experience Replay"), each tied to its theorem or equation. The exact identities
 // hold on any finite vector of TD errors δ, so they are checked on one fixed
 // heavy-tailed vector to 1e-12, relative to the sum of the absolute terms
 // the compared quantities are sums of (the scale of their rounding error).
@@ -106,64 +105,6 @@ func sign(x float64) float64 {
 
 // lapPriority is Eq. 9, max(|δ|, k)^α.
 func lapPriority(d, k, alpha float64) float64 { return math.Pow(math.Max(math.Abs(d), k), alpha) }
-
-// TestTheorem1 checks E_{i~U}[g1(δ_i)] = E_{i~P}[g2(δ_i)] with
-// g1 = pr·g2/λ for several (g2, pr) pairs: the uniform side sums g1 over the
-// items, the prioritized side weighs g2 by P(i).
-func TestTheorem1(t *testing.T) {
-	d := theoryDeltas(t)
-	mse := func(x float64) float64 { return x } // the paper's MSE, ½δ²
-	huber1 := model.Loss{Kind: model.Huber, Delta: 1}.Derivative
-	huber001 := model.Loss{Kind: model.Huber, Delta: 0.01}.Derivative
-	for _, c := range []struct {
-		name string
-		g2   func(float64) float64
-		pr   func(float64) float64
-	}{
-		{"PER: MSE, |δ|^0.6", mse, func(x float64) float64 { return math.Pow(math.Abs(x), 0.6) }},
-		{"LAP: Huber(1), max(|δ|,1)^0.4", huber1, func(x float64) float64 { return lapPriority(x, 1, 0.4) }},
-		{"LAP: Huber(0.01), max(|δ|,0.01)^0.6", huber001, func(x float64) float64 { return lapPriority(x, 0.01, 0.6) }},
-		{"Cor. 2: L1, |δ|", sign, math.Abs},
-		{"MSE, 1+δ² (any positive pr)", mse, func(x float64) float64 { return 1 + x*x }},
-	} {
-		n := float64(len(d))
-		pr := make([]float64, len(d))
-		var total float64
-		for i, x := range d {
-			pr[i] = c.pr(x)
-			total += pr[i]
-		}
-		lambda := total / n
-		g1 := make([]float64, len(d))
-		pg2 := make([]float64, len(d))
-		var uniform, prioritized float64
-		for i, x := range d {
-			g1[i] = pr[i] * c.g2(x) / lambda
-			uniform += g1[i]
-			pg2[i] = pr[i] / total * c.g2(x) // P(i)·g2(δ_i)
-			prioritized += pg2[i]
-		}
-		uniform /= n
-		checkClose(t, c.name, uniform, prioritized, sumAbs(pg2), theoryTol)
-	}
-
-	// Eq. 6 (Corollary 2 with L2 = L1): uniform MSE has the expected
-	// gradient of L1 prioritized by |δ|, times λ = mean |δ|.
-	var meanD, meanAbs float64
-	for _, x := range d {
-		meanD += x
-		meanAbs += math.Abs(x)
-	}
-	meanD /= float64(len(d))
-	meanAbs /= float64(len(d))
-	terms := make([]float64, len(d))
-	var l1 float64
-	for i, x := range d {
-		terms[i] = math.Abs(x) / (meanAbs * float64(len(d))) * sign(x)
-		l1 += terms[i]
-	}
-	checkClose(t, "Eq. 6: mean δ = λ·E_P[sign δ]", meanD, meanAbs*l1, sumAbs(d)/float64(len(d)), theoryTol)
-}
 
 // TestTheorem3PER checks Eq. 7 and Eq. 8: PER with P(i) ∝ |δ_i|^a and
 // importance weights w_i = (N·P(i))^-b normalised by the global maximum,
