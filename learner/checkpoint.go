@@ -251,8 +251,12 @@ func loadAdam(r io.Reader, what string, like *model.Adam, steps uint64) (*model.
 	if adam.Len() != like.Len() {
 		return nil, errorf(ErrCorrupt, "%s holds %d parameters, the network %d", what, adam.Len(), like.Len())
 	}
-	if ac := adam.Config(); ac != like.Config() {
-		return nil, errorf(ErrCorrupt, "%s config %+v does not match the saved learner config (%+v)", what, ac, like.Config())
+	// The step size is not compared: ReF-ER anneals it each step (the
+	// learner's configured rates are compared with its config).
+	ac, lc := adam.Config(), like.Config()
+	ac.LR, lc.LR = 0, 0
+	if ac != lc {
+		return nil, errorf(ErrCorrupt, "%s config %+v does not match the saved learner config (%+v)", what, adam.Config(), like.Config())
 	}
 	if adam.Steps() != steps {
 		return nil, errorf(ErrCorrupt, "%s has taken %d steps, the learner %d", what, adam.Steps(), steps)

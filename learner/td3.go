@@ -652,12 +652,3 @@ func (l *TD3) publish() {
 	l.stats.publishes.Add(1)
 	l.stats.version.Store(l.steps)
 }
-
-// baseLRs sets the optimizers back to their configured step sizes (ReF-ER
-// anneals them in Step).
-func (l *TD3) baseLRs() {
-	l.actorAdam.SetLR(l.cfg.ActorLR)
-	for _, a := range l.criticAdam {
-		a.SetLR(l.cfg.CriticLR)
-	}
-}

@@ -81,7 +81,6 @@ func (l *TD3) Save(w io.Writer) error {
 			return fmt.Errorf("learner: Save: %s: %w", names[i], err)
 		}
 	}
-	l.baseLRs() // the optimizers are saved at their configured rates; Step sets ReF-ER's annealed ones
 	for i, a := range []*model.Adam{l.actorAdam, l.criticAdam[0], l.criticAdam[1]} {
 		if err := a.Save(w); err != nil {
 			return fmt.Errorf("learner: Save: optimizer %d: %w", i, err)
@@ -135,7 +134,6 @@ func (l *TD3) Load(r io.Reader) error {
 			return err
 		}
 	}
-	l.baseLRs() // as Save wrote them
 	actorAdam, err := loadAdam(r, "actor optimizer", l.actorAdam, actorUpdates)
 	if err != nil {
 		return err

@@ -55,9 +55,6 @@ func (l *VRACER) Save(w io.Writer) error {
 		*f = finite0(*f)
 	}
 	h := vracerHeader{Config: l.cfg, Method: l.m.Name, Steps: l.steps, Beta: l.stage.Beta(), RNG: rng, Stats: st}
-	// The optimizer is saved with the initial step size (each Step sets
-	// the annealed one), so its config matches the learner's on Load.
-	l.adam.SetLR(l.cfg.LR)
 	if err := writeHead(w, vracerMagic, vracerVersion, h); err != nil {
 		return fmt.Errorf("learner: Save: %w", err)
 	}
@@ -113,7 +110,6 @@ func (l *VRACER) Load(r io.Reader) error {
 			return errorf(ErrCorrupt, "network: the std parameters' weight %s is %g (must be 0)", net.Where(k), net.Params()[k])
 		}
 	}
-	l.adam.SetLR(l.cfg.LR) // as Save wrote it; Step sets the annealed rate
 	adam, err := loadAdam(r, "optimizer", l.adam, h.Steps)
 	if err != nil {
 		return err
