@@ -188,7 +188,12 @@ func TestTD3ReferSteps(t *testing.T) {
 // the stage's beta and step, and Load restores them.
 func TestTD3ReferCheckpointKeepsController(t *testing.T) {
 	a, _ := newTestTD3Refer(t, sampler.DefaultREFERConfig(100), 16, 1)
-	a.refer.stage.SetController(0, 0.37)
+	for range 3 {
+		if err := a.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.refer.stage.SetController(a.steps, 0.37)
 	var buf bytes.Buffer
 	if err := a.Save(&buf); err != nil {
 		t.Fatal(err)
@@ -197,15 +202,15 @@ func TestTD3ReferCheckpointKeepsController(t *testing.T) {
 	if err := b.Load(&buf); err != nil {
 		t.Fatal(err)
 	}
-	if st := b.refer.stage; st.Beta() != 0.37 || st.Step() != a.steps {
-		t.Errorf("restored beta %v step %d, want 0.37 and %d", st.Beta(), st.Step(), a.steps)
+	if st := b.refer.stage; st.Beta() != 0.37 || st.Step() != 3 {
+		t.Errorf("restored beta %v step %d, want 0.37 and 3", st.Beta(), st.Step())
 	}
 }
 
 // TestTD3ReferAnnealsLR: under ReF-ER the optimizers' step size follows
-// Eq. 13, η = η0/(1 + A·k) with k the controller's step before this one;
-// Save writes the configured rates, so a checkpoint loads into a fresh
-// learner.
+// Eq. 13, η = η0/(1 + A·k) with k the controller's step before this one,
+// and a checkpoint taken with annealed rates loads into a fresh learner
+// with those rates.
 func TestTD3ReferAnnealsLR(t *testing.T) {
 	l, _ := newTestTD3Refer(t, sampler.DefaultREFERConfig(100), 16, 1) // A = 5/100
 	for range 2 {
@@ -227,5 +232,8 @@ func TestTD3ReferAnnealsLR(t *testing.T) {
 	fresh, _ := newTestTD3Refer(t, sampler.DefaultREFERConfig(100), 16, 1)
 	if err := fresh.Load(&buf); err != nil {
 		t.Fatalf("a checkpoint taken with an annealed step size does not load: %v", err)
+	}
+	if got := fresh.actorAdam.Config().LR; got != l.actorAdam.Config().LR {
+		t.Errorf("restored actor step size %v, saved %v", got, l.actorAdam.Config().LR)
 	}
 }
