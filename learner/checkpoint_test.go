@@ -95,10 +95,11 @@ func TestSaveLoadContinues(t *testing.T) {
 	// NewDQN's own publish of version 0 is counted by b as by a (restored
 	// from the checkpoint), and Load's publish of version 20 is one more.
 	sb.Publishes--
-	// Wall times differ between the runs; both must have counted every
-	// phase (the resumed one continuing from the saved totals).
-	if sa.Timing.Steps <= sa.Timing.Sample+sa.Timing.WriteBack || sb.Timing.Steps <= sb.Timing.Sample+sb.Timing.WriteBack ||
-		sa.Timing.Sample <= 0 || sb.Timing.WriteBack <= 0 {
+	// Wall times differ between the runs; both must have recorded step
+	// time, each step's phases within it (no assertion on the durations
+	// themselves, which depend on the clock).
+	if sa.Timing.Steps <= 0 || sb.Timing.Steps <= 0 ||
+		sa.Timing.Steps < sa.Timing.Sample+sa.Timing.WriteBack || sb.Timing.Steps < sb.Timing.Sample+sb.Timing.WriteBack {
 		t.Errorf("timing not recorded: saved %+v, resumed %+v", sa.Timing, sb.Timing)
 	}
 	sa.Timing, sb.Timing = Timing{}, Timing{}

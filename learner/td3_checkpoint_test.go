@@ -90,10 +90,11 @@ func TestTD3SaveLoadContinues(t *testing.T) {
 	}
 	sa, sb := a.Stats(), b.Stats()
 	sb.Publishes-- // b's Load published once more
-	// Wall times differ between the runs; both must have counted every
-	// phase (the resumed one continuing from the saved totals).
-	if sa.Timing.Steps <= sa.Timing.Sample+sa.Timing.WriteBack || sb.Timing.Steps <= sb.Timing.Sample+sb.Timing.WriteBack ||
-		sa.Timing.Sample <= 0 || sb.Timing.WriteBack <= 0 {
+	// Wall times differ between the runs; both must have recorded step
+	// time, each step's phases within it (no assertion on the durations
+	// themselves, which depend on the clock).
+	if sa.Timing.Steps <= 0 || sb.Timing.Steps <= 0 ||
+		sa.Timing.Steps < sa.Timing.Sample+sa.Timing.WriteBack || sb.Timing.Steps < sb.Timing.Sample+sb.Timing.WriteBack {
 		t.Errorf("timing not recorded: saved %+v, resumed %+v", sa.Timing, sb.Timing)
 	}
 	sa.Timing, sb.Timing = Timing{}, Timing{}
