@@ -164,6 +164,9 @@ func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error
 		if cfg.Loss.Kind == model.PAL {
 			return Method{}, fmt.Errorf("%w: method %q: the PAL loss is paired with uniform selection and its batch normaliser only: use method \"pal\"", buffer.ErrConfig, name)
 		}
+		if name == "uniform" && cfg.NoIS {
+			return Method{}, fmt.Errorf("%w: method \"uniform\": NoIS is for per, rank, ter and ners (uniform replay has no importance weights)", buffer.ErrConfig)
+		}
 	case "lap", "pal":
 		if cfg.NoIS {
 			return Method{}, fmt.Errorf("%w: method %q: NoIS is for per, rank, ter and ners (%s has no importance weights)", buffer.ErrConfig, name, name)

@@ -77,6 +77,7 @@ func TestNewMethodRejects(t *testing.T) {
 			Loss: model.Loss{Kind: model.PAL, Delta: 1, Alpha: 0.6}}},
 		"Huber(2) on pal":   {"pal", sampler.MethodConfig{Loss: model.Loss{Kind: model.Huber, Delta: 2}}},
 		"NoIS on lap":       {"lap", sampler.MethodConfig{NoIS: true}},
+		"NoIS on uniform":   {"uniform", sampler.MethodConfig{NoIS: true}},
 		"bad lap config":    {"lap", sampler.MethodConfig{LAP: &sampler.LAPConfig{Alpha: 0.4}}},
 		"bad loss":          {"uniform", sampler.MethodConfig{Loss: model.Loss{Kind: model.Huber, Delta: -1}}},
 		"bad per config":    {"per", sampler.MethodConfig{PER: &sampler.PERConfig{Alpha: -1}}},

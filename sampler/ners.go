@@ -38,8 +38,10 @@ type NERSConfig struct {
 	// not 0, to approach uniform.
 	Alpha float64
 	// Beta is the importance-sampling exponent w_i = (N·P(i))^-beta (Eq.
-	// 5) as a schedule of the learner step; 0.4 → 1 in the paper. Start
-	// and End in [0, 1].
+	// 5) as a schedule of the learner step; 0.4 → 1 in the paper
+	// (DefaultNERSConfig). Start and End in [0, 1]; unlike the other
+	// fields, the zero value is meaningful: beta 0 throughout, no
+	// correction.
 	Beta Linear
 	// Normalize says how weights are scaled to at most 1 (the official
 	// code divides by the batch maximum; NormalizeBuffer, the zero value,
