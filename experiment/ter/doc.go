@@ -97,7 +97,7 @@
 //	...
 //	ter.WriteCostTable(os.Stdout, cost)
 //
-// WriteJSON saves either result. On a 2-core machine the default NChain
+// Both results marshal to JSON. On a 2-core machine the default NChain
 // run takes about 0.3 s, the default cost run about 1.5 s.
 //
 // # Choices where the notes are silent

@@ -1,12 +1,9 @@
 package ter
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"image/color"
 	"io"
-	"os"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -66,19 +63,6 @@ func writeChecks(b *strings.Builder, checks []Check) {
 		}
 		fmt.Fprintf(b, "%s %s\n", mark, ch.What)
 	}
-}
-
-// WriteJSON writes v (an *NChainResult or *CostResult) as indented JSON to
-// path.
-func WriteJSON(v any, path string) error {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	return os.WriteFile(path, b.Bytes(), 0o644)
 }
 
 // colours are the methods' colours, TER first.
