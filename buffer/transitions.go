@@ -151,7 +151,6 @@ type scratch struct {
 	slot  []int32  // global slot per row
 	word  []uint64 // leaf word chosen per row
 	ok    []bool
-	sink  uint64         // keeps the touch pass's loads from being optimised away
 	pre   [fanout]uint64 // prefix sums of the group being scanned
 }
 
