@@ -290,6 +290,10 @@ func (b *Buffer) descend(sc *scratch, rng *rand.Rand) {
 	for k := b.nlev - 1; k >= 0; k-- {
 		lv := b.tree[k]
 		mk := b.lay.m[k]
+		mask := ^uint64(0)
+		if k == 0 {
+			mask = prioMask // leaves: drop the generation bits
+		}
 		if len(lv) > touchMinNodes { // smaller levels stay in cache anyway
 			for i := range n {
 				base := int(sc.s[i])*mk + int(sc.node[i])<<fanShift
@@ -301,33 +305,41 @@ func (b *Buffer) descend(sc *scratch, rng *rand.Rand) {
 			for j < n && sc.s[j] == sc.s[i] && sc.node[j] == sc.node[i] {
 				j++
 			}
-			switch {
-			case j-i > 2:
+			if j-i > 2 {
 				b.walk(sc, i, j, k, rng)
-			case k > 0:
-				// The common case, inlined: one row in an internal group.
-				for r := i; r < j; r++ {
-					if !sc.ok[r] {
+				i = j
+				continue
+			}
+			// The common case, inlined: a row alone (or with one other) in
+			// its group. scan below is the same selection plus the
+			// overshoot path.
+			for r := i; r < j; r++ {
+				if !sc.ok[r] {
+					continue
+				}
+				base := int(sc.s[r])*mk + int(sc.node[r])<<fanShift
+				grp := (*[fanout]atomic.Uint64)(lv[base : base+fanout])
+				u := sc.u[r]
+				c := scanGroup(grp, u, mask, &sc.pre)
+				if c == fanout {
+					b.scan(sc, r, k, rng) // overshoot: rescale the target
+					continue
+				}
+				var before uint64
+				if c > 0 {
+					before = sc.pre[c-1]
+				}
+				if k == 0 {
+					w := grp[c].Load()
+					if w&prioMask == 0 { // being written since the scan: re-draw
+						sc.ok[r] = false
 						continue
 					}
-					base := int(sc.s[r])*mk + int(sc.node[r])<<fanShift
-					grp := (*[fanout]atomic.Uint64)(lv[base : base+fanout])
-					u := sc.u[r]
-					c := scanGroup(grp, u, ^uint64(0), &sc.pre)
-					if c == 0 || c == fanout {
-						b.scan(sc, r, k, rng) // first child, or the overshoot path
-						continue
-					}
-					sc.u[r] = u - sc.pre[c-1]
-					sc.vsel[r] = sc.pre[c] - sc.pre[c-1]
-					sc.node[r] = sc.node[r]<<fanShift + int32(c)
+					sc.word[r] = w
 				}
-			default:
-				for r := i; r < j; r++ {
-					if sc.ok[r] {
-						b.scan(sc, r, k, rng)
-					}
-				}
+				sc.u[r] = u - before
+				sc.vsel[r] = sc.pre[c] - before
+				sc.node[r] = sc.node[r]<<fanShift + int32(c)
 			}
 			i = j
 		}
