@@ -81,9 +81,9 @@ func (b *Buffer) Sample(rng *rand.Rand, dst *Batch) error {
 //
 // Cost: the B descents advance together level by level (16-ary, about
 // log16(Capacity/Stripes) levels): each level first prefetches every row's
-// node group, so their cache misses overlap, then resolves
-// rows that share a node group in one merge walk and the others with a
-// 16-wide scan (AVX2 where available). No allocation after the first call
+// node group, so their cache misses overlap, then resolves rows that share
+// a node group in one merge walk and the others with a 16-wide scan each,
+// all in one assembly loop where the CPU has AVX2. No allocation after the first call
 // with a given dst. Safe for concurrent use with every other method; a
 // descent that meets a node changed under it clamps to a valid child.
 func (b *Buffer) SampleRefs(rng *rand.Rand, dst *Batch) error {
@@ -290,16 +290,13 @@ func (b *Buffer) descend(sc *scratch, rng *rand.Rand) {
 	for k := b.nlev - 1; k >= 0; k-- {
 		lv := b.tree[k]
 		mk := b.lay.m[k]
-		mask := ^uint64(0)
-		if k == 0 {
-			mask = prioMask // leaves: drop the generation bits
-		}
 		if len(lv) > touchMinNodes { // smaller levels stay in cache anyway
 			for i := range n {
 				base := int(sc.s[i])*mk + int(sc.node[i])<<fanShift
 				prefetchGroup(&lv[base])
 			}
 		}
+		m := 0 // rows alone (or in twos) in their groups, for selectRows
 		for i := 0; i < n; {
 			j := i + 1
 			for j < n && sc.s[j] == sc.s[i] && sc.node[j] == sc.node[i] {
@@ -307,42 +304,33 @@ func (b *Buffer) descend(sc *scratch, rng *rand.Rand) {
 			}
 			if j-i > 2 {
 				b.walk(sc, i, j, k, rng)
-				i = j
-				continue
-			}
-			// The common case, inlined: a row alone (or with one other) in
-			// its group. scan below is the same selection plus the
-			// overshoot path.
-			for r := i; r < j; r++ {
-				if !sc.ok[r] {
-					continue
-				}
-				base := int(sc.s[r])*mk + int(sc.node[r])<<fanShift
-				grp := (*[fanout]atomic.Uint64)(lv[base : base+fanout])
-				u := sc.u[r]
-				c := scanGroup(grp, u, mask, &sc.pre)
-				if c == fanout {
-					b.scan(sc, r, k, rng) // overshoot: rescale the target
-					continue
-				}
-				var before uint64
-				if c > 0 {
-					before = sc.pre[c-1]
-				}
-				if k == 0 {
-					w := grp[c].Load()
-					if w&prioMask == 0 { // being written since the scan: re-draw
-						sc.ok[r] = false
-						continue
+			} else {
+				for r := i; r < j; r++ {
+					if sc.ok[r] {
+						sc.rows[m] = int32(r)
+						m++
 					}
-					sc.word[r] = w
 				}
-				sc.u[r] = u - before
-				sc.vsel[r] = sc.pre[c] - before
-				sc.node[r] = sc.node[r]<<fanShift + int32(c)
 			}
 			i = j
 		}
+		b.selectRows(sc, sc.rows[:m], k, rng)
+	}
+}
+
+// selectRows moves each of rows (rows still descending, each scanned on its
+// own) into the child of its level-k group that holds its residual target,
+// in one kernel call (scanRows: an assembly loop with AVX2). Rows the kernel
+// leaves alone (a target beyond the group's sum, or a chosen leaf being
+// written) go through scan, which handles those cases.
+func (b *Buffer) selectRows(sc *scratch, rows []int32, k int, rng *rand.Rand) {
+	mask := ^uint64(0)
+	if k == 0 {
+		mask = prioMask // leaves: drop the generation bits
+	}
+	slow := scanRows(b.tree[k], b.lay.m[k], mask, rows, sc, k == 0)
+	for _, r := range rows[:slow] {
+		b.scan(sc, int(r), k, rng)
 	}
 }
 

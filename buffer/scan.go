@@ -20,3 +20,39 @@ func scanGroupGo(grp *[fanout]atomic.Uint64, u, mask uint64, pre *[fanout]uint64
 	}
 	return c
 }
+
+// scanRowsGo is the portable kernel of scanRows: one descent level for the
+// rows listed in rows, each alone in its level-k group of lv (mk nodes per
+// stripe). A row whose target lies beyond its group's sum, or whose chosen
+// leaf (leaf level) reads 0, is left unchanged and listed in rows[:slow].
+func scanRowsGo(lv []atomic.Uint64, mk int, mask uint64, rows []int32, sc *scratch, leaf bool) (slow int) {
+	pre := &sc.pre
+	for _, r := range rows {
+		base := int(sc.s[r])*mk + int(sc.node[r])<<fanShift
+		grp := (*[fanout]atomic.Uint64)(lv[base : base+fanout])
+		u := sc.u[r]
+		c := scanGroupGo(grp, u, mask, pre)
+		if c == fanout {
+			rows[slow] = r
+			slow++
+			continue
+		}
+		var before uint64
+		if c > 0 {
+			before = pre[c-1]
+		}
+		if leaf {
+			w := grp[c].Load()
+			if w&mask == 0 {
+				rows[slow] = r
+				slow++
+				continue
+			}
+			sc.word[r] = w
+		}
+		sc.u[r] = u - before
+		sc.vsel[r] = pre[c] - before
+		sc.node[r] = sc.node[r]<<fanShift + int32(c)
+	}
+	return slow
+}

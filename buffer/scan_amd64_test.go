@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
 )
@@ -54,6 +55,120 @@ func TestScanKernelsAgree(t *testing.T) {
 		c2 := scanGroupGo(&grp, u, mask, &p2)
 		if c1 != c2 || p1 != p2 {
 			t.Fatalf("seed %d iteration %d: avx2 (%d, %v) != go (%d, %v)", seed, it, c1, p1, c2, p2)
+		}
+	}
+}
+
+// TestScanRowsKernelsAgree checks the vector level kernel against the
+// portable one: a level of random groups (zeros, transiently negative nodes,
+// leaf words with generation bits), rows in random groups and stripes with
+// targets inside, at and beyond their group's sum. Both kernels must move
+// the same rows to the same children and hand back the same slow rows.
+func TestScanRowsKernelsAgree(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2 on this CPU: only the portable kernel runs")
+	}
+	const seed = 6
+	rng := rand.New(rand.NewPCG(seed, 0))
+	const stripes, mk, n = 3, 64, 40
+	lv := make([]atomic.Uint64, stripes*mk)
+	for it := range 2000 {
+		leaf := it%2 == 0
+		mask := ^uint64(0)
+		if leaf {
+			mask = prioMask
+		}
+		for x := range lv {
+			var v uint64
+			switch rng.IntN(8) {
+			case 0:
+				v = 0
+			case 1:
+				if !leaf {
+					v = uint64(-int64(rng.Uint64N(1000) + 1)) // in-flight negative
+				}
+			default:
+				v = rng.Uint64N(1000)
+			}
+			if leaf {
+				v = (rng.Uint64N(genMask)|1)<<prioBits | v
+				if rng.IntN(16) == 0 {
+					v &^= prioMask // a slot being written: priority 0
+				}
+			}
+			lv[x].Store(v)
+		}
+		var a, b scratch
+		a.size(n, stripes)
+		rows := make([]int32, 0, n)
+		for r := range n {
+			a.s[r] = int32(rng.IntN(stripes))
+			a.node[r] = int32(rng.IntN(mk / fanout))
+			a.u[r] = rng.Uint64N(18 * 1000) // some beyond the group's sum
+			if rng.IntN(8) == 0 {
+				a.u[r] = 0
+			}
+			if rng.IntN(3) > 0 {
+				rows = append(rows, int32(r))
+			}
+		}
+		b.size(n, stripes)
+		copy(b.s, a.s)
+		copy(b.node, a.node)
+		copy(b.u, a.u)
+		rowsA, rowsB := append([]int32(nil), rows...), append([]int32(nil), rows...)
+		slowA := scanRows(lv, mk, mask, rowsA, &a, leaf)
+		slowB := scanRowsGo(lv, mk, mask, rowsB, &b, leaf)
+		if slowA != slowB || !slices.Equal(rowsA[:slowA], rowsB[:slowB]) {
+			t.Fatalf("seed %d iteration %d: slow rows avx2 %v, go %v", seed, it, rowsA[:slowA], rowsB[:slowB])
+		}
+		if !slices.Equal(a.u, b.u) || !slices.Equal(a.node, b.node) || !slices.Equal(a.vsel, b.vsel) || !slices.Equal(a.word, b.word) {
+			t.Fatalf("seed %d iteration %d: kernels disagree\navx2 u %v node %v vsel %v word %v\ngo   u %v node %v vsel %v word %v",
+				seed, it, a.u, a.node, a.vsel, a.word, b.u, b.node, b.vsel, b.word)
+		}
+		if slowA == len(rows) {
+			t.Fatalf("seed %d iteration %d: every row took the slow path; the test would not compare the moves", seed, it)
+		}
+	}
+}
+
+// TestSampleKernelsAgree draws the same batches with the vector kernels and
+// with the portable ones (same buffer, same seed): every row must name the
+// same item with the same probability. Some priorities are 0, so rows meet
+// zero children at every level.
+func TestSampleKernelsAgree(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2 on this CPU: only the portable kernel runs")
+	}
+	defer func(v bool) { useAVX2 = v }(useAVX2)
+	const seed = 7
+	buf := filled(t, cartPole(1<<14, func(c *Config) { c.Stripes = 4 }), seed)
+	refs := make([]Ref, 0, 1<<12)
+	prios := make([]float64, 0, 1<<12)
+	for slot := 0; slot < 1<<14; slot += 4 {
+		if ref, _, ok := buf.SlotPriority(slot); ok {
+			refs, prios = append(refs, ref), append(prios, 0)
+		}
+	}
+	if _, err := buf.UpdatePriorities(refs, prios); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 20 {
+		var got [2]*Batch
+		for i, avx := range []bool{true, false} {
+			useAVX2 = avx
+			got[i] = buf.NewBatch(256)
+			if err := buf.Sample(rand.New(rand.NewPCG(seed, uint64(round))), got[i]); err != nil {
+				t.Fatalf("seed %d round %d avx2=%v: %v", seed, round, avx, err)
+			}
+		}
+		if !slices.Equal(got[0].Refs, got[1].Refs) || !slices.Equal(got[0].Prob, got[1].Prob) {
+			t.Fatalf("seed %d round %d: avx2 drew %v %v, portable %v %v", seed, round, got[0].Refs, got[0].Prob, got[1].Refs, got[1].Prob)
+		}
+		for j, r := range got[0].Refs {
+			if r.Slot%4 == 0 {
+				t.Fatalf("seed %d round %d: row %d drew slot %d, whose priority is 0", seed, round, j, r.Slot)
+			}
 		}
 	}
 }

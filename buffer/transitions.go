@@ -151,7 +151,9 @@ type scratch struct {
 	slot  []int32  // global slot per row
 	word  []uint64 // leaf word chosen per row
 	ok    []bool
-	pre   [fanout]uint64 // prefix sums of the group being scanned
+	rows  []int32            // rows selectRows moves at one level
+	pre   [fanout]uint64     // prefix sums of the group being scanned
+	pre17 [fanout + 1]uint64 // 0, then the prefix sums (scanRowsAVX2)
 }
 
 func (sc *scratch) size(rows, stripes int) {
@@ -163,8 +165,9 @@ func (sc *scratch) size(rows, stripes int) {
 		sc.slot = make([]int32, rows)
 		sc.word = make([]uint64, rows)
 		sc.ok = make([]bool, rows)
+		sc.rows = make([]int32, rows)
 	}
-	sc.u, sc.s, sc.node, sc.vsel, sc.slot, sc.word, sc.ok = sc.u[:rows], sc.s[:rows], sc.node[:rows], sc.vsel[:rows], sc.slot[:rows], sc.word[:rows], sc.ok[:rows]
+	sc.u, sc.s, sc.node, sc.vsel, sc.slot, sc.word, sc.ok, sc.rows = sc.u[:rows], sc.s[:rows], sc.node[:rows], sc.vsel[:rows], sc.slot[:rows], sc.word[:rows], sc.ok[:rows], sc.rows[:rows]
 	if cap(sc.roots) < stripes {
 		sc.roots = make([]uint64, stripes)
 	}
