@@ -102,10 +102,7 @@ func (b *Buffer) writeRun(s, l0 int, t *Transitions, row0, r int) {
 	b.publish(leaves, ws[:r], t, row0)
 	b.addRunWords(s, l0, ws[:r], 1)
 	if b.mins != nil {
-		jFirst, jLast := l0>>fanShift, (l0+r-1)>>fanShift
-		for j := jFirst; j <= jLast; j++ {
-			b.fixMinPath(s, j)
-		}
+		b.fixMinRange(s, l0>>fanShift, (l0+r-1)>>fanShift)
 	}
 }
 

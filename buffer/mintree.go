@@ -75,15 +75,32 @@ func (b *Buffer) fixMin(k, s, j int) bool {
 }
 
 // fixMinPath repairs the min tree above level-1 node j of stripe s.
-func (b *Buffer) fixMinPath(s, j int) {
+func (b *Buffer) fixMinPath(s, j int) { b.fixMinRange(s, j, j) }
+
+// fixMinRange repairs the min tree above level-1 nodes j0..j1 of stripe s,
+// level by level: every node of the range, then once each the parents of
+// the nodes that changed (and any parent between them), and so on while
+// something changes. Children are always fixed before their parent, as on
+// a single path, so the CAS-then-verify argument above holds; a run of 256
+// inserts repairs its common level-2 parent once instead of 16 times.
+func (b *Buffer) fixMinRange(s, j0, j1 int) {
 	for k := 1; k <= b.nlev; k++ {
 		if k == b.nlev {
-			j = 0
+			j0, j1 = 0, 0
 		}
-		if !b.fixMin(k, s, j) {
+		lo, hi := -1, -1
+		for j := j0; j <= j1; j++ {
+			if b.fixMin(k, s, j) {
+				if lo < 0 {
+					lo = j
+				}
+				hi = j
+			}
+		}
+		if lo < 0 {
 			return
 		}
-		j >>= fanShift
+		j0, j1 = lo>>fanShift, hi>>fanShift
 	}
 }
 

@@ -53,14 +53,10 @@ func (q quantizer) units(p float64) (u uint64, clamped bool) {
 	if p >= q.maxPrio {
 		return q.maxUnits, p > q.maxPrio
 	}
-	u = uint64(p*q.scale + 0.5)
-	if u == 0 {
-		u = 1
-	}
-	if u > q.maxUnits {
-		u = q.maxUnits
-	}
-	return u, false
+	// p*scale+0.5 < maxUnits+1 < 2^62: the signed conversion is exact and
+	// is one instruction (a conversion to uint64 branches on 2^63).
+	u = uint64(int64(p*q.scale + 0.5))
+	return min(max(u, 1), q.maxUnits), false
 }
 
 func (q quantizer) priority(u uint64) float64 { return float64(u) / q.scale }
