@@ -142,10 +142,12 @@ func (b *Buffer) sampleRefs(rng *rand.Rand, dst *Batch, data bool) (uint64, erro
 		sc.vsel[j] = sc.roots[s]
 	}
 	b.descend(sc, rng)
-	for j := range n {
-		sc.slot[j] = 0 // a failed row's node index is partial: touch slot 0 instead
-		if sc.ok[j] {
-			sc.slot[j] = int32(b.lay.stripeOffset(int(sc.s[j])) + int(sc.node[j]))
+	if data { // the slots Sample's prefetch pass reads
+		for j := range n {
+			sc.slot[j] = 0 // a failed row's node index is partial: touch slot 0 instead
+			if sc.ok[j] {
+				sc.slot[j] = int32(b.lay.stripeOffset(int(sc.s[j])) + int(sc.node[j]))
+			}
 		}
 	}
 	dst.Size, dst.Total = size, b.q.priority(total)
