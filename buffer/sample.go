@@ -292,16 +292,19 @@ func (b *Buffer) descend(sc *scratch, rng *rand.Rand) {
 	for k := b.nlev - 1; k >= 0; k-- {
 		lv := b.tree[k]
 		mk := b.lay.m[k]
+		base := sc.base[:n]
+		for i := range base {
+			base[i] = int(sc.s[i])*mk + int(sc.node[i])<<fanShift
+		}
 		if len(lv) > touchMinNodes { // smaller levels stay in cache anyway
-			for i := range n {
-				base := int(sc.s[i])*mk + int(sc.node[i])<<fanShift
-				prefetchGroup(&lv[base])
+			for _, g := range base {
+				prefetchGroup(&lv[g])
 			}
 		}
 		m := 0 // rows alone (or in twos) in their groups, for selectRows
 		for i := 0; i < n; {
 			j := i + 1
-			for j < n && sc.s[j] == sc.s[i] && sc.node[j] == sc.node[i] {
+			for j < n && base[j] == base[i] {
 				j++
 			}
 			if j-i > 2 {
@@ -330,7 +333,7 @@ func (b *Buffer) selectRows(sc *scratch, rows []int32, k int, rng *rand.Rand) {
 	if k == 0 {
 		mask = prioMask // leaves: drop the generation bits
 	}
-	slow := scanRows(b.tree[k], b.lay.m[k], mask, rows, sc, k == 0)
+	slow := scanRows(b.tree[k], mask, rows, sc, k == 0)
 	for _, r := range rows[:slow] {
 		b.scan(sc, int(r), k, rng)
 	}
@@ -339,7 +342,7 @@ func (b *Buffer) selectRows(sc *scratch, rows []int32, k int, rng *rand.Rand) {
 // walk resolves rows [i, j), which share their parent node and have
 // ascending residuals, in one pass over the parent's 16 children at level k.
 func (b *Buffer) walk(sc *scratch, i, j, k int, rng *rand.Rand) {
-	base := int(sc.s[i])*b.lay.m[k] + int(sc.node[i])<<fanShift
+	base := sc.base[i]
 	grp := (*[fanout]atomic.Uint64)(b.tree[k][base : base+fanout])
 	mask := uint64(prioMask)
 	if k != 0 {

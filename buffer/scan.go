@@ -22,13 +22,14 @@ func scanGroupGo(grp *[fanout]atomic.Uint64, u, mask uint64, pre *[fanout]uint64
 }
 
 // scanRowsGo is the portable kernel of scanRows: one descent level for the
-// rows listed in rows, each alone in its level-k group of lv (mk nodes per
-// stripe). A row whose target lies beyond its group's sum, or whose chosen
-// leaf (leaf level) reads 0, is left unchanged and listed in rows[:slow].
-func scanRowsGo(lv []atomic.Uint64, mk int, mask uint64, rows []int32, sc *scratch, leaf bool) (slow int) {
+// rows listed in rows, each alone in its group of lv, which starts at
+// sc.base[r]. A row whose target lies beyond its group's sum, or whose
+// chosen leaf (leaf level) reads 0, is left unchanged and listed in
+// rows[:slow].
+func scanRowsGo(lv []atomic.Uint64, mask uint64, rows []int32, sc *scratch, leaf bool) (slow int) {
 	pre := &sc.pre
 	for _, r := range rows {
-		base := int(sc.s[r])*mk + int(sc.node[r])<<fanShift
+		base := sc.base[r]
 		grp := (*[fanout]atomic.Uint64)(lv[base : base+fanout])
 		u := sc.u[r]
 		c := scanGroupGo(grp, u, mask, pre)

@@ -39,17 +39,17 @@ func scanGroup(grp *[fanout]atomic.Uint64, u, mask uint64, pre *[fanout]uint64) 
 // alone in their node groups.
 //
 //go:noescape
-func scanRowsAVX2(lv *atomic.Uint64, mk int, mask uint64, rows *int32, n int, s *int32, node *int32, u *uint64, vsel *uint64, word *uint64, pre *[fanout + 1]uint64) (slow int)
+func scanRowsAVX2(lv *atomic.Uint64, base *int, mask uint64, rows *int32, n int, node *int32, u *uint64, vsel *uint64, word *uint64, pre *[fanout + 1]uint64) (slow int)
 
 // scanRows runs one descent level for rows (see scanRowsGo), with the
 // vector kernel where the CPU has AVX2.
-func scanRows(lv []atomic.Uint64, mk int, mask uint64, rows []int32, sc *scratch, leaf bool) (slow int) {
+func scanRows(lv []atomic.Uint64, mask uint64, rows []int32, sc *scratch, leaf bool) (slow int) {
 	if !useAVX2 || len(rows) == 0 {
-		return scanRowsGo(lv, mk, mask, rows, sc, leaf)
+		return scanRowsGo(lv, mask, rows, sc, leaf)
 	}
 	var word *uint64
 	if leaf {
 		word = &sc.word[0]
 	}
-	return scanRowsAVX2(&lv[0], mk, mask, &rows[0], len(rows), &sc.s[0], &sc.node[0], &sc.u[0], &sc.vsel[0], word, &sc.pre17)
+	return scanRowsAVX2(&lv[0], &sc.base[0], mask, &rows[0], len(rows), &sc.node[0], &sc.u[0], &sc.vsel[0], word, &sc.pre17)
 }

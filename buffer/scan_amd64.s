@@ -113,11 +113,11 @@ TEXT ·xgetbv0(SB), NOSPLIT, $0-4
 	MOVL AX, eax+0(FP)
 	RET
 
-// func scanRowsAVX2(lv *atomic.Uint64, mk int, mask uint64, rows *int32, n int, s *int32, node *int32, u *uint64, vsel *uint64, word *uint64, pre *[17]uint64) (slow int)
+// func scanRowsAVX2(lv *atomic.Uint64, base *int, mask uint64, rows *int32, n int, node *int32, u *uint64, vsel *uint64, word *uint64, pre *[17]uint64) (slow int)
 //
 // One level of the batched descent for rows[0:n], each alone in its node
-// group: for row r it scans the 16 children of node node[r] of stripe s[r]
-// (group lv[s[r]*mk + node[r]*16 :]), as scan16AVX2 does, and moves the
+// group: for row r it scans the 16 children at lv[base[r]:] (node node[r]'s
+// group), as scan16AVX2 does, and moves the
 // row into the child c holding u[r]: u[r] -= prefix before c, vsel[r] =
 // child c's value, node[r] = node[r]*16 + c. With word non-nil (the leaf
 // level) it also stores the chosen leaf's word in word[r]. A row whose
@@ -125,14 +125,14 @@ TEXT ·xgetbv0(SB), NOSPLIT, $0-4
 // written), is left unchanged and appended to rows[0:slow] for the caller's
 // scalar path. pre is scratch: pre[0] is set to 0 and pre[1:] receives each
 // group's prefix sums, so the prefix before child c is pre[c].
-TEXT ·scanRowsAVX2(SB), NOSPLIT, $0-96
+TEXT ·scanRowsAVX2(SB), NOSPLIT, $0-88
 	MOVQ lv+0(FP), SI
-	MOVQ mk+8(FP), R8
+	MOVQ base+8(FP), R8
 	MOVQ mask+16(FP), AX
 	MOVQ AX, X15
 	VPBROADCASTQ X15, Y15
 	MOVQ rows+24(FP), R9
-	MOVQ pre+80(FP), DX
+	MOVQ pre+72(FP), DX
 	MOVQ $0, 0(DX)
 	VPXOR Y13, Y13, Y13
 	XORQ R10, R10
@@ -142,15 +142,10 @@ rowloop:
 	CMPQ R10, n+32(FP)
 	JGE rowsdone
 	MOVLQSX (R9)(R10*4), AX
-	MOVQ s+40(FP), R11
-	MOVLQSX (R11)(AX*4), BX
-	IMULQ R8, BX
-	MOVQ node+48(FP), R12
-	MOVLQSX (R12)(AX*4), R13
-	MOVQ R13, CX
-	SHLQ $4, CX
-	ADDQ CX, BX
+	MOVQ (R8)(AX*8), BX
 	LEAQ (SI)(BX*8), BX
+	MOVQ node+40(FP), R12
+	MOVLQSX (R12)(AX*4), R13
 
 	VMOVDQU 0(BX), Y0
 	VMOVDQU 32(BX), Y1
@@ -204,7 +199,7 @@ rowloop:
 	VMOVDQU Y3, 104(DX)
 
 	// c = 16 - (number of prefixes > u): each compare lane is -1 or 0.
-	MOVQ u+56(FP), R11
+	MOVQ u+48(FP), R11
 	MOVQ (R11)(AX*8), CX
 	MOVQ CX, X14
 	VPBROADCASTQ X14, Y14
@@ -224,7 +219,7 @@ rowloop:
 	CMPQ CX, $16
 	JEQ rowslow
 
-	MOVQ word+72(FP), R12
+	MOVQ word+64(FP), R12
 	TESTQ R12, R12
 	JZ rowmove
 	MOVQ (BX)(CX*8), BX
@@ -237,13 +232,13 @@ rowmove:
 	MOVQ 0(DX)(CX*8), R11
 	MOVQ 8(DX)(CX*8), R12
 	SUBQ R11, R12
-	MOVQ vsel+64(FP), BX
+	MOVQ vsel+56(FP), BX
 	MOVQ R12, (BX)(AX*8)
-	MOVQ u+56(FP), BX
+	MOVQ u+48(FP), BX
 	SUBQ R11, (BX)(AX*8)
 	SHLQ $4, R13
 	ADDQ CX, R13
-	MOVQ node+48(FP), BX
+	MOVQ node+40(FP), BX
 	MOVL R13, (BX)(AX*4)
 	INCQ R10
 	JMP rowloop
@@ -256,5 +251,5 @@ rowslow:
 
 rowsdone:
 	VZEROUPPER
-	MOVQ DI, slow+88(FP)
+	MOVQ DI, slow+80(FP)
 	RET

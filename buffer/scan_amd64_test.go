@@ -117,8 +117,12 @@ func TestScanRowsKernelsAgree(t *testing.T) {
 		copy(b.node, a.node)
 		copy(b.u, a.u)
 		rowsA, rowsB := append([]int32(nil), rows...), append([]int32(nil), rows...)
-		slowA := scanRows(lv, mk, mask, rowsA, &a, leaf)
-		slowB := scanRowsGo(lv, mk, mask, rowsB, &b, leaf)
+		for r := range n {
+			a.base[r] = int(a.s[r])*mk + int(a.node[r])<<fanShift
+		}
+		copy(b.base, a.base)
+		slowA := scanRows(lv, mask, rowsA, &a, leaf)
+		slowB := scanRowsGo(lv, mask, rowsB, &b, leaf)
 		if slowA != slowB || !slices.Equal(rowsA[:slowA], rowsB[:slowB]) {
 			t.Fatalf("seed %d iteration %d: slow rows avx2 %v, go %v", seed, it, rowsA[:slowA], rowsB[:slowB])
 		}

@@ -12,6 +12,6 @@ func scanGroup(grp *[fanout]atomic.Uint64, u, mask uint64, pre *[fanout]uint64) 
 }
 
 // scanRows: see scan_amd64.go.
-func scanRows(lv []atomic.Uint64, mk int, mask uint64, rows []int32, sc *scratch, leaf bool) (slow int) {
-	return scanRowsGo(lv, mk, mask, rows, sc, leaf)
+func scanRows(lv []atomic.Uint64, mask uint64, rows []int32, sc *scratch, leaf bool) (slow int) {
+	return scanRowsGo(lv, mask, rows, sc, leaf)
 }

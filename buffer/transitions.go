@@ -152,6 +152,7 @@ type scratch struct {
 	word  []uint64 // leaf word chosen per row
 	ok    []bool
 	rows  []int32            // rows selectRows moves at one level
+	base  []int              // per row, the first node of its group at the level being descended
 	pre   [fanout]uint64     // prefix sums of the group being scanned
 	pre17 [fanout + 1]uint64 // 0, then the prefix sums (scanRowsAVX2)
 }
@@ -166,8 +167,10 @@ func (sc *scratch) size(rows, stripes int) {
 		sc.word = make([]uint64, rows)
 		sc.ok = make([]bool, rows)
 		sc.rows = make([]int32, rows)
+		sc.base = make([]int, rows)
 	}
-	sc.u, sc.s, sc.node, sc.vsel, sc.slot, sc.word, sc.ok, sc.rows = sc.u[:rows], sc.s[:rows], sc.node[:rows], sc.vsel[:rows], sc.slot[:rows], sc.word[:rows], sc.ok[:rows], sc.rows[:rows]
+	sc.u, sc.s, sc.node, sc.vsel, sc.slot, sc.word, sc.ok = sc.u[:rows], sc.s[:rows], sc.node[:rows], sc.vsel[:rows], sc.slot[:rows], sc.word[:rows], sc.ok[:rows]
+	sc.rows, sc.base = sc.rows[:rows], sc.base[:rows]
 	if cap(sc.roots) < stripes {
 		sc.roots = make([]uint64, stripes)
 	}
