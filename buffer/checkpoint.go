@@ -356,7 +356,8 @@ func (b *Buffer) initIndex() {
 
 // checkCheckpoint reports the first reason b's stripe counters, leaves,
 // running maximum or stored actions could not be those of a quiescent
-// buffer (one Insert and UpdatePriorities could have produced). Save runs it
+// buffer (one Insert and UpdatePriorities could have produced), including
+// generations that disagree with the stripe's insert count. Save runs it
 // before writing and Load after reading, so whatever Save writes loads.
 // O(Capacity).
 func (b *Buffer) checkCheckpoint() error {
@@ -400,6 +401,12 @@ func (b *Buffer) checkCheckpoint() error {
 				return fmt.Errorf("slot %d (stripe %d): written (generation %d), but the stripe's counters say only its first %d slots are", off+l, s, g, filled)
 			case nact > 0 && g != 0 && (b.action[off+l] < 0 || int(b.action[off+l]) >= nact):
 				return fmt.Errorf("slot %d (stripe %d): action %d outside [0, NumActions=%d)", off+l, s, b.action[off+l], nact)
+			case l < filled && g != posGen((wr-1-uint64(l))/uint64(sc)):
+				// Every write advances a slot's generation by one step, so
+				// the stripe's insert count fixes it (Watcher relies on it).
+				laps := (wr-1-uint64(l))/uint64(sc) + 1
+				return fmt.Errorf("slot %d (stripe %d): generation %d, but the stripe's counters say it was written %d times, which gives generation %d",
+					off+l, s, g, laps, posGen(laps-1))
 			}
 		}
 	}

@@ -710,6 +710,11 @@ func TestCheckpointCorruptions(t *testing.T) {
 			put64(d, leaf(6), 0)
 			return ckFixCRC(d)
 		}, "never written"},
+		{"generation not the one the counters give", func(d []byte) []byte {
+			w := binary.LittleEndian.Uint64(d[leaf(7):])
+			put64(d, leaf(7), w+2<<prioBits) // one write too many: the Watcher would stall on it
+			return ckFixCRC(d)
+		}, "which gives generation"},
 		{"action out of range", func(d []byte) []byte {
 			binary.LittleEndian.PutUint32(d[l.sections[ckIDAction].data+4*2:], 5)
 			return ckFixCRC(d)
