@@ -411,7 +411,9 @@ func (l *TD3) Step(ctx context.Context) error {
 	to64(l.next, b.NextObs)
 	l.joinRows(l.xa, l.obs, nil, b.ActionVec)
 	if l.refer != nil { // ReF-ER: rho and KL with the actor before this step's updates
-		weight = l.refer.ratios(b, l.actor.Forward(l.obs), l.cfg.MaxAction, weight)
+		if weight, err = l.refer.ratios(b, l.actor.Forward(l.obs), l.cfg.MaxAction, weight); err != nil {
+			return fmt.Errorf("learner: step %d: %w", step, err)
+		}
 		l.clipActions(l.xa)
 	}
 

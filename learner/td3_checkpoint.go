@@ -148,7 +148,14 @@ func (l *TD3) Load(r io.Reader) error {
 	if b := h.ReferBeta; b != nil && !(*b >= 0 && *b <= 1) {
 		return errorf(ErrCorrupt, "ReF-ER beta %v outside [0, 1]", *b)
 	}
-	// Everything read and checked: commit.
+	// Everything read and checked: commit. The ReF-ER controller goes first
+	// (it cannot fail: beta was checked above), so an error leaves all as it
+	// was.
+	if l.refer != nil && h.ReferBeta != nil {
+		if err := l.refer.stage.SetController(h.Steps, *h.ReferBeta); err != nil {
+			return errorf(ErrCorrupt, "%w", err)
+		}
+	}
 	for i, n := range nets {
 		n.CopyFrom(loaded[i])
 	}
@@ -171,9 +178,6 @@ func (l *TD3) Load(r io.Reader) error {
 	c.targetUpdates.Store(s.TargetUpdates)
 	c.timing.store(s.Timing)
 	c.sampled.store(s.Sampled)
-	if l.refer != nil && h.ReferBeta != nil {
-		l.refer.stage.SetController(h.Steps, *h.ReferBeta) // the controller resumes where it was
-	}
 	l.publish()
 	return nil
 }

@@ -78,7 +78,7 @@ func (r *td3Refer) row(b *buffer.Batch, i int) {
 // ratios computes every row's rho and KL from the actor's outputs u (B×A,
 // in [−1, 1]) scaled by mx, the row weights, and the critics' weights
 // from the method's weight (nil: 1). It returns the critics' weights.
-func (r *td3Refer) ratios(b *buffer.Batch, u []float64, mx float64, weight []float64) []float64 {
+func (r *td3Refer) ratios(b *buffer.Batch, u []float64, mx float64, weight []float64) ([]float64, error) {
 	nA, clip := len(r.a), r.stage.RhoClip()
 	for i := range r.rho {
 		r.row(b, i)
@@ -90,7 +90,9 @@ func (r *td3Refer) ratios(b *buffer.Batch, u []float64, mx float64, weight []flo
 		r.rho[i] = min(math.Exp(lr), clip)
 		r.kl[i] = sampler.GaussKL(r.mb, r.sb, r.m, r.sb)
 	}
-	r.stage.RowWeights(r.rho, r.algW, r.klW)
+	if err := r.stage.RowWeights(r.rho, r.algW, r.klW); err != nil {
+		return nil, err
+	}
 	for i, x := range r.rho {
 		w := 1.0
 		if weight != nil {
@@ -101,7 +103,7 @@ func (r *td3Refer) ratios(b *buffer.Batch, u []float64, mx float64, weight []flo
 		}
 		r.cw[i] = w
 	}
-	return r.cw
+	return r.cw, nil
 }
 
 // klGrad adds to du (B×A, holding mx·∂L/∂a of the weighted DPG term) the

@@ -37,7 +37,10 @@ func newTestTD3Refer(t *testing.T, rcfg sampler.REFERConfig, batch int, maxA flo
 	}
 	to64(l.obs, l.batch.Obs)
 	l.joinRows(l.xa, l.obs, nil, l.batch.ActionVec)
-	cw := l.refer.ratios(l.batch, l.actor.Forward(l.obs), maxA, weight)
+	cw, err := l.refer.ratios(l.batch, l.actor.Forward(l.obs), maxA, weight)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return l, cw
 }
 
@@ -193,7 +196,9 @@ func TestTD3ReferCheckpointKeepsController(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a.refer.stage.SetController(a.steps, 0.37)
+	if err := a.refer.stage.SetController(a.steps, 0.37); err != nil {
+		t.Fatal(err)
+	}
 	var buf bytes.Buffer
 	if err := a.Save(&buf); err != nil {
 		t.Fatal(err)

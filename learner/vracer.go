@@ -341,7 +341,9 @@ func (l *VRACER) Step(ctx context.Context) error {
 		return l.fail(step, err)
 	}
 	l.ratios(out)
-	l.stage.RowWeights(l.rho, l.algW, l.klW)
+	if err := l.stage.RowWeights(l.rho, l.algW, l.klW); err != nil {
+		return fmt.Errorf("learner: step %d: %w", step, err)
+	}
 	p := l.gradient(out, l.stage.Targets())
 	inv := 1 / float64(len(l.rho))
 	loss := (p.policy + p.value + p.kl) * inv
@@ -366,7 +368,9 @@ func (l *VRACER) Step(ctx context.Context) error {
 		return fmt.Errorf("learner: step %d: refresh: %w", step, err)
 	}
 	for j := range nb {
-		l.stage.RefreshBootstrap(l.bootRows[j], l.vT[j])
+		if _, err := l.stage.RefreshBootstrap(l.bootRows[j], l.vT[j]); err != nil {
+			return fmt.Errorf("learner: step %d: refresh: %w", step, err)
+		}
 	}
 	l.stage.AfterStep(step)
 	t3 := time.Now()

@@ -115,12 +115,15 @@ func (l *VRACER) Load(r io.Reader) error {
 		return err
 	}
 
-	// Everything read and checked: commit.
+	// Everything read and checked: commit. The controller goes first (it
+	// cannot fail: beta was checked above), so an error leaves all as it was.
+	if err := l.stage.SetController(h.Steps, h.Beta); err != nil {
+		return errorf(ErrCorrupt, "%w", err)
+	}
 	l.net.CopyFrom(net)
 	l.adam = adam
 	*l.pcg = *pcg
 	l.steps = h.Steps
-	l.stage.SetController(h.Steps, h.Beta)
 	c, s := &l.stats, h.Stats
 	c.steps.Store(h.Steps)
 	c.loss.Store(floatBits(s.Loss))

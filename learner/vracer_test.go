@@ -207,7 +207,9 @@ func (s vracerSurrogate) loss() float64 {
 func TestVRACERGradientFiniteDifference(t *testing.T) {
 	for _, rev := range []bool{false, true} {
 		l := newTestVRACER(t, VRACERConfig{Batch: 16, KLReverse: rev, Seed: 5}, sampler.REFERConfig{}, 3, 2, []int{6, 5})
-		l.stage.SetController(0, 0.4)
+		if err := l.stage.SetController(0, 0.4); err != nil {
+			t.Fatal(err)
+		}
 		b := l.batch
 		if err := l.stage.Sample(l.rng, b); err != nil {
 			t.Fatal(err)
@@ -215,7 +217,9 @@ func TestVRACERGradientFiniteDifference(t *testing.T) {
 		to64(l.obs, b.Obs)
 		out := l.net.Forward(l.obs)
 		l.ratios(out)
-		l.stage.RowWeights(l.rho, l.algW, l.klW)
+		if err := l.stage.RowWeights(l.rho, l.algW, l.klW); err != nil {
+			t.Fatal(err)
+		}
 		qret := l.stage.Targets()
 		p := l.gradient(out, qret)
 		l.backward()

@@ -544,11 +544,12 @@ func (r *REFER) isFar(rho float64) bool { return !(rho > 1/r.cmax && rho < r.cma
 //	er        1                  0
 //
 // A learner scales its algorithm's per-sample gradient (policy and value)
-// by algW and adds klW times the gradient of KL(μ||π). It panics if the
-// three slices differ in length. O(len(rho)).
-func (r *REFER) RowWeights(rho, algW, klW []float64) {
+// by algW and adds klW times the gradient of KL(μ||π). Three slices of
+// different lengths are an ErrShape error (nothing is written).
+// O(len(rho)).
+func (r *REFER) RowWeights(rho, algW, klW []float64) error {
 	if len(algW) != len(rho) || len(klW) != len(rho) {
-		panic(fmt.Sprintf("sampler: refer: RowWeights of %d rows into %d and %d weights", len(rho), len(algW), len(klW)))
+		return fmt.Errorf("%w: refer: RowWeights of %d rows into %d and %d weights", buffer.ErrShape, len(rho), len(algW), len(klW))
 	}
 	for i, x := range rho {
 		near := 0.0
@@ -566,6 +567,7 @@ func (r *REFER) RowWeights(rho, algW, klW []float64) {
 			algW[i], klW[i] = 1, 0
 		}
 	}
+	return nil
 }
 
 // Refresh writes the learner's fresh values for the rows of the last
@@ -631,26 +633,31 @@ func (r *REFER) Refresh(rho, v, kl []float64) error {
 // of the last Sample, if that episode was cut by a time limit (refer.md
 // §2: "if t+1 = T and the episode was truncated, V(s_T) is refreshed");
 // vT is the learner's V of the row's NextObs. It reports whether it
-// applied (false for any other row, or a dropped episode). O(1).
-func (r *REFER) RefreshBootstrap(row int, vT float64) bool {
-	if row < 0 || row >= len(r.rowSlot) || math.IsNaN(vT) || math.IsInf(vT, 0) {
-		return false
+// applied: false for a row that is not such a last step, or whose episode
+// was dropped since the Sample. A row outside the last Sample (ErrShape)
+// or a NaN or infinite vT (ErrPriority) is an error. O(1).
+func (r *REFER) RefreshBootstrap(row int, vT float64) (bool, error) {
+	if row < 0 || row >= len(r.rowSlot) {
+		return false, fmt.Errorf("%w: refer: RefreshBootstrap of row %d, the last Sample has %d rows", buffer.ErrShape, row, len(r.rowSlot))
+	}
+	if math.IsNaN(vT) || math.IsInf(vT, 0) {
+		return false, fmt.Errorf("%w: refer: RefreshBootstrap of row %d with V(s_T) = %v (must be finite)", buffer.ErrPriority, row, vT)
 	}
 	s := r.rowSlot[row]
 	if r.gen[s] != r.rowGen[row] {
-		return false
+		return false, nil
 	}
 	h := r.ep[s]
 	e := &r.eps[h]
 	if !e.truncated || int(r.t[s]) != int(e.length)-1 {
-		return false
+		return false, nil
 	}
 	e.vboot = vT
 	if e.maxSampled < 0 {
 		r.touched = append(r.touched, referRef{h: h, serial: e.serial})
 	}
 	e.maxSampled = max(e.maxSampled, r.t[s])
-	return true
+	return true, nil
 }
 
 // AfterStep ends learner step k (1, 2, ...; refer.md §1 steps 6–8): the
@@ -701,16 +708,18 @@ func (r *REFER) AfterStep(k uint64) {
 // SetController restores the controller's step k and beta (a learner
 // resuming from a checkpoint): c_max, the learning-rate scale and beta are
 // those after AfterStep(k). beta is ignored by the variants that fix it
-// at 1. It panics unless beta is in [0, 1].
-func (r *REFER) SetController(k uint64, beta float64) {
+// at 1. A beta outside [0, 1] (or NaN) is an ErrConfig error and changes
+// nothing.
+func (r *REFER) SetController(k uint64, beta float64) error {
 	if !(beta >= 0 && beta <= 1) {
-		panic(fmt.Sprintf("sampler: refer: SetController beta %v", beta))
+		return fmt.Errorf("%w: refer: SetController with beta %v (must be in [0, 1])", buffer.ErrConfig, beta)
 	}
 	r.setK(k)
 	if r.cfg.Variant.adapts() {
 		r.beta = beta
 	}
 	r.publish()
+	return nil
 }
 
 // setK sets k and the Eq. 13 schedules.

@@ -5,6 +5,7 @@ package sampler_test
 // V-RACER's Retrace targets (Eq. 6–8). See also refer.md §6.
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -84,7 +85,12 @@ func TestREFERBetaFixedPoints(t *testing.T) {
 		t.Fatalf("beta %v after 400 near steps (far fraction %v)", r.Beta(), r.Stats().FarFraction)
 	}
 	w, kw := make([]float64, 2), make([]float64, 2)
-	r.RowWeights([]float64{1, 100}, w, kw)
+	if err := r.RowWeights([]float64{1, 100}, w, kw); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RowWeights([]float64{1, 100, 1}, w, kw); !errors.Is(err, buffer.ErrShape) {
+		t.Fatalf("RowWeights of 3 rows into 2 weights: %v, want ErrShape", err)
+	}
 	if w[0] != r.Beta() || w[1] != 0 || kw[0] != 1-r.Beta() || kw[1] != 1-r.Beta() {
 		t.Fatalf("weights %v %v at beta %v", w, kw, r.Beta())
 	}
@@ -121,7 +127,9 @@ func TestREFERVariants(t *testing.T) {
 			t.Errorf("%v: name %q, rho clip %v", c.v, c.v.String(), r.RhoClip())
 		}
 		algW, klW := make([]float64, 3), make([]float64, 3)
-		r.RowWeights(rho, algW, klW)
+		if err := r.RowWeights(rho, algW, klW); err != nil {
+			t.Fatal(err)
+		}
 		if [3]float64(algW) != c.algW || [3]float64(klW) != c.klW {
 			t.Errorf("%v: algW %v klW %v, want %v %v", c.v, algW, klW, c.algW, c.klW)
 		}
@@ -160,9 +168,19 @@ func TestREFERAnnealingEq13(t *testing.T) {
 	if math.Abs(r.CMax()-(1+4.0/6)) > 1e-12 || math.Abs(r.LRScale()-1.0/6) > 1e-12 {
 		t.Errorf("end of run: c_max %v, lr scale %v", r.CMax(), r.LRScale())
 	}
-	r.SetController(500, 0.4)
+	if err := r.SetController(500, 0.4); err != nil {
+		t.Fatal(err)
+	}
 	if r.Step() != 500 || r.Beta() != 0.4 || math.Abs(r.CMax()-(1+4/3.5)) > 1e-12 {
 		t.Errorf("SetController: k %d beta %v c_max %v", r.Step(), r.Beta(), r.CMax())
+	}
+	for _, bad := range []float64{-0.1, 1.5, math.NaN()} {
+		if err := r.SetController(7, bad); !errors.Is(err, buffer.ErrConfig) {
+			t.Errorf("SetController beta %v: %v, want ErrConfig", bad, err)
+		}
+	}
+	if r.Step() != 500 || r.Beta() != 0.4 {
+		t.Errorf("a refused SetController changed the controller: k %d beta %v", r.Step(), r.Beta())
 	}
 }
 
@@ -342,13 +360,19 @@ func TestREFERIncrementalSweeps(t *testing.T) {
 		}
 		for i := range rho {
 			if dst.Flags[i]&buffer.FlagTruncated != 0 {
-				if !r.RefreshBootstrap(i, rng.NormFloat64()) {
-					t.Fatalf("row %d: truncated last step, bootstrap not applied", i)
+				if ok, err := r.RefreshBootstrap(i, rng.NormFloat64()); !ok || err != nil {
+					t.Fatalf("row %d: truncated last step, bootstrap not applied (%v)", i, err)
 				}
 				boots++
-			} else if r.RefreshBootstrap(i, 1) {
-				t.Fatalf("row %d: bootstrap applied to a step that is not a truncated end", i)
+			} else if ok, err := r.RefreshBootstrap(i, 1); ok || err != nil {
+				t.Fatalf("row %d: bootstrap applied to a step that is not a truncated end (%v)", i, err)
 			}
+		}
+		if _, err := r.RefreshBootstrap(len(rho), 1); !errors.Is(err, buffer.ErrShape) {
+			t.Fatalf("RefreshBootstrap of row %d of %d: %v, want ErrShape", len(rho), len(rho), err)
+		}
+		if _, err := r.RefreshBootstrap(0, math.NaN()); !errors.Is(err, buffer.ErrPriority) {
+			t.Fatalf("RefreshBootstrap with a NaN V: %v, want ErrPriority", err)
 		}
 		r.AfterStep(k)
 		checkQret(t, r, 1e-9)
