@@ -113,6 +113,55 @@ func algoFor(algo, env, method string, space envs.Space) (string, error) {
 	return algo, nil
 }
 
+// checkApplies refuses settings that the run's learner (algo) or replay
+// method would ignore, so that a setting never silently does nothing (the
+// flag each field comes from is named for the command line's users).
+func checkApplies(cfg TrainConfig, algo string) error {
+	type rule struct {
+		set   bool
+		field string // "Field (-flag)"
+		ok    bool
+		what  string // what the setting configures
+	}
+	method := cfg.Sampler
+	lap := method == "lap" || method == "pal"
+	refer := slices.Contains(referMethods, method)
+	rules := []rule{
+		{cfg.LAPAlpha != 0, "LAPAlpha (-lap-alpha)", lap, "the lap and pal methods"},
+		{cfg.LAPK != 0, "LAPK (-lap-k)", lap, "the lap and pal methods"},
+		{cfg.REFERC != 0, "REFERC (-refer-c)", refer, "the ReF-ER methods"},
+		{cfg.REFERD != 0, "REFERD (-refer-d)", refer, "the ReF-ER methods"},
+		{cfg.REFERA != 0, "REFERA (-refer-a)", refer, "the ReF-ER methods"},
+		{cfg.TEREta != 0, "TEREta (-ter-eta)", method == "ter", "the ter method"},
+		{cfg.TERRoots != 0, "TERRoots (-ter-roots)", method == "ter", "the ter method"},
+		{cfg.TERPreds != 0, "TERPreds (-ter-preds)", method == "ter", "the ter method"},
+		{cfg.NERSAlpha != 0, "NERSAlpha (-ners-alpha)", method == "ners", "the ners method"},
+		{cfg.NERSInterval != 0, "NERSInterval (-ners-interval)", method == "ners", "the ners method"},
+		{cfg.NERSSample != 0, "NERSSample (-ners-sample)", method == "ners", "the ners method"},
+	}
+	for _, r := range rules {
+		if r.set && !r.ok {
+			return fmt.Errorf("runtime: train: %s configures %s; this run's method is %s", r.field, r.what, method)
+		}
+	}
+	rules = []rule{
+		{cfg.Epsilon != 0, "Epsilon (-epsilon)", algo == "dqn", "the dqn learner's actors"},
+		{cfg.EpsilonDecaySteps != 0, "EpsilonDecaySteps (-epsilon-decay)", algo == "dqn", "the dqn learner's actors"},
+		{cfg.Dueling, "Dueling (-dueling)", algo == "dqn", "the dqn learner's network"},
+		{cfg.Sigma != 0, "Sigma (-sigma)", algo == "td3", "the td3 learner's actors (vracer's actors draw from the policy's own std)"},
+		{cfg.OUTheta != 0, "OUTheta (-ou-theta)", algo == "td3", "the td3 learner's actors"},
+		{cfg.RandomSteps != 0, "RandomSteps (-random-steps)", algo == "td3", "the td3 learner's actors"},
+		{cfg.Tau != 0, "Tau (-tau)", algo != "vracer", "target networks (dqn, td3); vracer has none"},
+		{cfg.NStep > 1, "NStep (-n-step) above 1", algo != "vracer", "n-step returns (dqn, td3); vracer's Retrace uses whole episodes of single steps"},
+	}
+	for _, r := range rules {
+		if r.set && !r.ok {
+			return fmt.Errorf("runtime: train: %s configures %s; this run's learner is %s", r.field, r.what, algo)
+		}
+	}
+	return nil
+}
+
 // bufferConfig is the replay layout cfg needs for env's spaces.
 func bufferConfig(cfg TrainConfig, obsDim int, space envs.Space) buffer.Config {
 	c := buffer.Config{Capacity: cfg.Capacity, ObsDim: obsDim, Episode: true, StateHash: cfg.Sampler == "ter"}
@@ -123,6 +172,16 @@ func bufferConfig(cfg TrainConfig, obsDim int, space envs.Space) buffer.Config {
 		c.Action, c.ActionDim = buffer.Continuous, s.Dim()
 		if cfg.Algo == "vracer" || slices.Contains(referMethods, cfg.Sampler) {
 			c.Floats = sampler.REFERColumns(s.Dim()) // the behaviour policy's mean and std, V(s_T)
+		}
+	}
+	if cfg.Sampler == "lap" {
+		// LAP stores no priority below K^Alpha, new items' included: with
+		// K > 1 the running maximum starts at that floor.
+		l := sampler.DefaultLAPConfig()
+		setIf(&l.Alpha, cfg.LAPAlpha)
+		setIf(&l.K, cfg.LAPK)
+		if f := l.Floor(); f > 1 {
+			c.InitialPriority = f
 		}
 	}
 	return c

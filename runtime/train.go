@@ -160,6 +160,28 @@ func DefaultTrainConfig() TrainConfig {
 		MinSizeToSample: 1000, EvalEvery: 5 * time.Second, EvalEpisodes: 5, FinalEpisodes: 20}
 }
 
+// ForMethod returns c with Sampler set to method and the settings of the
+// other replay methods cleared (LAP*, REFER*, TER*, NERS*: NewTrainer
+// refuses a setting the run's method would ignore). A sweep over methods
+// can so share one base configuration that carries each method's
+// settings. O(1).
+func (c TrainConfig) ForMethod(method string) TrainConfig {
+	c.Sampler = method
+	if method != "lap" && method != "pal" {
+		c.LAPAlpha, c.LAPK = 0, 0
+	}
+	if !slices.Contains(referMethods, method) {
+		c.REFERC, c.REFERD, c.REFERA = 0, 0, 0
+	}
+	if method != "ter" {
+		c.TEREta, c.TERRoots, c.TERPreds = 0, 0, 0
+	}
+	if method != "ners" {
+		c.NERSAlpha, c.NERSInterval, c.NERSSample = 0, 0, 0
+	}
+	return c
+}
+
 // withDefaults fills zero fields; algo is the learner the run uses (the
 // defaults of Batch, NStep, ReplayRatio, Loss and RandomSteps depend on
 // it) and maxEpisode the environment's time limit (0: none).
@@ -297,6 +319,9 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 	orDefault(&cfg.Sampler, DefaultTrainConfig().Sampler)
 	algo, err := algoFor(cfg.Algo, cfg.Env, cfg.Sampler, probe.ActionSpace())
 	if err != nil {
+		return nil, err
+	}
+	if err := checkApplies(cfg, algo); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults(algo, probe.MaxEpisodeSteps())

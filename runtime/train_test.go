@@ -82,10 +82,45 @@ func TestTrainerConfigErrors(t *testing.T) {
 		{Sampler: "per", Loss: "l2", Steps: 1}:                           "unknown loss",
 		{}:                                                               "Steps or Duration",
 		{Actors: -1, Steps: 1}:                                           "Actors must be >= 1",
+		// Settings the run's method or learner would ignore.
+		{Sampler: "per", LAPAlpha: 0.4, Steps: 1}:                                    "LAPAlpha (-lap-alpha) configures the lap and pal methods; this run's method is per",
+		{Env: "Pendulum-v1", Sampler: "uniform", REFERC: 4, Steps: 1}:                "REFERC (-refer-c) configures the ReF-ER methods",
+		{Sampler: "per", TERRoots: 8, Steps: 1}:                                      "TERRoots (-ter-roots) configures the ter method",
+		{Sampler: "uniform", NERSInterval: 10, Steps: 1}:                             "NERSInterval (-ners-interval) configures the ners method",
+		{Env: "Pendulum-v1", Epsilon: 0.1, Steps: 1}:                                 "Epsilon (-epsilon) configures the dqn learner's actors; this run's learner is td3",
+		{Env: "Pendulum-v1", Dueling: true, Steps: 1}:                                "Dueling (-dueling)",
+		{Sigma: 0.2, Steps: 1}:                                                       "Sigma (-sigma) configures the td3 learner's actors",
+		{Env: "Pendulum-v1", Sampler: "refer", Algo: "vracer", Sigma: 0.2, Steps: 1}: "this run's learner is vracer",
+		{Env: "Pendulum-v1", Sampler: "refer", Algo: "vracer", Tau: 0.01, Steps: 1}:  "Tau (-tau) configures target networks",
+		{Env: "Pendulum-v1", Sampler: "refer", Algo: "vracer", NStep: 3, Steps: 1}:   "NStep (-n-step) above 1",
+		{RandomSteps: 100, Steps: 1}:                                                 "RandomSteps (-random-steps)",
 	} {
 		if _, err := NewTrainer(*cfg); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%+v: got %v, want an error mentioning %q", *cfg, err, want)
 		}
+	}
+}
+
+// TestForMethod: a base carrying every method's settings keeps only the
+// chosen method's, and builds a trainer for each of them.
+func TestForMethod(t *testing.T) {
+	base := TrainConfig{Env: "Pendulum-v1", Algo: "td3", Steps: 1, LAPAlpha: 0.3, LAPK: 2, REFERC: 3, REFERD: 0.2, REFERA: 1e-6,
+		TEREta: 0.4, TERRoots: 4, TERPreds: 2, NERSAlpha: 0.7, NERSInterval: 50, NERSSample: 64}
+	for _, m := range []string{"uniform", "per", "lap", "pal", "refer", "ners"} {
+		c := base.ForMethod(m)
+		if c.Sampler != m {
+			t.Fatalf("ForMethod(%q) set Sampler %q", m, c.Sampler)
+		}
+		lap, refer, ners := c.LAPAlpha != 0 || c.LAPK != 0, c.REFERC != 0 || c.REFERD != 0 || c.REFERA != 0, c.NERSAlpha != 0 || c.NERSInterval != 0 || c.NERSSample != 0
+		if lap != (m == "lap" || m == "pal") || refer != (m == "refer") || ners != (m == "ners") || c.TEREta != 0 || c.TERRoots != 0 || c.TERPreds != 0 {
+			t.Errorf("ForMethod(%q) kept the wrong settings: %+v", m, c)
+		}
+		if _, err := NewTrainer(c); err != nil {
+			t.Errorf("ForMethod(%q): %v", m, err)
+		}
+	}
+	if c := (TrainConfig{TEREta: 0.4, TERRoots: 4, TERPreds: 2}).ForMethod("ter"); c.TEREta != 0.4 || c.TERRoots != 4 || c.TERPreds != 2 {
+		t.Errorf("ForMethod(\"ter\") dropped ter's settings: %+v", c)
 	}
 }
 

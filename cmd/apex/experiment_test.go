@@ -8,6 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apexrl/apex/experiment/control"
+	"github.com/apexrl/apex/experiment/lappal"
+	"github.com/apexrl/apex/experiment/ners"
+	"github.com/apexrl/apex/experiment/refer"
+	"github.com/apexrl/apex/experiment/ter"
+	"github.com/apexrl/apex/runtime"
 	"go.uber.org/goleak"
 )
 
@@ -127,6 +133,25 @@ func TestExperimentNERS(t *testing.T) {
 		errb.Reset()
 		if code := run(append([]string{"experiment", "ners", "-out", t.TempDir()}, args...), &out, &errb); code != 2 {
 			t.Errorf("ners %v: exit %d, want 2; stderr:\n%s", args, code, errb.String())
+		}
+	}
+}
+
+// TestExperimentArmsBuild: every arm of every experiment that compares
+// methods under one base configuration builds its trainer, so no arm
+// carries a setting its learner or method would refuse as ignored.
+func TestExperimentArmsBuild(t *testing.T) {
+	cfgs := []control.Config{
+		lappal.DefaultPendulumConfig(), lappal.DefaultCartPoleConfig(),
+		ners.DefaultStatsConfig(), ners.DefaultPendulumConfig(), ners.DefaultCartPoleConfig(),
+		refer.DefaultPendulumConfig(), refer.DefaultTD3Config(),
+		ter.DefaultKeyDoorConfig(),
+	}
+	for _, c := range cfgs {
+		for _, s := range c.Samplers {
+			if _, err := runtime.NewTrainer(c.TrainConfig(s, c.Seeds[0])); err != nil {
+				t.Errorf("%s, method %s: %v", c.Name, s, err)
+			}
 		}
 	}
 }

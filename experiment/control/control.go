@@ -32,7 +32,9 @@ type Config struct {
 	Name string `json:"name"`
 	// Base is the training configuration every run starts from (Env, Algo,
 	// Steps, network, evaluation); Sampler and Seed are set per run, and
-	// Actors = 1 with Deterministic on.
+	// Actors = 1 with Deterministic on. It may carry the settings of every
+	// compared method: each run keeps only its own method's
+	// (runtime.TrainConfig.ForMethod).
 	Base runtime.TrainConfig `json:"base"`
 	// Samplers are the replay methods compared (sampler.Methods).
 	Samplers []string `json:"samplers"`
@@ -223,11 +225,20 @@ feed:
 	return res, nil
 }
 
+// TrainConfig is the configuration of the run of method sampler with seed:
+// Base with only that method's settings (the base may carry every arm's),
+// one actor in lockstep with the learner, no wall-time limit, no early stop
+// and no checkpoint.
+func (c Config) TrainConfig(sampler string, seed uint64) runtime.TrainConfig {
+	tc := c.Base.ForMethod(sampler)
+	tc.Seed, tc.Actors, tc.Deterministic, tc.Duration = seed, 1, true, 0
+	tc.StopWhenSolved, tc.TargetReturn, tc.Checkpoint = false, 0, ""
+	return tc
+}
+
 // trainOne trains one deterministic run.
 func trainOne(ctx context.Context, cfg Config, sampler string, seed uint64) (Trial, error) {
-	tc := cfg.Base
-	tc.Sampler, tc.Seed, tc.Actors, tc.Deterministic, tc.Duration = sampler, seed, 1, true, 0
-	tc.StopWhenSolved, tc.TargetReturn, tc.Checkpoint = false, 0, ""
+	tc := cfg.TrainConfig(sampler, seed)
 	start := time.Now()
 	tr, err := runtime.NewTrainer(tc)
 	if err != nil {
