@@ -70,7 +70,10 @@ func td3Nets(t testing.TB, nS, nA int, hidden []int, act model.Activation, seed 
 // td3Method builds the named method over buf (TD3's MSE for "uniform").
 func td3Method(t testing.TB, name string, buf *buffer.Buffer, lap *sampler.LAPConfig) sampler.Method {
 	t.Helper()
-	cfg := sampler.MethodConfig{LAP: lap, BetaSteps: 1000}
+	cfg := sampler.MethodConfig{BetaSteps: 1000}
+	if name == "lap" || name == "pal" {
+		cfg.LAP = lap
+	}
 	if name == "uniform" || name == "per" {
 		cfg.Loss = model.Loss{Kind: model.MSE}
 	}

@@ -131,7 +131,8 @@ type MethodConfig struct {
 //	er       REFER with neither: plain replay of whole episodes' steps
 //	ners     NERS (a learned scorer sets the priorities), cfg.Loss, importance weights (unless NoIS)
 //
-// The PAL loss is refused with any other stage (it is only the uniform twin
+// A configuration block of another method (PER set for "rank", say) is
+// refused rather than ignored. The PAL loss is refused with any other stage (it is only the uniform twin
 // of LAP with its normaliser), and a loss other than their own is refused
 // for lap and pal. The ReF-ER methods take the critics' loss of a learner
 // that has critics (V-RACER refuses any) and no NoIS (they have no importance
@@ -181,6 +182,24 @@ func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error
 		m.Loss = want
 	default:
 		return Method{}, fmt.Errorf("%w: unknown method %q (valid: %v)", buffer.ErrConfig, name, Methods)
+	}
+	refer := name == "refer" || name == "refer-1" || name == "refer-2" || name == "er"
+	for _, b := range []struct {
+		set      bool
+		field    string
+		ok       bool
+		forWhich string
+	}{
+		{cfg.PER != nil, "PER", name == "per", "per"},
+		{cfg.Rank != nil, "Rank", name == "rank", "rank"},
+		{cfg.LAP != nil, "LAP", name == "lap" || name == "pal", "lap and pal"},
+		{cfg.TER != nil, "TER", name == "ter", "ter"},
+		{cfg.REFER != nil, "REFER", refer, "refer, refer-1, refer-2 and er"},
+		{cfg.NERS != nil, "NERS", name == "ners", "ners"},
+	} {
+		if b.set && !b.ok {
+			return Method{}, fmt.Errorf("%w: method %q: MethodConfig.%s is set, but it configures %s only", buffer.ErrConfig, name, b.field, b.forWhich)
+		}
 	}
 	switch name {
 	case "uniform":
