@@ -105,19 +105,12 @@ func (l *DQN) Load(r io.Reader) error {
 	if err := readHead(r, ckMagic, ckVersion, "a DQN learner", &h); err != nil {
 		return err
 	}
-	saved, err := h.Config.Validate()
+	pcg, err := checkHead(h.Config, l.cfg, h.RNG)
 	if err != nil {
-		return errorf(ErrCorrupt, "saved config: %w", err)
-	}
-	if diff := configDiff(saved, l.cfg); diff != "" {
-		return errorf(ErrMismatch, "config differs: %s", diff)
+		return err
 	}
 	if err := checkMethod(h.Method, h.Loss, l.m); err != nil {
 		return err
-	}
-	pcg := new(rand.PCG)
-	if err := pcg.UnmarshalBinary(h.RNG); err != nil {
-		return errorf(ErrCorrupt, "RNG state: %w", err)
 	}
 
 	online, err := loadNet(r, "online network", l.net)
@@ -208,6 +201,25 @@ func readHead(r io.Reader, magic string, version uint32, what string, h any) err
 		return errorf(ErrCorrupt, "header: %w", err)
 	}
 	return nil
+}
+
+// checkHead checks what every learner's checkpoint header holds against
+// the learner: the saved configuration must be valid and, after defaults,
+// equal the learner's (ErrCorrupt, ErrMismatch), and the sampling RNG's
+// state must decode; it returns that RNG. O(1).
+func checkHead[C interface{ Validate() (C, error) }](saved, cur C, rng []byte) (*rand.PCG, error) {
+	s, err := saved.Validate()
+	if err != nil {
+		return nil, errorf(ErrCorrupt, "saved config: %w", err)
+	}
+	if diff := configDiff(s, cur); diff != "" {
+		return nil, errorf(ErrMismatch, "config differs: %s", diff)
+	}
+	pcg := new(rand.PCG)
+	if err := pcg.UnmarshalBinary(rng); err != nil {
+		return nil, errorf(ErrCorrupt, "RNG state: %w", err)
+	}
+	return pcg, nil
 }
 
 // checkMethod refuses (ErrMismatch) a checkpoint trained with another

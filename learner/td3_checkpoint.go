@@ -3,7 +3,6 @@ package learner
 import (
 	"fmt"
 	"io"
-	"math/rand/v2"
 
 	"github.com/apexrl/apex/model"
 )
@@ -107,19 +106,12 @@ func (l *TD3) Load(r io.Reader) error {
 	if err := readHead(r, td3Magic, td3Version, "a TD3 learner", &h); err != nil {
 		return err
 	}
-	saved, err := h.Config.Validate()
+	pcg, err := checkHead(h.Config, l.cfg, h.RNG)
 	if err != nil {
-		return errorf(ErrCorrupt, "saved config: %w", err)
-	}
-	if diff := configDiff(saved, l.cfg); diff != "" {
-		return errorf(ErrMismatch, "config differs: %s", diff)
+		return err
 	}
 	if err := checkMethod(h.Method, h.Loss, l.m); err != nil {
 		return err
-	}
-	pcg := new(rand.PCG)
-	if err := pcg.UnmarshalBinary(h.RNG); err != nil {
-		return errorf(ErrCorrupt, "RNG state: %w", err)
 	}
 	actorUpdates := h.Steps / uint64(l.cfg.PolicyDelay)
 	if h.Stats.ActorUpdates != actorUpdates || h.Stats.Steps != h.Steps {

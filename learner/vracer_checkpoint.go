@@ -3,7 +3,6 @@ package learner
 import (
 	"fmt"
 	"io"
-	"math/rand/v2"
 )
 
 // V-RACER checkpoint format, version 1, framed like the DQN's
@@ -84,22 +83,15 @@ func (l *VRACER) Load(r io.Reader) error {
 	if err := readHead(r, vracerMagic, vracerVersion, "a V-RACER learner", &h); err != nil {
 		return err
 	}
-	saved, err := h.Config.Validate()
+	pcg, err := checkHead(h.Config, l.cfg, h.RNG)
 	if err != nil {
-		return errorf(ErrCorrupt, "saved config: %w", err)
-	}
-	if diff := configDiff(saved, l.cfg); diff != "" {
-		return errorf(ErrMismatch, "config differs: %s", diff)
+		return err
 	}
 	if h.Method != l.m.Name {
 		return errorf(ErrMismatch, "method differs: saved %q, learner %q", h.Method, l.m.Name)
 	}
 	if !(h.Beta >= 0 && h.Beta <= 1) || h.Stats.Steps != h.Steps {
 		return errorf(ErrCorrupt, "beta %v, counters of %d steps for step count %d", h.Beta, h.Stats.Steps, h.Steps)
-	}
-	pcg := new(rand.PCG)
-	if err := pcg.UnmarshalBinary(h.RNG); err != nil {
-		return errorf(ErrCorrupt, "RNG state: %w", err)
 	}
 	net, err := loadNet(r, "network", l.net)
 	if err != nil {
