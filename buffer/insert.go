@@ -6,6 +6,10 @@ import (
 	"unsafe"
 )
 
+// useCAS2 selects the paired claim where the CPU has CMPXCHG16B; tests
+// flip it to run the one-word claim too.
+var useCAS2 = hasCAS2
+
 // runMax is the longest run of consecutive slots written in one pass; it
 // bounds writeRun's stack array (zeroed on every call, so it is kept small).
 // A run of 128 leaves touches at most 9 level-1 nodes.
@@ -82,7 +86,7 @@ func (b *Buffer) writeRun(s, l0 int, t *Transitions, row0, r int) {
 		// is claimed: half the locked instructions (inserts of 256 at 2^20
 		// about 10% faster). Otherwise (or if the pair changed under us)
 		// one at a time, below.
-		if hasCAS2 && uintptr(unsafe.Pointer(p))&15 == 0 && i+1 < len(leaves) {
+		if useCAS2 && uintptr(unsafe.Pointer(p))&15 == 0 && i+1 < len(leaves) {
 			w0, w1 := p.Load(), leaves[i+1].Load()
 			if (w0|w1)>>prioBits&1 == 0 && cas2(p, w0, w1, (w0>>prioBits+1)<<prioBits, (w1>>prioBits+1)<<prioBits) {
 				ws[i], ws[i+1] = w0, w1

@@ -13,6 +13,8 @@ import (
 //   - no slot is mid-write (odd generation) and padding leaves are empty;
 //   - a slot that was never written has priority 0, and the number of
 //     written slots of each stripe equals min(written, capacity);
+//   - every written slot's generation is the one its number of writes
+//     gives (posGen: each write advances it one step);
 //   - cursor >= written per stripe, and no priority exceeds MaxPriority.
 //
 // Cost: O(Capacity). Tests call it; builds with the invariants tag also call
@@ -25,6 +27,7 @@ func (b *Buffer) CheckInvariants() error {
 			return fmt.Errorf("stripe %d: cursor %d < written %d", s, st.cursor.Load(), st.written.Load())
 		}
 		filled := 0
+		wr := st.written.Load()
 		for l := range b.lay.m[0] {
 			w := b.tree[0][b.lay.node(0, s, l)].Load()
 			g, u := w>>prioBits, w&prioMask
@@ -37,12 +40,14 @@ func (b *Buffer) CheckInvariants() error {
 				return fmt.Errorf("stripe %d slot %d: never written but priority %d", s, l, u)
 			case u > b.q.maxUnits:
 				return fmt.Errorf("stripe %d slot %d: priority %d units above the maximum %d", s, l, u, b.q.maxUnits)
+			case g != 0 && uint64(l) < wr && g != posGen((wr-1-uint64(l))/uint64(sc)):
+				return fmt.Errorf("stripe %d slot %d: generation %d after %d writes, want %d", s, l, g, (wr-1-uint64(l))/uint64(sc)+1, posGen((wr-1-uint64(l))/uint64(sc)))
 			}
 			if g != 0 {
 				filled++
 			}
 		}
-		if want := int(min(st.written.Load(), uint64(sc))); filled != want {
+		if want := int(min(wr, uint64(sc))); filled != want {
 			return fmt.Errorf("stripe %d: %d slots written, counters say %d", s, filled, want)
 		}
 		for k := 1; k <= b.nlev; k++ {

@@ -81,8 +81,8 @@ func (b *Buffer) fixMinPath(s, j int) { b.fixMinRange(s, j, j) }
 // level by level: every node of the range, then once each the parents of
 // the nodes that changed (and any parent between them), and so on while
 // something changes. Children are always fixed before their parent, as on
-// a single path, so the CAS-then-verify argument above holds; a run of 256
-// inserts repairs its common level-2 parent once instead of 16 times.
+// a single path, so the CAS-then-verify argument above holds; a run of
+// runMax (128) inserts repairs its level-2 parent once instead of 8 times.
 func (b *Buffer) fixMinRange(s, j0, j1 int) {
 	for k := 1; k <= b.nlev; k++ {
 		if k == b.nlev {

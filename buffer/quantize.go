@@ -53,7 +53,8 @@ func (q quantizer) units(p float64) (u uint64, clamped bool) {
 	if p >= q.maxPrio {
 		return q.maxUnits, p > q.maxPrio
 	}
-	// p*scale+0.5 < maxUnits+1 < 2^62: the signed conversion is exact and
+	// p*scale+0.5 < maxUnits+1.5 < 2^62 (p < maxPrio, maxUnits is
+	// maxPrio*scale truncated): the signed conversion is exact and
 	// is one instruction (a conversion to uint64 branches on 2^63).
 	u = uint64(int64(p*q.scale + 0.5))
 	return min(max(u, 1), q.maxUnits), false

@@ -4,8 +4,9 @@
 //
 // Loads the 16 node values at grp, masks them, reads values that are negative
 // as int64 as 0, writes their inclusive prefix sums to pre and returns how
-// many prefixes are <= u. Prefixes are compared as signed integers: every
-// value the tree holds is below 2^62 (quantize.go).
+// many prefixes are <= u. Prefixes are compared as signed integers: they
+// stay below 2^63, the bound quantize.go keeps a stripe's mass under even
+// when in-flight deltas count every leaf twice.
 TEXT ·scan16AVX2(SB), NOSPLIT, $0-40
 	MOVQ grp+0(FP), SI
 	MOVQ pre+24(FP), DI

@@ -176,3 +176,59 @@ func TestSampleKernelsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestScanRowsLeafRereadUnderWriter: a writer keeps claiming and publishing
+// the leaves of one group (priority 0 with an odd tag, then back) while both
+// level kernels move rows through it. A row a kernel moves must carry a
+// leaf word with a non-zero priority and an even tag: a leaf that read 0
+// when re-read after the scan has to go back to the caller (slow rows).
+func TestScanRowsLeafRereadUnderWriter(t *testing.T) {
+	defer func(v bool) { useAVX2 = v }(useAVX2)
+	const n, rounds = 64, 4000
+	lv := make([]atomic.Uint64, fanout)
+	live := func(x int) uint64 { return 2<<prioBits | uint64(10+x) }
+	for x := range lv {
+		lv[x].Store(live(x))
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for x := 0; ; x = (x + 1) % fanout {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			lv[x].Store(3 << prioBits) // claimed: odd tag, priority 0
+			lv[x].Store(live(x))
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	var sc scratch
+	sc.size(n, 1)
+	rows := make([]int32, n)
+	slowSeen := 0
+	for round := range rounds {
+		useAVX2 = hasAVX2 && round%2 == 0
+		for r := range n {
+			sc.base[r], sc.node[r], sc.u[r], sc.word[r] = 0, 0, uint64(r*3), 0
+			rows[r] = int32(r)
+		}
+		slow := scanRows(lv, prioMask, rows, &sc, true)
+		slowSeen += slow
+		isSlow := make(map[int32]bool, slow)
+		for _, r := range rows[:slow] {
+			isSlow[r] = true
+		}
+		for r := range int32(n) {
+			if isSlow[r] {
+				continue
+			}
+			if w := sc.word[r]; w&prioMask == 0 || (w>>prioBits)&1 == 1 {
+				t.Fatalf("round %d (avx2=%v): row %d moved to leaf %d with word %#x (being written)", round, useAVX2, r, sc.node[r], w)
+			}
+		}
+	}
+	t.Logf("%d rows went back to the caller in %d rounds", slowSeen, rounds)
+}

@@ -14,111 +14,121 @@ import (
 // never an item inserted with priority 0 (proportional sampling), and with
 // a generation that was current when read. At quiescence the invariants
 // must hold exactly.
+//
+// It runs twice: with the assembly kernels where the CPU has them (AVX2
+// selection, paired CMPXCHG16B claims) and with the portable Go paths that
+// other CPUs take.
 func TestConcurrentStress(t *testing.T) {
-	for _, c := range []struct{ stripes, inserters, learners int }{{1, 3, 2}, {8, 4, 2}, {64, 2, 1}} {
-		t.Run(fmt.Sprintf("stripes=%d", c.stripes), func(t *testing.T) {
-			cfg := Config{Capacity: 1024, Stripes: c.stripes, ObsDim: 4, MaxPriority: 8}
-			b := mustNew(t, cfg)
-			const perInserter = 600
-			var ids atomic.Int64
-			var inserted atomic.Uint64
-			var wg sync.WaitGroup
-			errs := make(chan error, 16)
-			for w := range c.inserters {
-				wg.Go(func() {
-					rng := rand.New(rand.NewPCG(uint64(w), 1))
-					for range perInserter {
-						n := 1 + rng.IntN(48)
-						id0 := int(ids.Add(int64(n))) - n
-						tr := items(cfg, id0, n, func(i int) float64 {
-							if (id0+i)%5 == 0 {
-								return 0
-							}
-							return float64(1 + (id0+i)%7)
-						})
-						for i := range n {
-							tr.Obs[i*4+1], tr.Obs[i*4+2], tr.Obs[i*4+3] = tr.Obs[i*4], tr.Obs[i*4], float32((id0+i)%5)
-						}
-						if err := b.Insert(tr); err != nil {
-							errs <- err
-							return
-						}
-						inserted.Add(uint64(n))
+	defer func(a, c bool) { useAVX2, useCAS2 = a, c }(useAVX2, useCAS2)
+	for _, portable := range []bool{false, true} {
+		useAVX2, useCAS2 = hasAVX2 && !portable, hasCAS2 && !portable
+		for _, c := range []struct{ stripes, inserters, learners int }{{1, 3, 2}, {8, 4, 2}, {64, 2, 1}} {
+			t.Run(fmt.Sprintf("portable=%v/stripes=%d", portable, c.stripes), func(t *testing.T) { stressOnce(t, c.stripes, c.inserters, c.learners) })
+		}
+	}
+}
+
+func stressOnce(t *testing.T, stripes, inserters, learners int) {
+	cfg := Config{Capacity: 1024, Stripes: stripes, ObsDim: 4, MaxPriority: 8}
+	b := mustNew(t, cfg)
+	const perInserter = 600
+	var ids atomic.Int64
+	var inserted atomic.Uint64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range inserters {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			for range perInserter {
+				n := 1 + rng.IntN(48)
+				id0 := int(ids.Add(int64(n))) - n
+				tr := items(cfg, id0, n, func(i int) float64 {
+					if (id0+i)%5 == 0 {
+						return 0
 					}
+					return float64(1 + (id0+i)%7)
 				})
+				for i := range n {
+					tr.Obs[i*4+1], tr.Obs[i*4+2], tr.Obs[i*4+3] = tr.Obs[i*4], tr.Obs[i*4], float32((id0+i)%5)
+				}
+				if err := b.Insert(tr); err != nil {
+					errs <- err
+					return
+				}
+				inserted.Add(uint64(n))
 			}
-			for l := range c.learners {
-				wg.Go(func() {
-					rng := rand.New(rand.NewPCG(uint64(100+l), 2))
-					bt := b.NewBatch(32)
-					prios := make([]float64, 32)
-					for it := 0; it < 400; it++ {
-						if b.Size() < 64 {
-							it--
-							continue
-						}
-						uniform, refsOnly := it%4 == 3, it%4 == 1
-						var err error
-						switch {
-						case uniform:
-							err = b.SampleUniform(rng, bt)
-						case refsOnly:
-							err = b.SampleRefs(rng, bt)
-						default:
-							err = b.Sample(rng, bt)
-						}
-						if err != nil {
-							errs <- fmt.Errorf("sample: %w", err)
-							return
-						}
-						for j, r := range bt.Refs {
-							// After SampleRefs the data are read in a second step, and
-							// the slot may be overwritten in between: GatherRef then
-							// refuses (counted as a stale read) and the row is skipped.
-							if refsOnly && !b.GatherRef(bt, j, r) {
-								prios[j] = 1
-								continue
-							}
-							id := bt.Reward[j]
-							o := bt.Obs[j*4 : j*4+4]
-							if o[0] != id || o[1] != id || o[2] != id || bt.NextObs[j*4] != id+0.5 || o[3] != float32(int(id)%5) {
-								errs <- fmt.Errorf("torn row: reward %v obs %v next %v", id, o, bt.NextObs[j*4])
-								return
-							}
-							if !uniform && o[3] == 0 && bt.Prob[j] > 0 && int(id)%5 == 0 {
-								// An item inserted with priority 0 can only be drawn if a
-								// write-back gave it one; write-backs here never target
-								// multiples of 5 (see below), so this is a bug.
-								errs <- fmt.Errorf("priority-0 item %v sampled", id)
-								return
-							}
-							prios[j] = float64(rng.IntN(12)) // 0..11: zeros and clamps
-							if int(id)%5 == 0 {
-								prios[j] = 0
-							}
-						}
-						if _, err := b.UpdatePriorities(bt.Refs, prios); err != nil {
-							errs <- fmt.Errorf("update: %w", err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
-			if err := b.CheckInvariants(); err != nil {
-				t.Fatalf("after the stress run: %v", err)
-			}
-			st := b.Stats()
-			if st.Inserts != inserted.Load() || st.Size != cfg.Capacity {
-				t.Fatalf("stats %+v, inserted %d", st, inserted.Load())
-			}
-			t.Logf("stats: %+v", st)
 		})
 	}
+	for l := range learners {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(100+l), 2))
+			bt := b.NewBatch(32)
+			prios := make([]float64, 32)
+			for it := 0; it < 400; it++ {
+				if b.Size() < 64 {
+					it--
+					continue
+				}
+				uniform, refsOnly := it%4 == 3, it%4 == 1
+				var err error
+				switch {
+				case uniform:
+					err = b.SampleUniform(rng, bt)
+				case refsOnly:
+					err = b.SampleRefs(rng, bt)
+				default:
+					err = b.Sample(rng, bt)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("sample: %w", err)
+					return
+				}
+				for j, r := range bt.Refs {
+					// After SampleRefs the data are read in a second step, and
+					// the slot may be overwritten in between: GatherRef then
+					// refuses (counted as a stale read) and the row is skipped.
+					if refsOnly && !b.GatherRef(bt, j, r) {
+						prios[j] = 1
+						continue
+					}
+					id := bt.Reward[j]
+					o := bt.Obs[j*4 : j*4+4]
+					if o[0] != id || o[1] != id || o[2] != id || bt.NextObs[j*4] != id+0.5 || o[3] != float32(int(id)%5) {
+						errs <- fmt.Errorf("torn row: reward %v obs %v next %v", id, o, bt.NextObs[j*4])
+						return
+					}
+					if !uniform && o[3] == 0 && bt.Prob[j] > 0 && int(id)%5 == 0 {
+						// An item inserted with priority 0 can only be drawn if a
+						// write-back gave it one; write-backs here never target
+						// multiples of 5 (see below), so this is a bug.
+						errs <- fmt.Errorf("priority-0 item %v sampled", id)
+						return
+					}
+					prios[j] = float64(rng.IntN(12)) // 0..11: zeros and clamps
+					if int(id)%5 == 0 {
+						prios[j] = 0
+					}
+				}
+				if _, err := b.UpdatePriorities(bt.Refs, prios); err != nil {
+					errs <- fmt.Errorf("update: %w", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := b.CheckInvariants(); err != nil {
+		t.Fatalf("after the stress run: %v", err)
+	}
+	st := b.Stats()
+	if st.Inserts != inserted.Load() || st.Size != cfg.Capacity {
+		t.Fatalf("stats %+v, inserted %d", st, inserted.Load())
+	}
+	t.Logf("stats: %+v", st)
 }
 
 // TestSampleSurvivesStalledInserter simulates an inserter descheduled right
