@@ -1,5 +1,55 @@
 #include "textflag.h"
 
+// PREFIX16(p) loads the 16 words at p into Y0..Y3, masks them with Y15,
+// reads values negative as int64 as 0 (v &^= (0 > v); Y13 must be zero)
+// and turns them into inclusive prefix sums (Y4..Y7 are scratch): inside
+// each register, add the register shifted up one lane, then two lanes
+// (across the 128-bit halves); then carry each register's total (its top
+// lane) into the next.
+#define PREFIX16(p) \
+	VMOVDQU 0(p), Y0; \
+	VMOVDQU 32(p), Y1; \
+	VMOVDQU 64(p), Y2; \
+	VMOVDQU 96(p), Y3; \
+	VPAND Y15, Y0, Y0; \
+	VPAND Y15, Y1, Y1; \
+	VPAND Y15, Y2, Y2; \
+	VPAND Y15, Y3, Y3; \
+	VPCMPGTQ Y0, Y13, Y4; \
+	VPANDN Y0, Y4, Y0; \
+	VPCMPGTQ Y1, Y13, Y5; \
+	VPANDN Y1, Y5, Y1; \
+	VPCMPGTQ Y2, Y13, Y6; \
+	VPANDN Y2, Y6, Y2; \
+	VPCMPGTQ Y3, Y13, Y7; \
+	VPANDN Y3, Y7, Y3; \
+	VPERMQ $0x90, Y0, Y4; \
+	VPBLENDD $0x03, Y13, Y4, Y4; \
+	VPADDQ Y4, Y0, Y0; \
+	VPERMQ $0x90, Y1, Y5; \
+	VPBLENDD $0x03, Y13, Y5, Y5; \
+	VPADDQ Y5, Y1, Y1; \
+	VPERMQ $0x90, Y2, Y6; \
+	VPBLENDD $0x03, Y13, Y6, Y6; \
+	VPADDQ Y6, Y2, Y2; \
+	VPERMQ $0x90, Y3, Y7; \
+	VPBLENDD $0x03, Y13, Y7, Y7; \
+	VPADDQ Y7, Y3, Y3; \
+	VPERM2I128 $0x08, Y0, Y0, Y4; \
+	VPADDQ Y4, Y0, Y0; \
+	VPERM2I128 $0x08, Y1, Y1, Y5; \
+	VPADDQ Y5, Y1, Y1; \
+	VPERM2I128 $0x08, Y2, Y2, Y6; \
+	VPADDQ Y6, Y2, Y2; \
+	VPERM2I128 $0x08, Y3, Y3, Y7; \
+	VPADDQ Y7, Y3, Y3; \
+	VPERMQ $0xff, Y0, Y4; \
+	VPADDQ Y4, Y1, Y1; \
+	VPERMQ $0xff, Y1, Y5; \
+	VPADDQ Y5, Y2, Y2; \
+	VPERMQ $0xff, Y2, Y6; \
+	VPADDQ Y6, Y3, Y3
+
 // func scan16AVX2(grp *atomic.Uint64, u, mask uint64, pre *[16]uint64) (c uint64)
 //
 // Loads the 16 node values at grp, masks them, reads values that are negative
@@ -18,56 +68,7 @@ TEXT ·scan16AVX2(SB), NOSPLIT, $0-40
 	VPBROADCASTQ X14, Y14
 	VPXOR Y13, Y13, Y13
 
-	VMOVDQU 0(SI), Y0
-	VMOVDQU 32(SI), Y1
-	VMOVDQU 64(SI), Y2
-	VMOVDQU 96(SI), Y3
-	VPAND Y15, Y0, Y0
-	VPAND Y15, Y1, Y1
-	VPAND Y15, Y2, Y2
-	VPAND Y15, Y3, Y3
-
-	// Negative (as int64) reads as 0: v &^= (0 > v).
-	VPCMPGTQ Y0, Y13, Y4
-	VPANDN Y0, Y4, Y0
-	VPCMPGTQ Y1, Y13, Y5
-	VPANDN Y1, Y5, Y1
-	VPCMPGTQ Y2, Y13, Y6
-	VPANDN Y2, Y6, Y2
-	VPCMPGTQ Y3, Y13, Y7
-	VPANDN Y3, Y7, Y3
-
-	// Prefix sums inside each register: x += x shifted up one lane, then
-	// two lanes.
-	VPERMQ $0x90, Y0, Y4
-	VPBLENDD $0x03, Y13, Y4, Y4
-	VPADDQ Y4, Y0, Y0
-	VPERMQ $0x90, Y1, Y5
-	VPBLENDD $0x03, Y13, Y5, Y5
-	VPADDQ Y5, Y1, Y1
-	VPERMQ $0x90, Y2, Y6
-	VPBLENDD $0x03, Y13, Y6, Y6
-	VPADDQ Y6, Y2, Y2
-	VPERMQ $0x90, Y3, Y7
-	VPBLENDD $0x03, Y13, Y7, Y7
-	VPADDQ Y7, Y3, Y3
-
-	VPERM2I128 $0x08, Y0, Y0, Y4
-	VPADDQ Y4, Y0, Y0
-	VPERM2I128 $0x08, Y1, Y1, Y5
-	VPADDQ Y5, Y1, Y1
-	VPERM2I128 $0x08, Y2, Y2, Y6
-	VPADDQ Y6, Y2, Y2
-	VPERM2I128 $0x08, Y3, Y3, Y7
-	VPADDQ Y7, Y3, Y3
-
-	// Carry each register's total into the next.
-	VPERMQ $0xff, Y0, Y4
-	VPADDQ Y4, Y1, Y1
-	VPERMQ $0xff, Y1, Y5
-	VPADDQ Y5, Y2, Y2
-	VPERMQ $0xff, Y2, Y6
-	VPADDQ Y6, Y3, Y3
+	PREFIX16(SI)
 
 	VMOVDQU Y0, 0(DI)
 	VMOVDQU Y1, 32(DI)
@@ -148,51 +149,7 @@ rowloop:
 	MOVQ node+40(FP), R12
 	MOVLQSX (R12)(AX*4), R13
 
-	VMOVDQU 0(BX), Y0
-	VMOVDQU 32(BX), Y1
-	VMOVDQU 64(BX), Y2
-	VMOVDQU 96(BX), Y3
-	VPAND Y15, Y0, Y0
-	VPAND Y15, Y1, Y1
-	VPAND Y15, Y2, Y2
-	VPAND Y15, Y3, Y3
-	VPCMPGTQ Y0, Y13, Y4
-	VPANDN Y0, Y4, Y0
-	VPCMPGTQ Y1, Y13, Y5
-	VPANDN Y1, Y5, Y1
-	VPCMPGTQ Y2, Y13, Y6
-	VPANDN Y2, Y6, Y2
-	VPCMPGTQ Y3, Y13, Y7
-	VPANDN Y3, Y7, Y3
-
-	VPERMQ $0x90, Y0, Y4
-	VPBLENDD $0x03, Y13, Y4, Y4
-	VPADDQ Y4, Y0, Y0
-	VPERMQ $0x90, Y1, Y5
-	VPBLENDD $0x03, Y13, Y5, Y5
-	VPADDQ Y5, Y1, Y1
-	VPERMQ $0x90, Y2, Y6
-	VPBLENDD $0x03, Y13, Y6, Y6
-	VPADDQ Y6, Y2, Y2
-	VPERMQ $0x90, Y3, Y7
-	VPBLENDD $0x03, Y13, Y7, Y7
-	VPADDQ Y7, Y3, Y3
-
-	VPERM2I128 $0x08, Y0, Y0, Y4
-	VPADDQ Y4, Y0, Y0
-	VPERM2I128 $0x08, Y1, Y1, Y5
-	VPADDQ Y5, Y1, Y1
-	VPERM2I128 $0x08, Y2, Y2, Y6
-	VPADDQ Y6, Y2, Y2
-	VPERM2I128 $0x08, Y3, Y3, Y7
-	VPADDQ Y7, Y3, Y3
-
-	VPERMQ $0xff, Y0, Y4
-	VPADDQ Y4, Y1, Y1
-	VPERMQ $0xff, Y1, Y5
-	VPADDQ Y5, Y2, Y2
-	VPERMQ $0xff, Y2, Y6
-	VPADDQ Y6, Y3, Y3
+	PREFIX16(BX)
 
 	VMOVDQU Y0, 8(DX)
 	VMOVDQU Y1, 40(DX)
