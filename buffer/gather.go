@@ -112,18 +112,16 @@ func copySmall(dst, src []float32) {
 // The prefetches do not wait for their lines (a pass of plain loads did:
 // Batch at 2^20 took 43 µs with it and 35 µs with this one).
 func (b *Buffer) touchRows(slots []int32) {
-	d := b.cfg.ObsDim
-	for _, g := range slots {
-		prefetch(unsafe.Pointer(&b.obs[int(g)*d]))
-		prefetch(unsafe.Pointer(&b.nextObs[int(g)*d]))
-		prefetch(unsafe.Pointer(&b.reward[g]))
-		prefetch(unsafe.Pointer(&b.discount[g]))
-		prefetch(unsafe.Pointer(&b.flags[g]))
-		if b.action != nil {
-			prefetch(unsafe.Pointer(&b.action[g]))
-		} else {
-			prefetch(unsafe.Pointer(&b.actionVec[int(g)*b.width]))
-		}
+	row := uintptr(4 * b.cfg.ObsDim) // bytes per row of obs and nextObs
+	prefetchCol(unsafe.Pointer(unsafe.SliceData(b.obs)), row, slots)
+	prefetchCol(unsafe.Pointer(unsafe.SliceData(b.nextObs)), row, slots)
+	prefetchCol(unsafe.Pointer(unsafe.SliceData(b.reward)), 4, slots)
+	prefetchCol(unsafe.Pointer(unsafe.SliceData(b.discount)), 4, slots)
+	prefetchCol(unsafe.Pointer(unsafe.SliceData(b.flags)), 4, slots)
+	if b.action != nil {
+		prefetchCol(unsafe.Pointer(unsafe.SliceData(b.action)), 4, slots)
+	} else {
+		prefetchCol(unsafe.Pointer(unsafe.SliceData(b.actionVec)), uintptr(4*b.width), slots)
 	}
 }
 

@@ -5,8 +5,17 @@ import (
 	"unsafe"
 )
 
-// prefetch asks the cache for the line holding p and returns without
-// waiting for it (prefetch_amd64.s). It reads nothing Go can observe.
+// The prefetch passes (prefetch_amd64.s) ask the cache for lines and
+// return without waiting for them. They read nothing Go can observe, and
+// each covers a whole list in one call.
+
+// prefetchCol asks for the line at base + slots[i]·stride, for every i (the
+// first line of each row of one column).
+//
+//go:noescape
+func prefetchCol(base unsafe.Pointer, stride uintptr, slots []int32)
+
+// prefetch asks for the line holding p.
 //
 //go:noescape
 func prefetch(p unsafe.Pointer)

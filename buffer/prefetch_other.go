@@ -7,7 +7,8 @@ import (
 	"unsafe"
 )
 
-// prefetch and prefetchGroup are hints; without an assembly version they do
-// nothing (the passes that call them then only cost their loop).
-func prefetch(p unsafe.Pointer)      {}
-func prefetchGroup(p *atomic.Uint64) {}
+// The prefetch passes are hints; without an assembly version they do
+// nothing (see prefetch_amd64.go).
+func prefetchCol(base unsafe.Pointer, stride uintptr, slots []int32) {}
+func prefetch(p unsafe.Pointer)                                      {}
+func prefetchGroup(p *atomic.Uint64)                                 {}
