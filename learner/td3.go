@@ -372,7 +372,8 @@ func (l *TD3) Stats() TD3Stats {
 //
 // Errors name the step (1-based) and wrap what went wrong: ctx's error if
 // ctx is already done (nothing is done then); a sampling or Weighter error
-// (nothing changed); a Normalizer error (nothing changed); a
+// (nothing changed); under ReF-ER, the stage's RowWeights error
+// (buffer.ErrShape, nothing changed); a Normalizer error (nothing changed); a
 // *model.NonFiniteError (errors.Is model.ErrNonFinite) for a NaN or
 // infinite critic loss (or TD error, under a method with a Normalizer) or
 // critic gradient (nothing changed: both critics'

@@ -314,8 +314,12 @@ type vracerParts struct {
 // *model.NonFiniteError (errors.Is model.ErrNonFinite) for a NaN or
 // infinite network output, loss or gradient (nothing changed) or
 // parameter after the update (the update has been applied: the learner
-// is poisoned and the run must stop). The stage's write-back comes after
-// the update. A failed step does not count: Steps is unchanged.
+// is poisoned and the run must stop); the stage's error (buffer.ErrShape)
+// if its RowWeights refuse the learner's slices (nothing changed). The
+// stage's write-back (Refresh, RefreshBootstrap) comes after the update, so
+// its errors (buffer.ErrShape, buffer.ErrPriority: values the learner
+// checked already, so only a defect) leave the update applied. A failed
+// step does not count: Steps is unchanged.
 //
 // Step must be called from one goroutine at a time. It allocates nothing
 // except, every PublishEvery steps, the published snapshot (and the

@@ -113,53 +113,88 @@ func algoFor(algo, env, method string, space envs.Space) (string, error) {
 	return algo, nil
 }
 
+// setting is one TrainConfig field that configures only some learners or
+// replay methods.
+type setting struct {
+	set   bool   // the field is not zero
+	name  string // "Field (-flag)"
+	ok    bool   // the run's learner or method uses it
+	what  string // what it configures
+	clear func(*TrainConfig)
+}
+
+// methodSettings are c's settings that only some replay methods use, with
+// ok for method (c.Sampler).
+func methodSettings(c *TrainConfig) []setting {
+	m := c.Sampler
+	lap := m == "lap" || m == "pal"
+	refer := slices.Contains(referMethods, m)
+	adapts := m == "refer" || m == "refer-2" // refer-1 and er fix beta at 1: D steers nothing
+	return []setting{
+		{c.LAPAlpha != 0, "LAPAlpha (-lap-alpha)", lap, "the lap and pal methods", func(c *TrainConfig) { c.LAPAlpha = 0 }},
+		{c.LAPK != 0, "LAPK (-lap-k)", lap, "the lap and pal methods", func(c *TrainConfig) { c.LAPK = 0 }},
+		{c.REFERC != 0, "REFERC (-refer-c)", refer, "the ReF-ER methods", func(c *TrainConfig) { c.REFERC = 0 }},
+		{c.REFERD != 0, "REFERD (-refer-d)", adapts, "refer and refer-2, the ReF-ER methods whose beta adapts", func(c *TrainConfig) { c.REFERD = 0 }},
+		{c.REFERA != 0, "REFERA (-refer-a)", refer, "the ReF-ER methods", func(c *TrainConfig) { c.REFERA = 0 }},
+		{c.TEREta != 0, "TEREta (-ter-eta)", m == "ter", "the ter method", func(c *TrainConfig) { c.TEREta = 0 }},
+		{c.TERRoots != 0, "TERRoots (-ter-roots)", m == "ter", "the ter method", func(c *TrainConfig) { c.TERRoots = 0 }},
+		{c.TERPreds != 0, "TERPreds (-ter-preds)", m == "ter", "the ter method", func(c *TrainConfig) { c.TERPreds = 0 }},
+		{c.NERSAlpha != 0, "NERSAlpha (-ners-alpha)", m == "ners", "the ners method", func(c *TrainConfig) { c.NERSAlpha = 0 }},
+		{c.NERSInterval != 0, "NERSInterval (-ners-interval)", m == "ners", "the ners method", func(c *TrainConfig) { c.NERSInterval = 0 }},
+		{c.NERSSample != 0, "NERSSample (-ners-sample)", m == "ners", "the ners method", func(c *TrainConfig) { c.NERSSample = 0 }},
+	}
+}
+
+// learnerSettings are c's settings that only some learners use, with ok for
+// algo.
+func learnerSettings(c *TrainConfig, algo string) []setting {
+	return []setting{
+		{c.Epsilon != 0, "Epsilon (-epsilon)", algo == "dqn", "the dqn learner's actors", func(c *TrainConfig) { c.Epsilon = 0 }},
+		{c.EpsilonDecaySteps != 0, "EpsilonDecaySteps (-epsilon-decay)", algo == "dqn", "the dqn learner's actors", func(c *TrainConfig) { c.EpsilonDecaySteps = 0 }},
+		{c.Dueling, "Dueling (-dueling)", algo == "dqn", "the dqn learner's network", func(c *TrainConfig) { c.Dueling = false }},
+		{c.Sigma != 0, "Sigma (-sigma)", algo == "td3", "the td3 learner's actors (vracer's actors draw from the policy's own std)", func(c *TrainConfig) { c.Sigma = 0 }},
+		{c.OUTheta != 0, "OUTheta (-ou-theta)", algo == "td3", "the td3 learner's actors", func(c *TrainConfig) { c.OUTheta = 0 }},
+		{c.RandomSteps != 0, "RandomSteps (-random-steps)", algo == "td3", "the td3 learner's actors", func(c *TrainConfig) { c.RandomSteps = 0 }},
+		{c.Tau != 0, "Tau (-tau)", algo != "vracer", "target networks (dqn, td3); vracer has none", func(c *TrainConfig) { c.Tau = 0 }},
+		{c.NStep > 1, "NStep (-n-step) above 1", algo != "vracer", "n-step returns (dqn, td3); vracer's Retrace uses whole episodes of single steps", func(c *TrainConfig) { c.NStep = 1 }},
+	}
+}
+
 // checkApplies refuses settings that the run's learner (algo) or replay
 // method would ignore, so that a setting never silently does nothing (the
 // flag each field comes from is named for the command line's users).
 func checkApplies(cfg TrainConfig, algo string) error {
-	type rule struct {
-		set   bool
-		field string // "Field (-flag)"
-		ok    bool
-		what  string // what the setting configures
-	}
-	method := cfg.Sampler
-	lap := method == "lap" || method == "pal"
-	refer := slices.Contains(referMethods, method)
-	rules := []rule{
-		{cfg.LAPAlpha != 0, "LAPAlpha (-lap-alpha)", lap, "the lap and pal methods"},
-		{cfg.LAPK != 0, "LAPK (-lap-k)", lap, "the lap and pal methods"},
-		{cfg.REFERC != 0, "REFERC (-refer-c)", refer, "the ReF-ER methods"},
-		{cfg.REFERD != 0, "REFERD (-refer-d)", refer, "the ReF-ER methods"},
-		{cfg.REFERA != 0, "REFERA (-refer-a)", refer, "the ReF-ER methods"},
-		{cfg.TEREta != 0, "TEREta (-ter-eta)", method == "ter", "the ter method"},
-		{cfg.TERRoots != 0, "TERRoots (-ter-roots)", method == "ter", "the ter method"},
-		{cfg.TERPreds != 0, "TERPreds (-ter-preds)", method == "ter", "the ter method"},
-		{cfg.NERSAlpha != 0, "NERSAlpha (-ners-alpha)", method == "ners", "the ners method"},
-		{cfg.NERSInterval != 0, "NERSInterval (-ners-interval)", method == "ners", "the ners method"},
-		{cfg.NERSSample != 0, "NERSSample (-ners-sample)", method == "ners", "the ners method"},
-	}
-	for _, r := range rules {
+	for _, r := range methodSettings(&cfg) {
 		if r.set && !r.ok {
-			return fmt.Errorf("runtime: train: %s configures %s; this run's method is %s", r.field, r.what, method)
+			return fmt.Errorf("runtime: train: %s configures %s; this run's method is %s", r.name, r.what, cfg.Sampler)
 		}
 	}
-	rules = []rule{
-		{cfg.Epsilon != 0, "Epsilon (-epsilon)", algo == "dqn", "the dqn learner's actors"},
-		{cfg.EpsilonDecaySteps != 0, "EpsilonDecaySteps (-epsilon-decay)", algo == "dqn", "the dqn learner's actors"},
-		{cfg.Dueling, "Dueling (-dueling)", algo == "dqn", "the dqn learner's network"},
-		{cfg.Sigma != 0, "Sigma (-sigma)", algo == "td3", "the td3 learner's actors (vracer's actors draw from the policy's own std)"},
-		{cfg.OUTheta != 0, "OUTheta (-ou-theta)", algo == "td3", "the td3 learner's actors"},
-		{cfg.RandomSteps != 0, "RandomSteps (-random-steps)", algo == "td3", "the td3 learner's actors"},
-		{cfg.Tau != 0, "Tau (-tau)", algo != "vracer", "target networks (dqn, td3); vracer has none"},
-		{cfg.NStep > 1, "NStep (-n-step) above 1", algo != "vracer", "n-step returns (dqn, td3); vracer's Retrace uses whole episodes of single steps"},
-	}
-	for _, r := range rules {
+	for _, r := range learnerSettings(&cfg, algo) {
 		if r.set && !r.ok {
-			return fmt.Errorf("runtime: train: %s configures %s; this run's learner is %s", r.field, r.what, algo)
+			return fmt.Errorf("runtime: train: %s configures %s; this run's learner is %s", r.name, r.what, algo)
 		}
 	}
 	return nil
+}
+
+// dropIgnored clears the settings of c that its learner (c.Algo) or method
+// ignores. A checkpoint saved before such settings were refused may carry
+// them; they had no effect on that run, and clearing them lets it resume.
+func dropIgnored(c TrainConfig) TrainConfig {
+	for _, r := range append(methodSettings(&c), learnerSettings(&c, c.Algo)...) {
+		if !r.ok {
+			r.clear(&c)
+		}
+	}
+	return c
+}
+
+// lapConfig is LAP's configuration (lap and pal) from cfg's settings.
+func lapConfig(cfg TrainConfig) sampler.LAPConfig {
+	l := sampler.DefaultLAPConfig()
+	setIf(&l.Alpha, cfg.LAPAlpha)
+	setIf(&l.K, cfg.LAPK)
+	return l
 }
 
 // bufferConfig is the replay layout cfg needs for env's spaces.
@@ -177,10 +212,7 @@ func bufferConfig(cfg TrainConfig, obsDim int, space envs.Space) buffer.Config {
 	if cfg.Sampler == "lap" {
 		// LAP stores no priority below K^Alpha, new items' included: with
 		// K > 1 the running maximum starts at that floor.
-		l := sampler.DefaultLAPConfig()
-		setIf(&l.Alpha, cfg.LAPAlpha)
-		setIf(&l.K, cfg.LAPK)
-		if f := l.Floor(); f > 1 {
+		if f := lapConfig(cfg).Floor(); f > 1 {
 			c.InitialPriority = f
 		}
 	}
@@ -195,14 +227,10 @@ func methodConfig(cfg TrainConfig, betaSteps int64, env envs.Env) (sampler.Metho
 			return mc, fmt.Errorf("runtime: train: Loss: %w", err)
 		}
 	}
-	if cfg.LAPAlpha != 0 || cfg.LAPK != 0 {
-		l := sampler.DefaultLAPConfig()
-		setIf(&l.Alpha, cfg.LAPAlpha)
-		setIf(&l.K, cfg.LAPK)
+	if (cfg.Sampler == "lap" || cfg.Sampler == "pal") && (cfg.LAPAlpha != 0 || cfg.LAPK != 0) {
+		l := lapConfig(cfg)
 		mc.LAP = &l
-		if cfg.Sampler == "lap" || cfg.Sampler == "pal" {
-			mc.Loss = model.Loss{} // the method derives its own from Alpha and K
-		}
+		mc.Loss = model.Loss{} // the method derives its own from Alpha and K
 	}
 	if slices.Contains(referMethods, cfg.Sampler) {
 		r := sampler.DefaultREFERConfig(betaSteps)

@@ -185,11 +185,17 @@ func ResumeTrainer(path string, override func(*TrainConfig)) (*Trainer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCheckpoint, path, err)
 	}
+	// A run saved before ignored settings were refused may carry some:
+	// they did nothing then, and are dropped now.
+	h.Config = dropIgnored(h.Config)
 	cfg := h.Config
 	if override != nil {
 		override(&cfg)
 		if err := sameShape(h.Config, cfg); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrCheckpoint, path, err)
+		}
+		if err := checkApplies(cfg, cfg.Algo); err != nil { // a setting of this resume's, not the file's
+			return nil, err
 		}
 	}
 	cfg.Resumes = h.Config.Resumes + 1

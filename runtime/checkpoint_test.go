@@ -3,8 +3,11 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -156,5 +159,54 @@ func TestCheckpointVersion1(t *testing.T) {
 	}
 	if !bytes.Equal(savedBuffer(t, re), savedBuffer(t, tr)) {
 		t.Fatal("the version 1 file's replay buffer differs")
+	}
+}
+
+// TestCheckpointDropsIgnoredSettings: a checkpoint saved before settings
+// its run ignored were refused (here a dqn run carrying td3's Sigma and
+// ter's TEREta) still resumes, without them; setting one again on resume
+// is the caller's error, not the file's.
+func TestCheckpointDropsIgnoredSettings(t *testing.T) {
+	dir := t.TempDir()
+	_, _, good := savedRun(t, dir)
+	n := int(binary.LittleEndian.Uint32(good[12:]))
+	var h map[string]json.RawMessage
+	if err := json.Unmarshal(good[16:16+n], &h); err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(h["config"], &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["sigma"], cfg["ter_eta"] = 0.3, 0.4
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h["config"] = js
+	hj, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old bytes.Buffer
+	old.Write(good[:12])
+	old.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(hj))))
+	old.Write(hj)
+	old.Write(binary.LittleEndian.AppendUint32(nil, crc32.Checksum(hj, crc32.MakeTable(crc32.Castagnoli))))
+	old.Write(good[16+n+4:])
+	path := filepath.Join(dir, "old.ckpt")
+	if err := os.WriteFile(path, old.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := ResumeTrainer(path, nil)
+	if err != nil {
+		t.Fatalf("a checkpoint carrying ignored settings: %v", err)
+	}
+	if c := tr.Config(); c.Sigma != 0 || c.TEREta != 0 || c.Algo != "dqn" {
+		t.Errorf("resumed config kept ignored settings: algo %s, Sigma %v, TEREta %v", c.Algo, c.Sigma, c.TEREta)
+	}
+	_, err = ResumeTrainer(path, func(c *TrainConfig) { c.Sigma = 0.2 })
+	if err == nil || errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), "Sigma (-sigma)") {
+		t.Errorf("resume setting Sigma on a dqn run: %v, want the setting refused (not ErrCheckpoint)", err)
 	}
 }

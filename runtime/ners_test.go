@@ -175,12 +175,19 @@ func TestMethodSettingsReachTheStage(t *testing.T) {
 	if n := mc.NERS; n.Alpha != 0.9 || n.Interval != 7 || n.TrainSize != 11 || n.Horizon != 200 || n.ActionScale != 2 || n.Seed != 3 {
 		t.Errorf("ners config %+v", *n)
 	}
-	mc, err = methodConfig(TrainConfig{Sampler: "ter", TEREta: 0.25, TERRoots: 4, TERPreds: 2, LAPAlpha: 0.3, LAPK: 2}, 1000, pend)
+	mc, err = methodConfig(TrainConfig{Sampler: "ter", TEREta: 0.25, TERRoots: 4, TERPreds: 2}, 1000, pend)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tc := mc.TER; tc.Eta != 0.25 || tc.Roots != 4 || tc.Preds != 2 || mc.LAP.Alpha != 0.3 || mc.LAP.K != 2 {
-		t.Errorf("ter %+v, lap %+v", *tc, *mc.LAP)
+	if tc := mc.TER; tc.Eta != 0.25 || tc.Roots != 4 || tc.Preds != 2 || mc.LAP != nil {
+		t.Errorf("ter %+v, lap %v", *tc, mc.LAP)
+	}
+	mc, err = methodConfig(TrainConfig{Sampler: "pal", LAPAlpha: 0.3, LAPK: 2}, 1000, pend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mc.LAP == nil || mc.LAP.Alpha != 0.3 || mc.LAP.K != 2 {
+		t.Errorf("pal: lap %v", mc.LAP)
 	}
 	// A value the stage refuses is refused, not ignored.
 	if _, err := NewTrainer(TrainConfig{Env: "Pendulum-v1", Sampler: "refer", REFERD: 2, Steps: 10}); err == nil {

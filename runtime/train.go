@@ -160,24 +160,17 @@ func DefaultTrainConfig() TrainConfig {
 		MinSizeToSample: 1000, EvalEvery: 5 * time.Second, EvalEpisodes: 5, FinalEpisodes: 20}
 }
 
-// ForMethod returns c with Sampler set to method and the settings of the
-// other replay methods cleared (LAP*, REFER*, TER*, NERS*: NewTrainer
+// ForMethod returns c with Sampler set to method and the settings the
+// method does not use cleared (LAP*, REFER*, TER*, NERS*: NewTrainer
 // refuses a setting the run's method would ignore). A sweep over methods
 // can so share one base configuration that carries each method's
 // settings. O(1).
 func (c TrainConfig) ForMethod(method string) TrainConfig {
 	c.Sampler = method
-	if method != "lap" && method != "pal" {
-		c.LAPAlpha, c.LAPK = 0, 0
-	}
-	if !slices.Contains(referMethods, method) {
-		c.REFERC, c.REFERD, c.REFERA = 0, 0, 0
-	}
-	if method != "ter" {
-		c.TEREta, c.TERRoots, c.TERPreds = 0, 0, 0
-	}
-	if method != "ners" {
-		c.NERSAlpha, c.NERSInterval, c.NERSSample = 0, 0, 0
+	for _, r := range methodSettings(&c) {
+		if !r.ok {
+			r.clear(&c)
+		}
 	}
 	return c
 }

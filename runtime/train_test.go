@@ -94,6 +94,7 @@ func TestTrainerConfigErrors(t *testing.T) {
 		{Env: "Pendulum-v1", Sampler: "refer", Algo: "vracer", Tau: 0.01, Steps: 1}:  "Tau (-tau) configures target networks",
 		{Env: "Pendulum-v1", Sampler: "refer", Algo: "vracer", NStep: 3, Steps: 1}:   "NStep (-n-step) above 1",
 		{RandomSteps: 100, Steps: 1}:                                                 "RandomSteps (-random-steps)",
+		{Env: "Pendulum-v1", Sampler: "refer-1", REFERD: 0.2, Steps: 1}:              "REFERD (-refer-d) configures refer and refer-2",
 	} {
 		if _, err := NewTrainer(*cfg); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%+v: got %v, want an error mentioning %q", *cfg, err, want)
