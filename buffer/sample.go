@@ -81,9 +81,10 @@ func (b *Buffer) Sample(rng *rand.Rand, dst *Batch) error {
 //
 // Cost: the B descents advance together level by level (16-ary, about
 // log16(Capacity/Stripes) levels): each level first prefetches every row's
-// node group, so their cache misses overlap, then resolves rows that share
-// a node group in one merge walk and the others with a 16-wide scan each,
-// all in one assembly loop where the CPU has AVX2. No allocation after the first call
+// node group, so their cache misses overlap. At the top level, rows that
+// share a node group are resolved in one merge walk; every other row scans
+// its group (16 wide), all of a level's rows in one assembly loop where the
+// CPU has AVX2. No allocation after the first call
 // with a given dst. Safe for concurrent use with every other method; a
 // descent that meets a node changed under it clamps to a valid child.
 func (b *Buffer) SampleRefs(rng *rand.Rand, dst *Batch) error {
@@ -305,7 +306,7 @@ func (b *Buffer) descend(sc *scratch, rng *rand.Rand) {
 				prefetchGroup(&lv[g])
 			}
 		}
-		m := 0 // rows alone (or in twos) in their groups, for selectRows
+		m := 0 // the rows selectRows moves, in sc.rows
 		if k < b.nlev-1 {
 			// Below the top level rows seldom share a group (at 2^20 with 16
 			// stripes, 256 rows meet 4096 groups at level 2): skip the run

@@ -22,8 +22,8 @@ func scanGroupGo(grp *[fanout]atomic.Uint64, u, mask uint64, pre *[fanout]uint64
 }
 
 // scanRowsGo is the portable kernel of scanRows: one descent level for the
-// rows listed in rows, each alone in its group of lv, which starts at
-// sc.base[r]. A row whose target lies beyond its group's sum, or whose
+// rows listed in rows, each scanning its own group of lv (rows may share
+// one), which starts at sc.base[r]. A row whose target lies beyond its group's sum, or whose
 // chosen leaf (leaf level) reads 0, is left unchanged and listed in
 // rows[:slow].
 func scanRowsGo(lv []atomic.Uint64, mask uint64, rows []int32, sc *scratch, leaf bool) (slow int) {

@@ -35,8 +35,8 @@ func scanGroup(grp *[fanout]atomic.Uint64, u, mask uint64, pre *[fanout]uint64) 
 	return scanGroupGo(grp, u, mask, pre)
 }
 
-// scanRowsAVX2 is in scan_amd64.s: one descent level for rows that are
-// alone in their node groups.
+// scanRowsAVX2 is in scan_amd64.s: one descent level for a list of rows,
+// each scanning its own node group.
 //
 //go:noescape
 func scanRowsAVX2(lv *atomic.Uint64, base *int, mask uint64, rows *int32, n int, node *int32, u *uint64, vsel *uint64, word *uint64, pre *[fanout + 1]uint64) (slow int)

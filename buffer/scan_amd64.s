@@ -117,10 +117,10 @@ TEXT ·xgetbv0(SB), NOSPLIT, $0-4
 
 // func scanRowsAVX2(lv *atomic.Uint64, base *int, mask uint64, rows *int32, n int, node *int32, u *uint64, vsel *uint64, word *uint64, pre *[17]uint64) (slow int)
 //
-// One level of the batched descent for rows[0:n], each alone in its node
-// group: for row r it scans the 16 children at lv[base[r]:] (node node[r]'s
-// group), as scan16AVX2 does, and moves the
-// row into the child c holding u[r]: u[r] -= prefix before c, vsel[r] =
+// One level of the batched descent for rows[0:n], each on its own (rows may
+// share a group): for row r it scans the 16 children at lv[base[r]:] (node
+// node[r]'s group), as scan16AVX2 does, and moves the row into the child c
+// holding u[r]: u[r] -= prefix before c, vsel[r] =
 // child c's value, node[r] = node[r]*16 + c. With word non-nil (the leaf
 // level) it also stores the chosen leaf's word in word[r]. A row whose
 // target lies beyond its group's sum, or whose chosen leaf reads 0 (being
