@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -163,57 +162,23 @@ func Run(ctx context.Context, cfg Config, onRun func(Trial)) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	type job struct{ arm, seed int }
-	jobs := make(chan job)
 	runs := make([][]Trial, len(cfg.Samplers))
 	for i := range runs {
 		runs[i] = make([]Trial, len(cfg.Seeds))
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	for range cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				r, err := trainOne(ctx, cfg, cfg.Samplers[j.arm], cfg.Seeds[j.seed])
-				mu.Lock()
-				if err != nil {
-					if firstErr == nil {
-						firstErr = err
-					}
-					cancel()
-				} else {
-					runs[j.arm][j.seed] = r
-					if onRun != nil {
-						onRun(r)
-					}
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-feed:
-	for s := range cfg.Seeds { // seed-major: every arm progresses together
-		for a := range cfg.Samplers {
-			select {
-			case jobs <- job{a, s}:
-			case <-ctx.Done():
-				break feed
-			}
+	arms := len(cfg.Samplers)
+	// Jobs go seed-major, so every arm progresses together.
+	err := Pool(ctx, cfg.Workers, arms*len(cfg.Seeds), func(ctx context.Context, i int) error {
+		a, s := i%arms, i/arms
+		r, err := trainOne(ctx, cfg, cfg.Samplers[a], cfg.Seeds[s])
+		runs[a][s] = r
+		return err
+	}, func(i int) {
+		if onRun != nil {
+			onRun(runs[i%arms][i/arms])
 		}
-	}
-	close(jobs)
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	if err := ctx.Err(); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 	res := &Result{Config: cfg}

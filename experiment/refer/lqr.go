@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/apexrl/apex/actor"
@@ -240,50 +239,19 @@ func RunLQR(ctx context.Context, cfg LQRConfig, onRun func(LQRRun)) (*LQRResult,
 	if f := pr.A - pr.B*k; math.Abs(f) < 1 {
 		res.OptimalReturn = -(pr.Q + pr.R*k*k) / (1 - f*f) * pr.X0 * pr.X0 / 3
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	jobs := make(chan int)
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	for range cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				r, err := trainLQR(ctx, cfg, cfg.Seeds[i], k)
-				mu.Lock()
-				if err != nil {
-					if firstErr == nil {
-						firstErr = fmt.Errorf("refer: lqr seed %d: %w", cfg.Seeds[i], err)
-					}
-					cancel()
-				} else {
-					res.Runs[i] = r
-					if onRun != nil {
-						onRun(r)
-					}
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-feed:
-	for i := range cfg.Seeds {
-		select {
-		case jobs <- i:
-		case <-ctx.Done():
-			break feed
+	err := control.Pool(ctx, cfg.Workers, len(cfg.Seeds), func(ctx context.Context, i int) error {
+		r, err := trainLQR(ctx, cfg, cfg.Seeds[i], k)
+		if err != nil {
+			return fmt.Errorf("refer: lqr seed %d: %w", cfg.Seeds[i], err)
 		}
-	}
-	close(jobs)
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	if err := ctx.Err(); err != nil {
+		res.Runs[i] = r
+		return nil
+	}, func(i int) {
+		if onRun != nil {
+			onRun(res.Runs[i])
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
 	slopes := make([]float64, len(res.Runs))
