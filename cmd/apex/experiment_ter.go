@@ -86,11 +86,8 @@ func runTER(args []string, stdout, stderr io.Writer) int {
 		}
 		c := ter.KeyDoorCheck(res)
 		res.Checks = append(res.Checks, c)
-		mark := "ok  "
-		if !c.OK {
-			mark, failed = "FAIL", true
-		}
-		fmt.Fprintf(stdout, "%s %s\n", mark, c.What)
+		failed = failed || !c.OK
+		fmt.Fprintln(stdout, c)
 		fmt.Fprintf(stdout, "wrote %s (%.0fs)\n\n", png, time.Since(start).Seconds())
 		report["keydoor"] = res
 	}

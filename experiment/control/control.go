@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -152,6 +153,22 @@ type Result struct {
 type Check struct {
 	What string `json:"what"`
 	OK   bool   `json:"ok"`
+}
+
+// String is the check as the reports print it: "ok  " or "FAIL", then What.
+func (c Check) String() string {
+	if c.OK {
+		return "ok   " + c.What
+	}
+	return "FAIL " + c.What
+}
+
+// WriteChecks writes one line per check (Check.String) to b.
+func WriteChecks(b *strings.Builder, checks []Check) {
+	for _, ch := range checks {
+		b.WriteString(ch.String())
+		b.WriteByte('\n')
+	}
 }
 
 // Run trains every (sampler, seed) pair of cfg, Workers at a time,

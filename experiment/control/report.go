@@ -47,13 +47,7 @@ func WriteTable(w io.Writer, res *Result) error {
 		}
 	}
 	WriteColumns(&b, rows, "", " ")
-	for _, ch := range res.Checks {
-		mark := "ok  "
-		if !ch.OK {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(&b, "%s %s\n", mark, ch.What)
-	}
+	WriteChecks(&b, res.Checks)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

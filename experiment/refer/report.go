@@ -58,7 +58,7 @@ func WritePendulumTable(w io.Writer, r *PendulumResult) error {
 		rows = append(rows, row)
 	}
 	control.WriteColumns(&b, rows, "", "  ")
-	writeChecks(&b, r.Checks)
+	control.WriteChecks(&b, r.Checks)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -106,19 +106,9 @@ func WriteLQRTable(w io.Writer, r *LQRResult) error {
 	}
 	rows = append(rows, []string{"median", fmt.Sprintf("%.4f", r.MedianSlope), fmt.Sprintf("%+.1f%%", 100*(r.MedianSlope+r.K)/r.K)})
 	control.WriteColumns(&b, rows, "", "  ")
-	writeChecks(&b, r.Checks)
+	control.WriteChecks(&b, r.Checks)
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-func writeChecks(b *strings.Builder, checks []control.Check) {
-	for _, ch := range checks {
-		mark := "ok  "
-		if !ch.OK {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(b, "%s %s\n", mark, ch.What)
-	}
 }
 
 // colours are the arms' colours (control's palette, full ReF-ER first).

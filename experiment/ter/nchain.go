@@ -9,6 +9,7 @@ import (
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/envs"
+	"github.com/apexrl/apex/experiment/control"
 	"github.com/apexrl/apex/sampler"
 )
 
@@ -512,10 +513,7 @@ func ExactSweep(c *NChainConfig, ds *Dataset, d int) (ExactResult, error) {
 }
 
 // Check is one acceptance criterion and whether it held.
-type Check struct {
-	What string `json:"what"`
-	OK   bool   `json:"ok"`
-}
+type Check = control.Check
 
 // AcceptanceChecks evaluates the issue's NChain criteria (those whose
 // methods ran): TER optimal within Within updates on >= 95% of datasets;
@@ -528,13 +526,13 @@ func (r *NChainResult) AcceptanceChecks() []Check {
 	var out []Check
 	ter := r.Method("ter")
 	if ter != nil {
-		out = append(out, Check{fmt.Sprintf("ter reaches the optimal return within %d updates on >= 95%% of datasets: %.1f%%", c.Within, 100*ter.SolvedWithin),
-			ter.SolvedWithin >= 0.95})
+		out = append(out, Check{What: fmt.Sprintf("ter reaches the optimal return within %d updates on >= 95%% of datasets: %.1f%%", c.Within, 100*ter.SolvedWithin),
+			OK: ter.SolvedWithin >= 0.95})
 	}
 	for _, name := range []string{"uniform", "per", "per-greedy"} {
 		if m := r.Method(name); m != nil {
-			out = append(out, Check{fmt.Sprintf("%s reaches it within %d updates on <= 5%% of datasets: %.1f%%", name, c.Updates, 100*m.Solved),
-				m.Solved <= 0.05})
+			out = append(out, Check{What: fmt.Sprintf("%s reaches it within %d updates on <= 5%% of datasets: %.1f%%", name, c.Updates, 100*m.Solved),
+				OK: m.Solved <= 0.05})
 		}
 	}
 	if ter != nil && len(r.Methods) > 1 {
@@ -548,14 +546,15 @@ func (r *NChainResult) AcceptanceChecks() []Check {
 				ok = false
 			}
 		}
-		out = append(out, Check{fmt.Sprintf("ter has the lowest mean |Q - Q*| after %d updates: %.4f (next: %s %.4f)", c.Updates, ter.MeanQErr, best, bestErr), ok})
+		out = append(out, Check{What: fmt.Sprintf("ter has the lowest mean |Q - Q*| after %d updates: %.4f (next: %s %.4f)", c.Updates, ter.MeanQErr, best, bestErr), OK: ok})
 	}
 	e := &r.Exact
-	out = append(out, Check{fmt.Sprintf("one TER sweep with lr = 1 from Q = 0 gives Q == Q* exactly on every pair of the data: %d of %d datasets (%d-%d updates per sweep)",
-		e.Exact, e.Datasets, e.MinUpdates, e.MaxUpdates), e.Datasets > 0 && e.Exact == e.Datasets})
+	out = append(out, Check{What: fmt.Sprintf("one TER sweep with lr = 1 from Q = 0 gives Q == Q* exactly on every pair of the data: %d of %d datasets (%d-%d updates per sweep)",
+		e.Exact, e.Datasets, e.MinUpdates, e.MaxUpdates),
+		OK: e.Datasets > 0 && e.Exact == e.Datasets})
 	if ebu := r.Method("ebu"); ebu != nil && ter != nil {
-		out = append(out, Check{fmt.Sprintf("(design notes §6.1) ebu's median updates are >= 1.5x ter's: %s vs %s", r.fmtFirst(ebu.Median), r.fmtFirst(ter.Median)),
-			float64(ebu.Median) >= 1.5*float64(ter.Median)})
+		out = append(out, Check{What: fmt.Sprintf("(design notes §6.1) ebu's median updates are >= 1.5x ter's: %s vs %s", r.fmtFirst(ebu.Median), r.fmtFirst(ter.Median)),
+			OK: float64(ebu.Median) >= 1.5*float64(ter.Median)})
 	}
 	return out
 }

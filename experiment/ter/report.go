@@ -50,19 +50,9 @@ func WriteNChainTable(w io.Writer, res *NChainResult) error {
 	e := &res.Exact
 	fmt.Fprintf(&b, "exact sweep (lr 1, Q 0): Q == Q* on every pair of %d of %d datasets; %d-%d updates per sweep, %d-%d pairs present, each pair once in %d\n",
 		e.Exact, e.Datasets, e.MinUpdates, e.MaxUpdates, e.MinPairs, e.MaxPairs, e.UpdatesEqualPairs)
-	writeChecks(&b, res.AcceptanceChecks())
+	control.WriteChecks(&b, res.AcceptanceChecks())
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-func writeChecks(b *strings.Builder, checks []Check) {
-	for _, ch := range checks {
-		mark := "ok  "
-		if !ch.OK {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(b, "%s %s\n", mark, ch.What)
-	}
 }
 
 // colours are the methods' colours, TER first.
