@@ -152,3 +152,12 @@ func TestArmJSON(t *testing.T) {
 		t.Errorf("finite median: %s, %v", b, err)
 	}
 }
+
+// TestWriteChecks: one line per check, marked ok or FAIL.
+func TestWriteChecks(t *testing.T) {
+	var b strings.Builder
+	WriteChecks(&b, []Check{{What: "a holds", OK: true}, {What: "b holds", OK: false}})
+	if got, want := b.String(), "ok   a holds\nFAIL b holds\n"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}

@@ -3,7 +3,6 @@ package control
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -59,14 +58,5 @@ func TestPool(t *testing.T) {
 	cancel()
 	if err := Pool(ctx, 2, n, func(context.Context, int) error { return nil }, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a cancelled ctx: Pool returned %v", err)
-	}
-}
-
-// TestWriteChecks: one line per check, marked ok or FAIL.
-func TestWriteChecks(t *testing.T) {
-	var b strings.Builder
-	WriteChecks(&b, []Check{{What: "a holds", OK: true}, {What: "b holds", OK: false}})
-	if got, want := b.String(), "ok   a holds\nFAIL b holds\n"; got != want {
-		t.Fatalf("got %q, want %q", got, want)
 	}
 }
