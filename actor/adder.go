@@ -219,10 +219,4 @@ func (a *NStep) emit(discount float64, flags uint32) {
 
 // ResetOut empties Out, keeping its storage (call it after handing a copy
 // of Out's contents on).
-func (a *NStep) ResetOut() {
-	t := &a.Out
-	t.Obs, t.NextObs, t.Action, t.ActionVec = t.Obs[:0], t.NextObs[:0], t.Action[:0], t.ActionVec[:0]
-	t.Reward, t.Discount, t.Flags = t.Reward[:0], t.Discount[:0], t.Flags[:0]
-	t.EpisodeID, t.EpisodeStep = t.EpisodeID[:0], t.EpisodeStep[:0]
-	t.Priority = t.Priority[:0]
-}
+func (a *NStep) ResetOut() { a.Out.Reset() }

@@ -338,3 +338,21 @@ func TestForeignBatchRejected(t *testing.T) {
 		}()
 	}
 }
+
+// TestTransitionsReset: Reset empties every column and keeps its storage.
+func TestTransitionsReset(t *testing.T) {
+	n := func(k int) []float32 { return make([]float32, k) }
+	tr := &Transitions{Obs: n(15), NextObs: n(15), Action: make([]int32, 5), ActionVec: n(5), Reward: n(5), Discount: n(5),
+		Flags: make([]uint32, 5), EpisodeID: make([]uint64, 5), EpisodeStep: make([]int32, 5), GlobalStep: make([]int64, 5),
+		ActorID: make([]int32, 5), StateHash: make([]uint64, 5), NextStateHash: make([]uint64, 5), Priority: make([]float64, 5),
+		Floats: [][]float32{n(10)}}
+	before := cap(tr.Obs)
+	tr.Reset()
+	if tr.Len() != 0 || len(tr.Obs)+len(tr.NextObs)+len(tr.Action)+len(tr.Discount)+len(tr.Flags)+len(tr.Priority) != 0 ||
+		len(tr.EpisodeID)+len(tr.EpisodeStep)+len(tr.GlobalStep)+len(tr.ActorID)+len(tr.StateHash)+len(tr.NextStateHash)+len(tr.Floats[0]) != 0 {
+		t.Fatalf("Reset left items: %+v", tr)
+	}
+	if cap(tr.Obs) != before {
+		t.Fatalf("Reset dropped the obs storage: cap %d, was %d", cap(tr.Obs), before)
+	}
+}

@@ -47,6 +47,18 @@ type Transitions struct {
 // Len is the number of transitions: len(t.Reward).
 func (t *Transitions) Len() int { return len(t.Reward) }
 
+// Reset empties t, keeping every column's storage for the next batch (an
+// actor or inserter that refills one Transitions allocates nothing). O(1).
+func (t *Transitions) Reset() {
+	t.Obs, t.NextObs, t.Action, t.ActionVec = t.Obs[:0], t.NextObs[:0], t.Action[:0], t.ActionVec[:0]
+	t.Reward, t.Discount, t.Flags = t.Reward[:0], t.Discount[:0], t.Flags[:0]
+	t.EpisodeID, t.EpisodeStep, t.GlobalStep, t.ActorID = t.EpisodeID[:0], t.EpisodeStep[:0], t.GlobalStep[:0], t.ActorID[:0]
+	t.StateHash, t.NextStateHash, t.Priority = t.StateHash[:0], t.NextStateHash[:0], t.Priority[:0]
+	for i := range t.Floats {
+		t.Floats[i] = t.Floats[i][:0]
+	}
+}
+
 // check validates t against cfg for Insert.
 func (t *Transitions) check(cfg *Config) error {
 	n := t.Len()

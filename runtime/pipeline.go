@@ -111,7 +111,7 @@ func (p *Pipeline) Run(ctx context.Context, buf *buffer.Buffer, sources []Source
 				case <-actx.Done():
 					return nil
 				}
-				resetTransitions(t)
+				t.Reset()
 				err := src.Fill(actx, t)
 				n := int64(t.Len())
 				if actx.Err() != nil { // stopped mid-batch: not accepted
@@ -182,17 +182,6 @@ func (p *Pipeline) Run(ctx context.Context, buf *buffer.Buffer, sources []Source
 		return nil
 	})
 	return g.Wait()
-}
-
-// resetTransitions empties t, keeping its storage.
-func resetTransitions(t *buffer.Transitions) {
-	t.Obs, t.NextObs, t.Action, t.ActionVec = t.Obs[:0], t.NextObs[:0], t.Action[:0], t.ActionVec[:0]
-	t.Reward, t.Discount, t.Flags = t.Reward[:0], t.Discount[:0], t.Flags[:0]
-	t.EpisodeID, t.EpisodeStep, t.GlobalStep, t.ActorID = t.EpisodeID[:0], t.EpisodeStep[:0], t.GlobalStep[:0], t.ActorID[:0]
-	t.StateHash, t.NextStateHash, t.Priority = t.StateHash[:0], t.NextStateHash[:0], t.Priority[:0]
-	for i := range t.Floats {
-		t.Floats[i] = t.Floats[i][:0]
-	}
 }
 
 // recoverTo turns a panic in a pipeline goroutine into its error (errgroup

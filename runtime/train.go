@@ -709,7 +709,7 @@ func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalE
 		if steps >= t.cfg.Steps || ctx.Err() != nil {
 			return nil
 		}
-		resetTransitions(batch)
+		batch.Reset()
 		if err := a.Fill(ctx, batch); err != nil {
 			return stopped(fmt.Errorf("actor 0: %w", err))
 		}

@@ -325,7 +325,7 @@ func trainLQR(ctx context.Context, cfg LQRConfig, seed uint64, k float64) (LQRRu
 		if err := ctx.Err(); err != nil {
 			return err // Fill would return at once, with nothing
 		}
-		resetTransitions(&t)
+		t.Reset()
 		if err := a.Fill(ctx, &t); err != nil {
 			return err
 		}
@@ -412,15 +412,4 @@ func FitSlope(x, y []float64) (slope, intercept, residual float64) {
 		ss += e * e
 	}
 	return slope, intercept, math.Sqrt(ss / float64(len(x)))
-}
-
-// resetTransitions empties t, keeping its storage.
-func resetTransitions(t *buffer.Transitions) {
-	t.Obs, t.NextObs, t.Action, t.ActionVec = t.Obs[:0], t.NextObs[:0], t.Action[:0], t.ActionVec[:0]
-	t.Reward, t.Discount, t.Flags = t.Reward[:0], t.Discount[:0], t.Flags[:0]
-	t.EpisodeID, t.EpisodeStep, t.GlobalStep, t.ActorID = t.EpisodeID[:0], t.EpisodeStep[:0], t.GlobalStep[:0], t.ActorID[:0]
-	t.StateHash, t.NextStateHash, t.Priority = t.StateHash[:0], t.NextStateHash[:0], t.Priority[:0]
-	for i := range t.Floats {
-		t.Floats[i] = t.Floats[i][:0]
-	}
 }
