@@ -163,6 +163,16 @@ func (c Check) String() string {
 	return "FAIL " + c.What
 }
 
+// AllOK reports whether every check held. O(len(checks)).
+func AllOK(checks []Check) bool {
+	for _, c := range checks {
+		if !c.OK {
+			return false
+		}
+	}
+	return true
+}
+
 // WriteChecks writes one line per check (Check.String) to b.
 func WriteChecks(b *strings.Builder, checks []Check) {
 	for _, ch := range checks {

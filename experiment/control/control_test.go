@@ -160,4 +160,7 @@ func TestWriteChecks(t *testing.T) {
 	if got, want := b.String(), "ok   a holds\nFAIL b holds\n"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
+	if AllOK([]Check{{OK: true}, {OK: false}}) || !AllOK([]Check{{OK: true}}) || !AllOK(nil) {
+		t.Fatal("AllOK wrong")
+	}
 }

@@ -215,14 +215,7 @@ type LQRResult struct {
 }
 
 // OK reports whether every check held.
-func (r *LQRResult) OK() bool {
-	for _, c := range r.Checks {
-		if !c.OK {
-			return false
-		}
-	}
-	return true
-}
+func (r *LQRResult) OK() bool { return control.AllOK(r.Checks) }
 
 // RunLQR trains cfg's seeds, Workers at a time, fits each learned policy's
 // slope and checks the median slope against −K*. onRun, if not nil, is

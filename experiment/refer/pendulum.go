@@ -110,14 +110,7 @@ type PendulumResult struct {
 }
 
 // OK reports whether every check held.
-func (r *PendulumResult) OK() bool {
-	for _, c := range r.Checks {
-		if !c.OK {
-			return false
-		}
-	}
-	return true
-}
+func (r *PendulumResult) OK() bool { return control.AllOK(r.Checks) }
 
 // RunPendulum trains cfg's runs through control.Run (onRun as there) and
 // summarises them with a warm-up of WarmUpShare of the run.
