@@ -1,6 +1,7 @@
 package learner
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -137,4 +138,28 @@ func params(n *model.Net) []float64 { return slices.Clone(n.Params()) }
 // method pairs a stage built by hand with the default loss (Huber(1)).
 func method(name string, sel sampler.Selector, w sampler.Weighter) sampler.Method {
 	return sampler.Method{Name: name, Selector: sel, Weighter: w}
+}
+
+// checkGradFD compares grad, the gradient at parameters p0 of net, with
+// central finite differences of lossAt (step 1e-6, tolerance 1e-7 +
+// 1e-5·|fd|), and fails if the gradient is too small to test.
+func checkGradFD(t *testing.T, net *model.Net, p0, grad []float64, lossAt func([]float64) float64) {
+	t.Helper()
+	const h = 1e-6
+	var maxAbs float64
+	for i := range p0 {
+		p := slices.Clone(p0)
+		p[i] = p0[i] + h
+		up := lossAt(p)
+		p[i] = p0[i] - h
+		down := lossAt(p)
+		fd := (up - down) / (2 * h)
+		maxAbs = max(maxAbs, math.Abs(fd))
+		if math.Abs(fd-grad[i]) > 1e-7+1e-5*math.Abs(fd) {
+			t.Errorf("param %d (%s): gradient %.10g, finite difference %.10g", i, net.Where(i), grad[i], fd)
+		}
+	}
+	if maxAbs < 1e-3 {
+		t.Fatalf("the gradient is too small to test (max |g| = %v)", maxAbs)
+	}
 }

@@ -147,23 +147,7 @@ func TestTD3ReferActorGradient(t *testing.T) {
 	if got := lossAt(p0); math.Abs(got-loss) > 1e-10*(1+math.Abs(got)) {
 		t.Fatalf("actor loss %v, by definition %v", loss, got)
 	}
-	const h = 1e-6
-	var maxAbs float64
-	for i := range p0 {
-		p := slices.Clone(p0)
-		p[i] = p0[i] + h
-		up := lossAt(p)
-		p[i] = p0[i] - h
-		down := lossAt(p)
-		fd := (up - down) / (2 * h)
-		maxAbs = max(maxAbs, math.Abs(fd))
-		if math.Abs(fd-grad[i]) > 1e-7+1e-5*math.Abs(fd) {
-			t.Errorf("param %d (%s): gradient %.10g, finite difference %.10g", i, l.actor.Where(i), grad[i], fd)
-		}
-	}
-	if maxAbs < 1e-3 {
-		t.Fatalf("the gradient is too small to test (max |g| = %v)", maxAbs)
-	}
+	checkGradFD(t, l.actor, p0, grad, lossAt)
 }
 
 // TestTD3ReferSteps: steps run, refresh the stage (its step count follows

@@ -485,8 +485,9 @@ func TestNERSSaveLoad(t *testing.T) {
 			}
 		}
 		if k == 4 {
-			_ = a.Evaluated(200)
-			_ = b.Evaluated(200)
+			if err := errors.Join(a.Evaluated(200), b.Evaluated(200)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if sa, sb := a.Stats(), b.Stats(); sa != sb || sa.Updates < 2 {
