@@ -118,7 +118,8 @@ type TrainConfig struct {
 	// take first, shared among them (TD3's start_timesteps); 0 means
 	// MinSizeToSample. Unused by dqn.
 	RandomSteps int `json:"random_steps,omitempty"`
-	// MinSizeToSample is the replay size before learning starts; 1000.
+	// MinSizeToSample is the replay size before learning starts; 0 means
+	// max(1000, Batch + actor.DefaultLocalBatch).
 	MinSizeToSample int `json:"min_size_to_sample"`
 	// EvalEvery is the time between periodic greedy evaluations (5 s) of
 	// EvalEpisodes episodes (5); the final evaluation runs FinalEpisodes (20).
@@ -130,6 +131,12 @@ type TrainConfig struct {
 	// ends with an error, for diagnosis): replay buffer, learner (networks,
 	// optimizer, step, RNG) and counters; ResumeTrainer continues from it.
 	Checkpoint string `json:"checkpoint"`
+	// CheckpointEvery is the time between periodic checkpoints while Run
+	// runs (each pauses the inserter and the learner for the save; actors
+	// keep stepping into the bounded queue); 0 writes one only when the run
+	// ends. Unlike most fields its zero value is not replaced by a default:
+	// DefaultTrainConfig sets DefaultCheckpointEvery. Needs Checkpoint.
+	CheckpointEvery time.Duration `json:"checkpoint_every_ns"`
 	// Resumes counts how often the run was resumed (set by ResumeTrainer);
 	// actors draw fresh episode seeds on each resume.
 	Resumes uint64 `json:"resumes"`
@@ -144,6 +151,14 @@ type TrainConfig struct {
 	EvalEverySteps int64 `json:"eval_every_steps"` // 1000
 }
 
+// DefaultCheckpointEvery is DefaultTrainConfig's CheckpointEvery: a run
+// killed without warning (SIGKILL, the OOM killer) loses at most this much
+// work.
+const DefaultCheckpointEvery = time.Minute
+
+// defaultMinSizeToSample is the smallest default MinSizeToSample.
+const defaultMinSizeToSample = 1000
+
 // DefaultBetaSteps is the importance-sampling annealing horizon of a run
 // bounded only by Duration (about 40 s of learning on the 2-core machine).
 const DefaultBetaSteps = 100_000
@@ -157,7 +172,7 @@ var SolvedReturn = map[string]float64{"CartPole-v1": 475, "Acrobot-v1": -100, "M
 func DefaultTrainConfig() TrainConfig {
 	return TrainConfig{Env: "CartPole-v1", Actors: 64, Sampler: "per", Duration: 3 * time.Minute, StopWhenSolved: true,
 		Gamma: 0.99, Capacity: 100_000, Hidden: []int{64, 64},
-		MinSizeToSample: 1000, EvalEvery: 5 * time.Second, EvalEpisodes: 5, FinalEpisodes: 20}
+		EvalEvery: 5 * time.Second, EvalEpisodes: 5, FinalEpisodes: 20, CheckpointEvery: DefaultCheckpointEvery}
 }
 
 // ForMethod returns c with Sampler set to method and the settings the
@@ -202,7 +217,7 @@ func (c TrainConfig) withDefaults(algo string, maxEpisode int) TrainConfig {
 		orDefault(&c.NStep, 3)
 		orDefault(&c.ReplayRatio, 4)
 	}
-	orDefault(&c.MinSizeToSample, max(d.MinSizeToSample, c.Batch+actor.DefaultLocalBatch))
+	orDefault(&c.MinSizeToSample, max(defaultMinSizeToSample, c.Batch+actor.DefaultLocalBatch))
 	orDefault(&c.EvalEvery, d.EvalEvery)
 	orDefault(&c.EvalEpisodes, d.EvalEpisodes)
 	orDefault(&c.FinalEpisodes, d.FinalEpisodes)
@@ -249,9 +264,30 @@ type EvalPoint struct {
 	MeanKL      float64 `json:"mean_kl,omitempty"`
 }
 
+// Why a run stopped (TrainResult.StopReason).
+const (
+	// StopSolved: a periodic evaluation and its confirming final
+	// evaluation reached TargetReturn.
+	StopSolved = "solved"
+	// StopSteps: the run took its Steps learner steps.
+	StopSteps = "steps"
+	// StopDuration: the run spent its Duration.
+	StopDuration = "duration"
+	// StopInterrupted: the context given to Run was cancelled (a signal,
+	// or the embedder's own cancellation).
+	StopInterrupted = "interrupted"
+)
+
 // TrainResult is what a run leaves behind.
 type TrainResult struct {
-	Config          TrainConfig `json:"config"`
+	// Config is the effective configuration: every default filled in.
+	Config TrainConfig `json:"config"`
+	// StopReason says why the run stopped: StopSolved, StopSteps,
+	// StopDuration or StopInterrupted.
+	StopReason string `json:"stop_reason"`
+	// Build and Machine say what ran the run, and where.
+	Build           BuildInfo   `json:"build"`
+	Machine         MachineInfo `json:"machine"`
 	Seconds         float64     `json:"seconds"`
 	LearnerSteps    int64       `json:"learner_steps"`
 	EnvSteps        int64       `json:"env_steps"`
