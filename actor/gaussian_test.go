@@ -169,7 +169,11 @@ func TestGaussianFill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Sample(rand.New(rand.NewPCG(1, 1)), buf.NewBatch(8)); err != nil {
+	bt, err := buf.NewBatch(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Sample(rand.New(rand.NewPCG(1, 1)), bt); err != nil {
 		t.Fatal(err)
 	}
 	if st := r.Stats(); st.Episodes < trunc+term-1 || st.Malformed != 0 {

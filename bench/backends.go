@@ -80,8 +80,12 @@ func (a *apexBackend) counters() counters {
 	return counters{stale: st.StaleUpdates, torn: st.TornReads, fallbacks: st.StratumFallbacks}
 }
 
-func (a *apexBackend) newLearner(n int, seed uint64) learner {
-	return &apexLearner{buf: a.buf, batch: a.buf.NewBatch(n), rng: rand.New(rand.NewPCG(seed, 1))}
+func (a *apexBackend) newLearner(n int, seed uint64) (learner, error) {
+	batch, err := a.buf.NewBatch(n)
+	if err != nil {
+		return nil, err
+	}
+	return &apexLearner{buf: a.buf, batch: batch, rng: rand.New(rand.NewPCG(seed, 1))}, nil
 }
 
 type apexLearner struct {
@@ -148,8 +152,8 @@ func (bb *baselineBackend) prefill(tab *prioTable) error {
 
 func (bb *baselineBackend) counters() counters { return counters{} }
 
-func (bb *baselineBackend) newLearner(n int, seed uint64) learner {
-	return &baselineLearner{b: bb.b, batch: NewBaselineBatch(n), rng: rand.New(rand.NewPCG(seed, 1))}
+func (bb *baselineBackend) newLearner(n int, seed uint64) (learner, error) {
+	return &baselineLearner{b: bb.b, batch: NewBaselineBatch(n), rng: rand.New(rand.NewPCG(seed, 1))}, nil
 }
 
 type baselineLearner struct {

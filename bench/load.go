@@ -27,7 +27,7 @@ type backend[B any] interface {
 	// insert stores a filled batch. Safe for concurrent use.
 	insert(b B) error
 	// newLearner returns a learner sampling batches of n with its own rng.
-	newLearner(n int, seed uint64) learner
+	newLearner(n int, seed uint64) (learner, error)
 	// counters reads the backend's cumulative event counts.
 	counters() counters
 }
@@ -122,7 +122,10 @@ func us(d time.Duration) float64 { return float64(d) / 1e3 }
 // goroutines it starts have ended when it returns.
 func runPhase[B any](ctx context.Context, be backend[B], cfg Config, tab *prioTable, h *histogram, load bool, d time.Duration) (phase, error) {
 	var ph phase
-	lr := be.newLearner(cfg.LearnerBatch, cfg.Seed)
+	lr, lerr := be.newLearner(cfg.LearnerBatch, cfg.Seed)
+	if lerr != nil {
+		return ph, lerr
+	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6a09e667f3bcc909)) // priority windows
 
 	// Everything the phase needs is allocated here, before timing.

@@ -90,7 +90,7 @@ func benchStep(b *testing.B, sample func(*Buffer, *rand.Rand, *Batch) error) {
 			b.Run(fmt.Sprintf("N=2^%d/mintree=%v", lg, mt), func(b *testing.B) {
 				buf := filled(b, cartPole(1<<lg, func(c *Config) { c.NoMinTree = !mt }), 1)
 				rng := rand.New(rand.NewPCG(2, 3))
-				bt := buf.NewBatch(256)
+				bt := mustBatch(b, buf, 256)
 				prios := make([]float64, 256)
 				for i := range prios {
 					prios[i] = math.Pow(rng.Float64(), 0.6)
@@ -113,7 +113,7 @@ func benchStep(b *testing.B, sample func(*Buffer, *rand.Rand, *Batch) error) {
 func BenchmarkSample(b *testing.B) {
 	buf := filled(b, cartPole(1<<20), 1)
 	rng := rand.New(rand.NewPCG(2, 3))
-	bt := buf.NewBatch(256)
+	bt := mustBatch(b, buf, 256)
 	for b.Loop() {
 		if err := buf.Sample(rng, bt); err != nil {
 			b.Fatal(err)
@@ -127,7 +127,7 @@ func BenchmarkUpdate(b *testing.B) {
 		b.Run(fmt.Sprintf("mintree=%v", mt), func(b *testing.B) {
 			buf := filled(b, cartPole(1<<20, func(c *Config) { c.NoMinTree = !mt }), 1)
 			rng := rand.New(rand.NewPCG(2, 3))
-			bt := buf.NewBatch(256)
+			bt := mustBatch(b, buf, 256)
 			if err := buf.Sample(rng, bt); err != nil {
 				b.Fatal(err)
 			}

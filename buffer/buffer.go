@@ -1,6 +1,7 @@
 package buffer
 
 import (
+	"fmt"
 	"sync/atomic"
 )
 
@@ -274,8 +275,24 @@ func (b *Buffer) Stats() Stats {
 }
 
 // NewBatch allocates a Batch of n rows with the columns this buffer stores.
-func (b *Buffer) NewBatch(n int) *Batch {
+// O(n · item size) memory, zeroed. Safe for concurrent use.
+//
+// n may be 0 (sampling into such a batch returns ErrBatchSize) and may
+// exceed Capacity (GatherRef can fill any number of rows; sampling refuses
+// more rows than are stored). Errors (wrapping ErrBatchSize): n negative,
+// above MaxCapacity (row indices are 32-bit), or a batch that would need
+// more than MaxBytes.
+func (b *Buffer) NewBatch(n int) (*Batch, error) {
 	c := &b.cfg
+	switch {
+	case n < 0:
+		return nil, fmt.Errorf("%w: NewBatch of %d rows (must not be negative)", ErrBatchSize, n)
+	case n > MaxCapacity:
+		return nil, fmt.Errorf("%w: NewBatch of %d rows exceeds the maximum %d", ErrBatchSize, n, MaxCapacity)
+	}
+	if row := batchRowBytes(c); uint64(n) > MaxBytes/row {
+		return nil, fmt.Errorf("%w: NewBatch of %d rows of %d bytes each exceeds MaxBytes (%d)", ErrBatchSize, n, row, uint64(MaxBytes))
+	}
 	bt := &Batch{
 		Refs:   make([]Ref, n),
 		Prob:   make([]float64, n),
@@ -309,7 +326,7 @@ func (b *Buffer) NewBatch(n int) *Batch {
 	for _, f := range c.Floats {
 		t.Floats = append(t.Floats, make([]float32, n*f.Width))
 	}
-	return bt
+	return bt, nil
 }
 
 // leafIndex is the flat leaf index of global slot.

@@ -120,7 +120,7 @@ func ckExercise(t testing.TB, b *Buffer, n int, rng *rand.Rand) {
 		}
 		done += k
 		if sz := b.Size(); sz > 0 && rng.IntN(2) == 0 {
-			bt := b.NewBatch(min(sz, 8))
+			bt := mustBatch(t, b, min(sz, 8))
 			var err error
 			if b.TotalPriority() > 0 && rng.IntN(3) > 0 {
 				err = b.Sample(rng, bt)
@@ -136,7 +136,7 @@ func ckExercise(t testing.TB, b *Buffer, n int, rng *rand.Rand) {
 			if _, err := b.UpdatePriorities(pending, ckPriorities(rng, len(pending), cfg.MaxPriority)); err != nil {
 				t.Fatal(err)
 			}
-			g := b.NewBatch(1)
+			g := mustBatch(t, b, 1)
 			b.GatherRef(g, 0, pending[0])
 			pending = pending[:0]
 		}
@@ -313,7 +313,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 				// Refs sampled before Save must stay valid after Load.
 				var refs []Ref
 				if a.Size() > 0 {
-					bt := a.NewBatch(min(a.Size(), 5))
+					bt := mustBatch(t, a, min(a.Size(), 5))
 					if err := a.SampleUniform(rand.New(rand.NewPCG(3, 3)), bt); err != nil {
 						t.Fatal(err)
 					}
@@ -326,7 +326,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 				// Same seed, same samples.
 				if a.Size() > 0 {
 					k := min(a.Size(), 16)
-					ba, bb := a.NewBatch(k), b.NewBatch(k)
+					ba, bb := mustBatch(t, a, k), mustBatch(t, b, k)
 					ea := a.Sample(rand.New(rand.NewPCG(9, 9)), ba)
 					eb := b.Sample(rand.New(rand.NewPCG(9, 9)), bb)
 					if (ea == nil) != (eb == nil) {
@@ -783,7 +783,7 @@ func TestCheckpointTrailingData(t *testing.T) {
 // TestCheckpointHostileSizes: a tiny stream declaring a huge buffer fails
 // without allocating anything like the declared size.
 func TestCheckpointHostileSizes(t *testing.T) {
-	cfg, err := Config{Capacity: MaxCapacity, Stripes: 1, ObsDim: 1 << 10}.validated()
+	cfg, err := Config{Capacity: MaxCapacity, Stripes: 1, ObsDim: 1 << 6}.validated() // 540 GiB: under MaxBytes
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -969,7 +969,7 @@ func ckCheckLoad(t *testing.T, data []byte) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	if sz := b.Size(); sz > 0 {
-		bt := b.NewBatch(min(sz, 4))
+		bt := mustBatch(t, b, min(sz, 4))
 		if err := b.SampleUniform(rng, bt); err != nil {
 			t.Fatalf("SampleUniform: %v", err)
 		}

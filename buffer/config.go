@@ -178,5 +178,8 @@ func (c Config) validated() (Config, error) {
 	if _, err := newQuantizer(c.Capacity, c.MaxPriority); err != nil {
 		return c, err
 	}
+	if err := checkMemory(&c); err != nil {
+		return c, err
+	}
 	return c, nil
 }

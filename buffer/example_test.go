@@ -30,7 +30,10 @@ func Example() {
 	}
 
 	rng := rand.New(rand.NewPCG(1, 2))
-	batch := buf.NewBatch(2)
+	batch, err := buf.NewBatch(2)
+	if err != nil {
+		panic(err)
+	}
 	if err := buf.Sample(rng, batch); err != nil {
 		panic(err)
 	}

@@ -9,7 +9,7 @@ func TestGatherNoAllocs(t *testing.T) {
 	if err := b.Insert(tr); err != nil {
 		t.Fatal(err)
 	}
-	bt := b.NewBatch(8)
+	bt := mustBatch(t, b, 8)
 	if a := testing.AllocsPerRun(100, func() { b.GatherSlot(bt, 3, 5) }); a != 0 {
 		t.Fatalf("GatherSlot allocates %v times per call", a)
 	}

@@ -92,3 +92,13 @@ func sampleInto(b *Buffer, rng *rand.Rand, bt *Batch, refsOnly bool) error {
 	}
 	return nil
 }
+
+// mustBatch returns b.NewBatch(n) and fails the test on error.
+func mustBatch(tb testing.TB, b *Buffer, n int) *Batch {
+	tb.Helper()
+	bt, err := b.NewBatch(n)
+	if err != nil {
+		tb.Fatalf("NewBatch(%d): %v", n, err)
+	}
+	return bt
+}

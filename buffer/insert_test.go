@@ -59,7 +59,7 @@ func TestInsertEvictsOldestPerStripe(t *testing.T) {
 		}
 	}
 	want := []float32{8, 10, 4, 6, 9, 11, 5, 7}
-	bt := b.NewBatch(1)
+	bt := mustBatch(t, b, 1)
 	for slot, id := range want {
 		if !b.GatherSlot(bt, 0, slot) {
 			t.Fatalf("slot %d unreadable", slot)
@@ -108,7 +108,7 @@ func TestInsertAllColumnsRoundTrip(t *testing.T) {
 	if err := b.Insert(tr); err != nil {
 		t.Fatal(err)
 	}
-	bt := b.NewBatch(1)
+	bt := mustBatch(t, b, 1)
 	found := 0
 	for slot := range cfg.Capacity {
 		if !b.GatherSlot(bt, 0, slot) {
@@ -143,7 +143,7 @@ func TestInsertAllColumnsRoundTrip(t *testing.T) {
 func TestGatherSlotAndRef(t *testing.T) {
 	cfg := Config{Capacity: 4, Stripes: 1, ObsDim: 1}
 	b := mustNew(t, cfg)
-	bt := b.NewBatch(1)
+	bt := mustBatch(t, b, 1)
 	if b.GatherSlot(bt, 0, 0) || b.GatherSlot(bt, 0, -1) || b.GatherSlot(bt, 0, 4) {
 		t.Fatal("an empty or out-of-range slot was readable")
 	}
@@ -169,23 +169,23 @@ func TestSampleErrors(t *testing.T) {
 	cfg := Config{Capacity: 16, ObsDim: 2}
 	b := mustNew(t, cfg)
 	rng := rand.New(rand.NewPCG(1, 1))
-	if err := b.Sample(rng, b.NewBatch(4)); !errors.Is(err, ErrEmpty) {
+	if err := b.Sample(rng, mustBatch(t, b, 4)); !errors.Is(err, ErrEmpty) {
 		t.Fatalf("empty buffer: got %v, want ErrEmpty", err)
 	}
-	if err := b.SampleUniform(rng, b.NewBatch(4)); !errors.Is(err, ErrEmpty) {
+	if err := b.SampleUniform(rng, mustBatch(t, b, 4)); !errors.Is(err, ErrEmpty) {
 		t.Fatalf("empty buffer, uniform: got %v, want ErrEmpty", err)
 	}
 	if err := b.Insert(items(cfg, 0, 3, func(int) float64 { return 0 })); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Sample(rng, b.NewBatch(2)); !errors.Is(err, ErrZeroMass) {
+	if err := b.Sample(rng, mustBatch(t, b, 2)); !errors.Is(err, ErrZeroMass) {
 		t.Fatalf("all-zero priorities: got %v, want ErrZeroMass", err)
 	}
-	if err := b.SampleUniform(rng, b.NewBatch(2)); err != nil {
+	if err := b.SampleUniform(rng, mustBatch(t, b, 2)); err != nil {
 		t.Fatalf("uniform sampling ignores priorities: %v", err)
 	}
 	for _, n := range []int{0, 4} {
-		if err := b.Sample(rng, b.NewBatch(n)); !errors.Is(err, ErrBatchSize) {
+		if err := b.Sample(rng, mustBatch(t, b, n)); !errors.Is(err, ErrBatchSize) {
 			t.Fatalf("batch %d of 3 items: got %v, want ErrBatchSize", n, err)
 		}
 	}
@@ -197,7 +197,7 @@ func TestUpdateRejectsBadInputWhole(t *testing.T) {
 	if err := b.Insert(items(cfg, 0, 16, func(int) float64 { return 1 })); err != nil {
 		t.Fatal(err)
 	}
-	bt := b.NewBatch(4)
+	bt := mustBatch(t, b, 4)
 	if err := b.Sample(rand.New(rand.NewPCG(3, 3)), bt); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestStaleWriteBackDropped(t *testing.T) {
 	if err := b.Insert(items(cfg, 0, 32, func(int) float64 { return 1 })); err != nil {
 		t.Fatal(err)
 	}
-	bt := b.NewBatch(8)
+	bt := mustBatch(t, b, 8)
 	if err := b.Sample(rand.New(rand.NewPCG(5, 5)), bt); err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestForeignBatchRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := mustNew(t, Config{Capacity: 16, ObsDim: 3})
-	foreign := other.NewBatch(4)
+	foreign := mustBatch(t, other, 4)
 	rng := rand.New(rand.NewPCG(1, 1))
 	for name, f := range map[string]func() error{
 		"Sample":        func() error { return b.Sample(rng, foreign) },
@@ -318,15 +318,15 @@ func TestForeignBatchRejected(t *testing.T) {
 	if err := b.SampleRefs(rng, foreign); err != nil {
 		t.Errorf("SampleRefs: %v", err)
 	}
-	broken := b.NewBatch(4)
+	broken := mustBatch(t, b, 4)
 	broken.Prob = broken.Prob[:3]
 	if err := b.SampleRefs(rng, broken); !errors.Is(err, ErrShape) {
 		t.Errorf("SampleRefs with a short Prob: %v, want ErrShape", err)
 	}
 	for name, f := range map[string]func(){
-		"GatherRef row out of range": func() { b.GatherRef(b.NewBatch(2), 2, Ref{}) },
+		"GatherRef row out of range": func() { b.GatherRef(mustBatch(t, b, 2), 2, Ref{}) },
 		"GatherSlot foreign batch":   func() { b.GatherSlot(foreign, 0, 0) },
-		"GatherSlot negative row":    func() { b.GatherSlot(b.NewBatch(2), -1, 0) },
+		"GatherSlot negative row":    func() { b.GatherSlot(mustBatch(t, b, 2), -1, 0) },
 	} {
 		func() {
 			defer func() {

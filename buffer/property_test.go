@@ -149,7 +149,7 @@ func TestBufferMatchesNaiveModel(t *testing.T) {
 					return
 				}
 				n := rapid.IntRange(1, size).Draw(rt, "n")
-				bt := b.NewBatch(n)
+				bt := mustBatch(t, b, n)
 				if err := sampleInto(b, rng, bt, rapid.Bool().Draw(rt, "refsOnly")); err != nil {
 					rt.Fatal(err)
 				}

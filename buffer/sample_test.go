@@ -35,7 +35,7 @@ func TestSampleMatchesProbabilities(t *testing.T) {
 				probs[i] = prio(i) / total // item id i is at slot... found through Reward
 			}
 			rng := rand.New(rand.NewPCG(seed, 0))
-			bt := b.NewBatch(32)
+			bt := mustBatch(t, b, 32)
 			counts := make([]int, n)
 			for it := range 3000 {
 				// alternate Sample and SampleRefs + GatherRef
@@ -75,7 +75,7 @@ func TestSampleStratified(t *testing.T) {
 	}
 	total := lo[cfg.Capacity]
 	for _, B := range []int{1, 7, 64, 256} {
-		bt := b.NewBatch(B)
+		bt := mustBatch(t, b, B)
 		for range 50 {
 			if err := b.Sample(rng, bt); err != nil {
 				t.Fatal(err)
@@ -109,7 +109,7 @@ func TestStripesDoNotChangeTheDistribution(t *testing.T) {
 		totals = append(totals, b.TotalPriority())
 		const seed = 11
 		rng := rand.New(rand.NewPCG(seed, 2))
-		bt := b.NewBatch(64)
+		bt := mustBatch(t, b, 64)
 		counts := make([]int, n)
 		probs := make([]float64, n)
 		for i := range n {
@@ -141,7 +141,7 @@ func TestSampleUniformMatchesProbabilities(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(seed, 3))
-	bt := b.NewBatch(50)
+	bt := mustBatch(t, b, 50)
 	counts := make([]int, n)
 	probs := make([]float64, n)
 	for i := range probs {
@@ -171,7 +171,7 @@ func TestSampleDeterministic(t *testing.T) {
 			t.Fatal(err)
 		}
 		rng := rand.New(rand.NewPCG(42, 42))
-		bt := b.NewBatch(64)
+		bt := mustBatch(t, b, 64)
 		var out []Ref
 		for range 5 {
 			if err := b.Sample(rng, bt); err != nil {

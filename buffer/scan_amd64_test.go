@@ -161,7 +161,7 @@ func TestSampleKernelsAgree(t *testing.T) {
 		var got [2]*Batch
 		for i, avx := range []bool{true, false} {
 			useAVX2 = avx
-			got[i] = buf.NewBatch(256)
+			got[i] = mustBatch(t, buf, 256)
 			if err := buf.Sample(rand.New(rand.NewPCG(seed, uint64(round))), got[i]); err != nil {
 				t.Fatalf("seed %d round %d avx2=%v: %v", seed, round, avx, err)
 			}

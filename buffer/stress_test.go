@@ -62,7 +62,7 @@ func stressOnce(t *testing.T, stripes, inserters, learners int) {
 	for l := range learners {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(100+l), 2))
-			bt := b.NewBatch(32)
+			bt := mustBatch(t, b, 32)
 			prios := make([]float64, 32)
 			for it := 0; it < 400; it++ {
 				if b.Size() < 64 {
@@ -149,7 +149,7 @@ func TestSampleSurvivesStalledInserter(t *testing.T) {
 	}
 	const seed = 3
 	rng := rand.New(rand.NewPCG(seed, 3))
-	bt := b.NewBatch(8)
+	bt := mustBatch(t, b, 8)
 	for _, refsOnly := range []bool{false, true} {
 		var err error
 		if refsOnly {
@@ -186,7 +186,7 @@ func TestMinTreeExactAtEveryQuiescentPoint(t *testing.T) {
 		if err := b.Insert(items(cfg, 0, 512, func(int) float64 { return 5 })); err != nil {
 			t.Fatal(err)
 		}
-		shared := b.NewBatch(64)
+		shared := mustBatch(t, b, 64)
 		rounds := 4000 // the pre-fix code failed about 2 runs in 3 at 2000 rounds
 		if raceBuild {
 			rounds = 600 // the race detector slows each round about 20x
@@ -203,7 +203,7 @@ func TestMinTreeExactAtEveryQuiescentPoint(t *testing.T) {
 				r := rand.New(rand.NewPCG(seed, seq))
 				bt, pr := shared, make([]float64, 64)
 				if own {
-					bt = b.NewBatch(64)
+					bt = mustBatch(t, b, 64)
 				}
 				for range 10 {
 					if own {
@@ -283,7 +283,7 @@ func TestConcurrentWriteBacksDoNotBiasSampling(t *testing.T) {
 	})
 	const seed = 1
 	rng := rand.New(rand.NewPCG(seed, 1))
-	bt := b.NewBatch(256)
+	bt := mustBatch(t, b, 256)
 	batches := 4000
 	if raceBuild {
 		batches = 500

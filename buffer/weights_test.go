@@ -13,7 +13,7 @@ func TestImportanceWeightsExact(t *testing.T) {
 	if err := b.Insert(items(cfg, 0, 4, func(i int) float64 { return float64(i + 1) })); err != nil {
 		t.Fatal(err)
 	}
-	bt := b.NewBatch(4)
+	bt := mustBatch(t, b, 4)
 	bt.Size = 4
 	for slot := range 4 {
 		if !b.GatherSlot(bt, slot, slot) {
@@ -56,7 +56,7 @@ func TestImportanceWeightsBufferNormalisation(t *testing.T) {
 	if err := b.Insert(items(cfg, 0, 64, func(i int) float64 { return 1 + float64(i) })); err != nil {
 		t.Fatal(err)
 	}
-	bt := b.NewBatch(8)
+	bt := mustBatch(t, b, 8)
 	if err := b.Sample(rand.New(rand.NewPCG(9, 9)), bt); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestImportanceWeightsBufferNormalisation(t *testing.T) {
 	if err := nb.Insert(items(cfg, 0, 64, func(i int) float64 { return 1 })); err != nil {
 		t.Fatal(err)
 	}
-	bt2 := nb.NewBatch(8)
+	bt2 := mustBatch(t, nb, 8)
 	if err := nb.Sample(rand.New(rand.NewPCG(9, 9)), bt2); err != nil {
 		t.Fatal(err)
 	}

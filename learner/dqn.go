@@ -188,6 +188,10 @@ func NewDQN(cfg DQNConfig, net *model.Net, buf *buffer.Buffer, m sampler.Method,
 		return nil, errorf(ErrConfig, "Adam: %w", err)
 	}
 	b, nA, in := cfg.Batch, net.Out(), net.In()
+	batch, err := buf.NewBatch(b)
+	if err != nil {
+		return nil, errorf(ErrConfig, "Batch: %w", err)
+	}
 	pcg := rand.NewPCG(cfg.Seed, seedStream)
 	l := &DQN{
 		cfg:    cfg,
@@ -200,7 +204,7 @@ func NewDQN(cfg DQNConfig, net *model.Net, buf *buffer.Buffer, m sampler.Method,
 		pcg:    pcg,
 		rng:    rand.New(pcg),
 		nA:     nA,
-		batch:  buf.NewBatch(b),
+		batch:  batch,
 		obs:    make([]float64, b*in),
 		next:   make([]float64, b*in),
 		astar:  make([]int32, b),

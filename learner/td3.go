@@ -274,6 +274,10 @@ func NewTD3(cfg TD3Config, actorNet *model.Net, critic *model.Net, buf *buffer.B
 		}
 	}
 	b, x := cfg.Batch, nS+nA
+	batch, err := buf.NewBatch(b)
+	if err != nil {
+		return nil, errorf(ErrConfig, "Batch: %w", err)
+	}
 	pcg := rand.NewPCG(cfg.Seed, td3Stream)
 	l := &TD3{
 		cfg:        cfg,
@@ -290,7 +294,7 @@ func NewTD3(cfg TD3Config, actorNet *model.Net, critic *model.Net, buf *buffer.B
 		rng:        rand.New(pcg),
 		nS:         nS,
 		nA:         nA,
-		batch:      buf.NewBatch(b),
+		batch:      batch,
 		obs:        make([]float64, b*nS),
 		next:       make([]float64, b*nS),
 		xa:         make([]float64, b*x),

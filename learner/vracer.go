@@ -241,12 +241,16 @@ func NewVRACER(cfg VRACERConfig, net *model.Net, buf *buffer.Buffer, m sampler.M
 		return nil, errorf(ErrConfig, "Adam: %w", err)
 	}
 	b := cfg.Batch
+	batch, err := buf.NewBatch(b)
+	if err != nil {
+		return nil, errorf(ErrConfig, "Batch: %w", err)
+	}
 	pcg := rand.NewPCG(cfg.Seed, vracerStream)
 	l := &VRACER{
 		cfg: cfg, net: net, adam: adam, buf: buf, m: m, stage: stage, store: store,
 		pcg: pcg, rng: rand.New(pcg), head: head,
 		nS: nS, nA: nA, meanCol: meanCol, stdCol: stdCol, stdW: stdW,
-		batch:    buf.NewBatch(b),
+		batch:    batch,
 		obs:      make([]float64, b*nS),
 		bootObs:  make([]float64, b*nS),
 		bootRows: make([]int, b),

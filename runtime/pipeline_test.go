@@ -71,7 +71,11 @@ func newParts(t *testing.T, actors, batch int) (*buffer.Buffer, []Source, *atomi
 	for i := range srcs {
 		srcs[i] = &counter{next: i << 20, size: batch, produced: &produced}
 	}
-	return buf, srcs, &produced, &fakeLearner{buf: buf, bt: buf.NewBatch(16), rng: rand.New(rand.NewPCG(1, 2))}
+	bt, err := buf.NewBatch(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf, srcs, &produced, &fakeLearner{buf: buf, bt: bt, rng: rand.New(rand.NewPCG(1, 2))}
 }
 
 // TestPipelineStoresEveryAcceptedBatch stops a run by MaxSteps and by

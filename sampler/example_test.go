@@ -40,7 +40,10 @@ func ExamplePER() {
 	}
 
 	rng := rand.New(rand.NewPCG(1, 2)) // the learner's own seeded stream
-	batch := buf.NewBatch(32)
+	batch, err := buf.NewBatch(32)
+	if err != nil {
+		panic(err)
+	}
 	var step int64
 	if err := per.Sample(rng, batch); err != nil {
 		panic(err)
@@ -92,7 +95,10 @@ func ExampleRank() {
 		panic(err)
 	}
 	_ = buf.Insert(transitions(100))
-	batch := buf.NewBatch(4)
+	batch, err := buf.NewBatch(4)
+	if err != nil {
+		panic(err)
+	}
 	if err := rank.Sample(rand.New(rand.NewPCG(3, 4)), batch); err != nil {
 		panic(err)
 	}
@@ -113,7 +119,10 @@ func ExampleUniform() {
 	buf, _ := buffer.New(buffer.Config{Capacity: 64, ObsDim: 1})
 	u := sampler.NewUniform(buf)
 	_ = buf.Insert(transitions(64))
-	batch := buf.NewBatch(8)
+	batch, err := buf.NewBatch(8)
+	if err != nil {
+		panic(err)
+	}
 	_ = u.Sample(rand.New(rand.NewPCG(5, 6)), batch)
 	_ = u.Weights(batch, 0)
 	fmt.Println(u, batch.Prob[0], batch.Weight)
@@ -140,7 +149,10 @@ func ExampleNERS() {
 		panic(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	batch := buf.NewBatch(32)
+	batch, err := buf.NewBatch(32)
+	if err != nil {
+		panic(err)
+	}
 	q, y := make([]float64, batch.Len()), make([]float64, batch.Len())
 	for step := range int64(5) {
 		if step == 1 || step == 4 {

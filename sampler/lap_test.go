@@ -47,7 +47,7 @@ func TestLAPPriorities(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		floor := math.Pow(cfg.K, cfg.Alpha)
 		prevMax := buf.MaxPriority()
-		b := buf.NewBatch(16)
+		b := samplertest.NewBatch(t, buf, 16)
 		for round := range 40 {
 			samplertest.Insert(t, buf, round*16, 16, nil) // max-seen priority
 			if err := l.Sample(rng, b); err != nil {
@@ -124,7 +124,7 @@ func TestLAPConfigErrors(t *testing.T) {
 	}
 	l := newLAP(t, buf, sampler.DefaultLAPConfig())
 	samplertest.Insert(t, buf, 0, 4, nil)
-	b := buf.NewBatch(2)
+	b := samplertest.NewBatch(t, buf, 2)
 	if err := l.Sample(rand.New(rand.NewPCG(1, 2)), b); err != nil {
 		t.Fatal(err)
 	}

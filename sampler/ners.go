@@ -267,11 +267,15 @@ func NewNERS(buf *buffer.Buffer, cfg NERSConfig) (*NERS, error) {
 		return nil, fmt.Errorf("ners: scorer: %w", err)
 	}
 	cfg.Net = net.Config()
+	train, err := buf.NewBatch(cfg.TrainSize)
+	if err != nil {
+		return nil, fmt.Errorf("ners: TrainSize: %w", err)
+	}
 	n := bc.Capacity
 	return &NERS{buf: buf, cfg: cfg, net: net, rng: rng, pcg: pcg, bcfg: bc, width: width, actW: actW,
 		td: make([]float32, n), q: make([]float32, n), y: make([]float32, n), gen: make([]uint32, n),
 		momMean: make([]float64, width), momM2: make([]float64, width),
-		hist: make([]buffer.Ref, cfg.History), train: buf.NewBatch(cfg.TrainSize)}, nil
+		hist: make([]buffer.Ref, cfg.History), train: train}, nil
 }
 
 // Config returns the stage's configuration with its defaults filled in.

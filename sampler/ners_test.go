@@ -28,7 +28,7 @@ func newNERS(t testing.TB, buf *buffer.Buffer, cfg sampler.NERSConfig) *sampler.
 // 0.2·id + 1 for each, returning the batch.
 func nersReport(t testing.TB, s *sampler.NERS, buf *buffer.Buffer, rng *rand.Rand, n int) *buffer.Batch {
 	t.Helper()
-	b := buf.NewBatch(n)
+	b := samplertest.NewBatch(t, buf, n)
 	if err := s.Sample(rng, b); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestNERSPrioritiesAreScores(t *testing.T) {
 		t.Errorf("Priority(5) = %v, want 1", p)
 	}
 	rng := rand.New(rand.NewPCG(4, 4))
-	b := buf.NewBatch(16)
+	b := samplertest.NewBatch(t, buf, 16)
 	if err := s.Sample(rng, b); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestNERSFeatures(t *testing.T) {
 		buf := samplertest.NewBuffer(t, 8)
 		samplertest.Insert(t, buf, 0, 8, nil)
 		s := newNERS(t, buf, sampler.NERSConfig{AbsTD: abs})
-		b := buf.NewBatch(4)
+		b := samplertest.NewBatch(t, buf, 4)
 		rng := rand.New(rand.NewPCG(5, 5))
 		if err := s.Sample(rng, b); err != nil {
 			t.Fatal(err)
@@ -221,7 +221,7 @@ func TestNERSTimeAndContinuousFeatures(t *testing.T) {
 	if s.Width() != 2+2+5 {
 		t.Fatalf("width %d", s.Width())
 	}
-	b := buf.NewBatch(3)
+	b := samplertest.NewBatch(t, buf, 3)
 	if err := s.Sample(rand.New(rand.NewPCG(1, 1)), b); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestNERSUpdateFeaturesErrors(t *testing.T) {
 	if _, err := s.UpdateFeatures(nil, nil, nil); !errors.Is(err, buffer.ErrShape) {
 		t.Errorf("before any Sample: %v, want ErrShape", err)
 	}
-	b := buf.NewBatch(4)
+	b := samplertest.NewBatch(t, buf, 4)
 	if err := s.Sample(rand.New(rand.NewPCG(2, 2)), b); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestNERSEvaluationCycle(t *testing.T) {
 	if err := s.Evaluated(-70); err != nil {
 		t.Fatal(err)
 	}
-	b := buf.NewBatch(8)
+	b := samplertest.NewBatch(t, buf, 8)
 	if err := s.Sample(rng, b); err != nil { // applies the evaluation first
 		t.Fatal(err)
 	}
@@ -562,7 +562,7 @@ func TestNERSDuplicateSlotAndHugeValues(t *testing.T) {
 	samplertest.Insert(t, buf, 0, 64, nil)
 	s := newNERS(t, buf, sampler.NERSConfig{})
 	rng := rand.New(rand.NewPCG(21, 21))
-	b := buf.NewBatch(8)
+	b := samplertest.NewBatch(t, buf, 8)
 	if err := s.Sample(rng, b); err != nil {
 		t.Fatal(err)
 	}

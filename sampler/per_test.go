@@ -128,7 +128,7 @@ func fillPER(t *testing.T, buf *buffer.Buffer, s sampler.Selector, td []float64)
 	samplertest.Insert(t, buf, 0, n, nil)
 	refs := make([]buffer.Ref, n)
 	slotOf = make([]int, n)
-	b := buf.NewBatch(1)
+	b := samplertest.NewBatch(t, buf, 1)
 	for slot := range buf.Capacity() {
 		ref, _, ok := buf.SlotPriority(slot)
 		if !ok || !buf.GatherRef(b, 0, ref) {
@@ -148,7 +148,7 @@ func fillPER(t *testing.T, buf *buffer.Buffer, s sampler.Selector, td []float64)
 func drawCounts(t *testing.T, s sampler.Selector, buf *buffer.Buffer, seed uint64, n, k, rounds int) []int {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 1))
-	b := buf.NewBatch(k)
+	b := samplertest.NewBatch(t, buf, k)
 	counts := make([]int, n)
 	for range rounds {
 		if err := s.Sample(rng, b); err != nil {
@@ -216,7 +216,7 @@ func TestPERImportanceWeightsExact(t *testing.T) {
 		return p
 	}
 	rng := rand.New(rand.NewPCG(4, 4))
-	b := buf.NewBatch(4)
+	b := samplertest.NewBatch(t, buf, 4)
 	seen := map[float64]bool{}
 	for range 50 {
 		if err := s.Sample(rng, b); err != nil {
@@ -267,7 +267,7 @@ func TestPERWeightsFollowSchedule(t *testing.T) {
 	fillPER(t, buf, s, td)
 	pmin, _ := buf.MinPriority()
 	rng := rand.New(rand.NewPCG(5, 5))
-	b := buf.NewBatch(8)
+	b := samplertest.NewBatch(t, buf, 8)
 	if err := s.Sample(rng, b); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestPERNoAllocs(t *testing.T) {
 	samplertest.Insert(t, buf, 0, 1024, nil)
 	s := newPER(t, buf, sampler.DefaultPERConfig(100))
 	rng := rand.New(rand.NewPCG(6, 6))
-	b := buf.NewBatch(32)
+	b := samplertest.NewBatch(t, buf, 32)
 	td := make([]float64, 32)
 	step := int64(0)
 	cycle := func() {

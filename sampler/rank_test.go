@@ -85,7 +85,7 @@ func TestRankConfigValidation(t *testing.T) {
 	}
 	r := newRank(t, nb, ok)
 	samplertest.Insert(t, nb, 0, 8, nil)
-	b := nb.NewBatch(4)
+	b := samplertest.NewBatch(t, nb, 4)
 	if err := r.Sample(rand.New(rand.NewPCG(1, 1)), b); err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestRankOnePerSegment(t *testing.T) {
 	cfg.RefreshFraction = math.Inf(1)
 	buf, r := rankFill(t, cfg, td)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	b := buf.NewBatch(k)
+	b := samplertest.NewBatch(t, buf, k)
 	if err := r.Sample(rng, b); err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func rankChiSquare(t *testing.T, buf *buffer.Buffer, r *sampler.Rank, seed uint6
 	bounds := r.Boundaries(nil)
 	pos := positions(r, n)
 	probs = make([]float64, n)
-	g := buf.NewBatch(1)
+	g := samplertest.NewBatch(t, buf, 1)
 	for slot := range n {
 		ref, _, _ := buf.SlotPriority(slot)
 		if !buf.GatherRef(g, 0, ref) {
@@ -432,7 +432,7 @@ func TestRankRefreshPolicy(t *testing.T) {
 	cfg.RefreshFraction = 0.5
 	r := newRank(t, buf, cfg)
 	rng := rand.New(rand.NewPCG(8, 8))
-	b4, b5 := buf.NewBatch(4), buf.NewBatch(5)
+	b4, b5 := samplertest.NewBatch(t, buf, 4), samplertest.NewBatch(t, buf, 5)
 	sample := func(b *buffer.Batch) {
 		t.Helper()
 		if err := r.Sample(rng, b); err != nil {
@@ -511,18 +511,18 @@ func TestRankForcedRefresh(t *testing.T) {
 	r := newRank(t, buf, cfg)
 	rng := rand.New(rand.NewPCG(9, 9))
 	samplertest.Insert(t, buf, 0, 10, nil)
-	if err := r.Sample(rng, buf.NewBatch(4)); err != nil {
+	if err := r.Sample(rng, samplertest.NewBatch(t, buf, 4)); err != nil {
 		t.Fatal(err)
 	}
 	samplertest.Insert(t, buf, 10, 10, nil)
-	if err := r.Sample(rng, buf.NewBatch(4)); err != nil {
+	if err := r.Sample(rng, samplertest.NewBatch(t, buf, 4)); err != nil {
 		t.Fatal(err)
 	}
 	if st := r.Stats(); st.Refreshes != 1 || st.Ranked != 10 || st.Pending != 10 {
 		t.Fatalf("RefreshFraction=Inf re-sorted on its own: %+v", st)
 	}
 	// A batch larger than the ranked items forces a re-sort.
-	if err := r.Sample(rng, buf.NewBatch(15)); err != nil {
+	if err := r.Sample(rng, samplertest.NewBatch(t, buf, 15)); err != nil {
 		t.Fatal(err)
 	}
 	if st := r.Stats(); st.Refreshes != 2 || st.Ranked != 20 {
@@ -546,7 +546,7 @@ func TestRankSkipsZeroPriorityOccupants(t *testing.T) {
 		prio[i] = 1 + float64(i)
 	}
 	samplertest.Insert(t, buf, 0, 64, prio)
-	b := buf.NewBatch(8)
+	b := samplertest.NewBatch(t, buf, 8)
 	if err := r.Sample(rng, b); err != nil {
 		t.Fatal(err)
 	}
@@ -575,7 +575,7 @@ func TestRankImportanceWeights(t *testing.T) {
 	cfg := sampler.DefaultRankConfig(steps)
 	buf, r := rankFill(t, cfg, td)
 	rng := rand.New(rand.NewPCG(10, 10))
-	b := buf.NewBatch(k)
+	b := samplertest.NewBatch(t, buf, k)
 	if err := r.Sample(rng, b); err != nil {
 		t.Fatal(err)
 	}
@@ -616,7 +616,7 @@ func TestRankNoAllocs(t *testing.T) {
 	samplertest.Insert(t, buf, 0, 1024, nil)
 	r := newRank(t, buf, sampler.DefaultRankConfig(100))
 	rng := rand.New(rand.NewPCG(11, 11))
-	b := buf.NewBatch(32)
+	b := samplertest.NewBatch(t, buf, 32)
 	td := make([]float64, 32)
 	step := int64(0)
 	cycle := func() {

@@ -365,9 +365,13 @@ func NewREFER(buf *buffer.Buffer, cfg REFERConfig) (*REFER, error) {
 		return nil, fmt.Errorf("%w: refer: MaxSteps (%d) exceeds the buffer's capacity (%d)", buffer.ErrConfig, cfg.MaxSteps, n)
 	}
 	cfg = cfg.withDefaults(n)
+	one, err := buf.NewBatch(1)
+	if err != nil {
+		return nil, fmt.Errorf("refer: %w", err)
+	}
 	r := &REFER{
 		buf: buf, cfg: cfg, cap: n,
-		one:      buf.NewBatch(1),
+		one:      one,
 		u:        NewUniform(buf),
 		bootCol:  boot,
 		maxSteps: cfg.MaxSteps,

@@ -1,6 +1,7 @@
 package sampler_test
 
 import (
+	"github.com/apexrl/apex/sampler/samplertest"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -102,7 +103,7 @@ func (e referEp) insert(t testing.TB, buf *buffer.Buffer, from, to int) {
 // ErrEmpty is fine).
 func poll(t testing.TB, r *sampler.REFER, buf *buffer.Buffer) {
 	t.Helper()
-	if err := r.Sample(rand.New(rand.NewPCG(0, 0)), buf.NewBatch(1)); err != nil && r.Stats().Steps > 0 {
+	if err := r.Sample(rand.New(rand.NewPCG(0, 0)), samplertest.NewBatch(t, buf, 1)); err != nil && r.Stats().Steps > 0 {
 		t.Fatal(err)
 	}
 }
@@ -115,7 +116,7 @@ func checkStored(t testing.TB, r *sampler.REFER, buf *buffer.Buffer) {
 	if err := sampler.CheckREFER(r); err != nil {
 		t.Fatal(err)
 	}
-	b := buf.NewBatch(1)
+	b := samplertest.NewBatch(t, buf, 1)
 	for _, ep := range sampler.REFEREpisodes(r) {
 		for i, s := range ep.Steps {
 			if !buf.GatherSlot(b, 0, int(s.Slot)) || b.EpisodeID[0] != ep.ID || b.EpisodeStep[0] != int32(i) || b.Obs[1] != float32(i) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/sampler"
+	"github.com/apexrl/apex/sampler/samplertest"
 )
 
 // oneEpisodeStage returns a stage holding one terminal episode of T steps.
@@ -33,7 +34,7 @@ func oneEpisodeStage(t *testing.T, T int, cfg sampler.REFERConfig) (*sampler.REF
 func stepAll(t *testing.T, r *sampler.REFER, buf *buffer.Buffer, rho func(i int) float64, k uint64) {
 	t.Helper()
 	n := r.Stats().Steps
-	dst := buf.NewBatch(n)
+	dst := samplertest.NewBatch(t, buf, n)
 	if err := r.Sample(rand.New(rand.NewPCG(k, 1)), dst); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +207,7 @@ func TestREFERFarCounter(t *testing.T) {
 		buf := newREFERBuffer(t, 2048, 4)
 		r := newREFER(t, buf, sampler.REFERConfig{A: c.A, RecountEvery: c.period, MaxSteps: 600})
 		rng := rand.New(rand.NewPCG(9, 9))
-		dst := buf.NewBatch(32)
+		dst := samplertest.NewBatch(t, buf, 32)
 		rho, v, kl := make([]float64, 32), make([]float64, 32), make([]float64, 32)
 		id, drifted := 0, false
 		for k := uint64(1); k <= 200; k++ {
@@ -334,7 +335,7 @@ func TestREFERIncrementalSweeps(t *testing.T) {
 		ep.insert(t, buf, 0, ep.len())
 	}
 	poll(t, r, buf)
-	dst := buf.NewBatch(6)
+	dst := samplertest.NewBatch(t, buf, 6)
 	rho, v, kl := make([]float64, 6), make([]float64, 6), make([]float64, 6)
 	boots := 0
 	for k := uint64(1); k <= 300; k++ {
@@ -405,7 +406,7 @@ func TestREFERNoRetrace(t *testing.T) {
 		t.Fatalf("reward scale %v with NoRetrace, want 1", got)
 	}
 	checkQret(t, r, 1e-9) // rho = 1, V = 0: the unscaled discounted return
-	dst := buf.NewBatch(8)
+	dst := samplertest.NewBatch(t, buf, 8)
 	rho, v, kl := make([]float64, 8), make([]float64, 8), make([]float64, 8)
 	for k := uint64(1); k <= 50; k++ {
 		if err := r.Sample(rng, dst); err != nil {

@@ -46,7 +46,7 @@ func TestREFERWholeEpisodesOnly(t *testing.T) {
 	r := newREFER(t, buf, sampler.REFERConfig{})
 	rng := rand.New(rand.NewPCG(1, 1))
 	ep := referEp{id: 7, reward: make([]float32, 10), end: buffer.FlagTerminal, gamma: 0.9}
-	dst := buf.NewBatch(10)
+	dst := samplertest.NewBatch(t, buf, 10)
 	// The last step first, then the others in batches of 3 (so from
 	// other stripes).
 	ep.insert(t, buf, 9, 10)
@@ -72,7 +72,7 @@ func TestREFERWholeEpisodesOnly(t *testing.T) {
 	if st := r.Stats(); st.Steps != 10 || st.Episodes != 1 || st.Open != 0 {
 		t.Fatalf("stats %+v", st)
 	}
-	if err := r.Sample(rng, buf.NewBatch(11)); !errors.Is(err, buffer.ErrBatchSize) {
+	if err := r.Sample(rng, samplertest.NewBatch(t, buf, 11)); !errors.Is(err, buffer.ErrBatchSize) {
 		t.Fatalf("11 rows of 10 steps: %v", err)
 	}
 	checkStored(t, r, buf)
@@ -242,7 +242,7 @@ func TestREFERSampleUniformDistinct(t *testing.T) {
 		}
 	}
 	counts := make([]int, len(index))
-	dst := buf.NewBatch(8)
+	dst := samplertest.NewBatch(t, buf, 8)
 	for range 6000 {
 		if err := r.Sample(rng, dst); err != nil {
 			t.Fatal(err)
@@ -290,7 +290,7 @@ func TestREFERConcurrentInserts(t *testing.T) {
 		}()
 	}
 	rng := rand.New(rand.NewPCG(8, 8))
-	dst := buf.NewBatch(16)
+	dst := samplertest.NewBatch(t, buf, 16)
 	rho, v, kl := make([]float64, 16), make([]float64, 16), make([]float64, 16)
 	k := uint64(0)
 	for range 300 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/sampler"
+	"github.com/apexrl/apex/sampler/samplertest"
 )
 
 // BenchmarkTERSample is the cost of one batch (the paper's Table B.1 for
@@ -23,7 +24,7 @@ func BenchmarkTERSample(b *testing.B) {
 			cfg.Eta = eta
 			s := newTER(b, buf, cfg)
 			rng := rand.New(rand.NewPCG(1, 2))
-			bt := buf.NewBatch(batch)
+			bt := samplertest.NewBatch(b, buf, batch)
 			td := make([]float64, batch)
 			ins := make([]*buffer.Transitions, 1024)
 			for i := range ins {

@@ -35,7 +35,10 @@ func ExampleTER() {
 		panic(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 2)) // the learner's own stream
-	batch := buf.NewBatch(4)           // floor(0.25·4) = 1 PER row, then 3 sweep rows
+	batch, err := buf.NewBatch(4)      // floor(0.25·4) = 1 PER row, then 3 sweep rows
+	if err != nil {
+		panic(err)
+	}
 	for step := range int64(2) {
 		if err := ter.Sample(rng, batch); err != nil {
 			panic(err)

@@ -4,6 +4,7 @@ package sampler_test
 // and to the design notes' experiments (shared/design/methods/ter.md §6).
 
 import (
+	"github.com/apexrl/apex/sampler/samplertest"
 	"math/rand/v2"
 	"testing"
 
@@ -81,7 +82,7 @@ func TestTERNChainExactSweep(t *testing.T) {
 		cfg.Eta, cfg.EdgeAction = 0, true
 		s := newTER(t, buf, cfg)
 		rng := rand.New(rand.NewPCG(seed, 7))
-		bt := buf.NewBatch(1)
+		bt := samplertest.NewBatch(t, buf, 1)
 		q := make([][2]float64, n)
 		updated := map[[2]uint64]bool{}
 		updates := 0
@@ -152,7 +153,7 @@ func TestTERStitching(t *testing.T) {
 		cfg.Eta = 0
 		s := newTER(t, buf, cfg)
 		rng := rand.New(rand.NewPCG(seed, 3))
-		bt := buf.NewBatch(1)
+		bt := samplertest.NewBatch(t, buf, 1)
 		q := map[edge]float64{}
 		var order []edge
 		for {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/sampler"
+	"github.com/apexrl/apex/sampler/samplertest"
 )
 
 // sweepLog checks the sweep's trace as it happens (TER §6.4's properties):
@@ -151,7 +152,7 @@ func TestTERSweepProperties(t *testing.T) {
 			s := newTER(t, buf, cfg)
 			log := newSweepLog(s, terTerminal)
 			rng := rand.New(rand.NewPCG(c.seed, 9))
-			bt := buf.NewBatch(16)
+			bt := samplertest.NewBatch(t, buf, 16)
 			stale := func(r buffer.Ref) error { // a queued item skipped must have been overwritten
 				if cur, _, ok := buf.SlotPriority(int(r.Slot)); ok && cur == r {
 					return fmt.Errorf("still stored")
@@ -239,7 +240,7 @@ func TestTERConcurrentActors(t *testing.T) {
 		})
 	}
 	rng := rand.New(rand.NewPCG(seed, 2))
-	bt := buf.NewBatch(32)
+	bt := samplertest.NewBatch(t, buf, 32)
 	td := make([]float64, 32)
 	rounds := 600
 	for round := range rounds {

@@ -204,7 +204,7 @@ func TestTERPERShare(t *testing.T) {
 		cfg.Eta = c.eta
 		s := newTER(t, buf, cfg)
 		rng := rand.New(rand.NewPCG(seed, 3))
-		bt := buf.NewBatch(c.b)
+		bt := samplertest.NewBatch(t, buf, c.b)
 		want := int(math.Floor(c.eta*float64(c.b) + 1e-9))
 		for round := range 50 {
 			if err := s.Sample(rng, bt); err != nil {
@@ -265,7 +265,7 @@ func TestTERFallbacks(t *testing.T) {
 				}
 			}, func(uint64, uint64, uint64, buffer.Ref) {})
 			rng := rand.New(rand.NewPCG(seed, 1))
-			bt := buf.NewBatch(8)
+			bt := samplertest.NewBatch(t, buf, 8)
 			for range 10 {
 				if err := s.Sample(rng, bt); err != nil {
 					t.Fatal(err)
@@ -323,7 +323,7 @@ func TestTERWeights(t *testing.T) {
 		cfg := sampler.DefaultTERConfig(100)
 		cfg.PER.Normalize = norm
 		s := newTER(t, buf, cfg)
-		bt := buf.NewBatch(16)
+		bt := samplertest.NewBatch(t, buf, 16)
 		for _, step := range []int64{0, 50, 1000} {
 			if err := s.Sample(rng, bt); err != nil {
 				t.Fatal(err)
@@ -354,7 +354,7 @@ func TestTERWeights(t *testing.T) {
 				}
 			}
 		}
-		if err := s.Weights(buf.NewBatch(4), 0); !errors.Is(err, buffer.ErrShape) {
+		if err := s.Weights(samplertest.NewBatch(t, buf, 4), 0); !errors.Is(err, buffer.ErrShape) {
 			t.Errorf("Weights of another batch: %v", err)
 		}
 	}
@@ -372,7 +372,7 @@ func TestTERMemoryBounded(t *testing.T) {
 		cfg.Eta = eta
 		s := newTER(t, buf, cfg)
 		rng := rand.New(rand.NewPCG(seed, 1))
-		bt := buf.NewBatch(8)
+		bt := samplertest.NewBatch(t, buf, 8)
 		for round := range 500 {
 			steps := make([]terStep, 10)
 			for i := range steps {

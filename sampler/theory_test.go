@@ -378,7 +378,7 @@ func TestLAPMonteCarloMatchesPAL(t *testing.T) {
 		uniformHuber /= float64(n)
 
 		rng := rand.New(rand.NewPCG(seed, 3))
-		b := buf.NewBatch(rows)
+		b := samplertest.NewBatch(t, buf, rows)
 		var sum, sumSq float64
 		for range batches {
 			if err := m.Selector.Sample(rng, b); err != nil {
@@ -428,7 +428,7 @@ func refsByID(t *testing.T, buf *buffer.Buffer, n int) []buffer.Ref {
 	t.Helper()
 	refs := make([]buffer.Ref, n)
 	seen := make([]bool, n)
-	b := buf.NewBatch(1)
+	b := samplertest.NewBatch(t, buf, 1)
 	for slot := range buf.Capacity() {
 		ref, _, ok := buf.SlotPriority(slot)
 		if !ok || !buf.GatherRef(b, 0, ref) {

@@ -30,7 +30,7 @@ func TestUniformIgnoresPriorities(t *testing.T) {
 	samplertest.Insert(t, buf, 0, n, prio)
 	s := sampler.NewUniform(buf)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	b := buf.NewBatch(k)
+	b := samplertest.NewBatch(t, buf, k)
 	counts := make([]int, n)
 	for range rounds {
 		if err := s.Sample(rng, b); err != nil {
@@ -59,7 +59,7 @@ func TestUniformUpdateAndWeights(t *testing.T) {
 			t.Errorf("Priority(%v) = %v, want 1", d, p)
 		}
 	}
-	b := buf.NewBatch(16)
+	b := samplertest.NewBatch(t, buf, 16)
 	if err := s.Sample(rand.New(rand.NewPCG(2, 2)), b); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestUniformNoAllocs(t *testing.T) {
 	samplertest.Insert(t, buf, 0, 1024, nil)
 	s := sampler.NewUniform(buf)
 	rng := rand.New(rand.NewPCG(3, 3))
-	b := buf.NewBatch(32)
+	b := samplertest.NewBatch(t, buf, 32)
 	td := make([]float64, 32)
 	cycle := func() {
 		if err := s.Sample(rng, b); err != nil {

@@ -120,7 +120,10 @@ func (r Replay) Learn(task *Task, q Table, rng *rand.Rand) (Outcome, error) {
 	weighter, _ := sel.(sampler.Weighter)
 	env, eta := task.Env, task.Eta
 	k := min(max(r.Draw, 1), len(task.Memory))
-	batch := buf.NewBatch(k)
+	batch, err := buf.NewBatch(k)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("cliffwalk: %s: %w", r.Label, err)
+	}
 	absTD := make([]float64, 1)
 	var u int64
 	for ; ; u++ {

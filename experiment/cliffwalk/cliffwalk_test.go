@@ -105,7 +105,10 @@ func TestBufferHoldsMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := buf.NewBatch(1)
+		b, err := buf.NewBatch(1)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i, want := range task.Memory {
 			if !buf.GatherSlot(b, 0, i) {
 				t.Fatalf("n=%d: slot %d unreadable", n, i)

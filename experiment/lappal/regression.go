@@ -335,7 +335,10 @@ func Train(cfg *RegressionConfig, method string, data Design, seed uint64) (Meth
 	fit := MethodFit{Method: method, Stage: strings.TrimPrefix(m.String(), m.Name+": "), Warnings: m.Warnings}
 	rng := rand.New(rand.NewPCG(seed, mix(seed, 0xb0)))
 	d, bs := data.D, cfg.Batch
-	batch := buf.NewBatch(bs)
+	batch, err := buf.NewBatch(bs)
+	if err != nil {
+		return MethodFit{}, fmt.Errorf("%s: %w", method, err)
+	}
 	absTD := make([]float64, bs)
 	delta := make([]float64, bs)
 	w := make([]float64, d)

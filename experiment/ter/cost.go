@@ -197,7 +197,10 @@ func costRow(c *CostConfig, method string, n int) (CostRow, error) {
 		return CostRow{}, err
 	}
 	rng := rand.New(rand.NewPCG(mix(c.Seed, uint64(n), 8, nameSeed(method)), mix(c.Seed, uint64(n), 9, nameSeed(method))))
-	b := buf.NewBatch(n)
+	b, err := buf.NewBatch(n)
+	if err != nil {
+		return CostRow{}, err
+	}
 	absTD := make([]float64, n)
 	build := func(step int64) func() error {
 		return func() error {

@@ -74,7 +74,11 @@ func NewEBU(buf *buffer.Buffer) (*EBU, error) {
 	if buf == nil || !buf.Config().Episode {
 		return nil, fmt.Errorf("%w: ebu: the buffer must store episode ids (buffer.Config.Episode)", buffer.ErrConfig)
 	}
-	e := &EBU{buf: buf, watch: buf.NewWatcher(), open: map[uint64][]ebuItem{}, cur: -1, one: buf.NewBatch(1)}
+	one, err := buf.NewBatch(1)
+	if err != nil {
+		return nil, fmt.Errorf("ebu: %w", err)
+	}
+	e := &EBU{buf: buf, watch: buf.NewWatcher(), open: map[uint64][]ebuItem{}, cur: -1, one: one}
 	e.ingest()
 	e.st.Episodes = len(e.eps)
 	return e, nil

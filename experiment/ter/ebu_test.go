@@ -60,7 +60,7 @@ func TestEBUOrder(t *testing.T) {
 	}
 	want := slices.Concat(backward(2, 6), backward(0, 4), backward(2, 6), backward(0, 4))
 	rng := rand.New(rand.NewPCG(1, 2))
-	one := buf.NewBatch(1)
+	one := mustBatch(t, buf, 1)
 	var got []rowKey
 	for range 13 {
 		if err := e.Sample(rng, one); err != nil {
@@ -72,7 +72,7 @@ func TestEBUOrder(t *testing.T) {
 			t.Fatalf("row %v holds (%d, %d, %d), the dataset (%d, %d, %d)", got[len(got)-1], one.StateHash[0], one.Action[0], one.NextStateHash[0], s.S, s.A, s.S2)
 		}
 	}
-	three := buf.NewBatch(3)
+	three := mustBatch(t, buf, 3)
 	if err := e.Sample(rng, three); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestEBUFallback(t *testing.T) {
 	ds.Steps = ds.Steps[4:7] // the time-out only
 	buf, _ := ds.Buffer(0.99)
 	e, _ := NewEBU(buf)
-	b := buf.NewBatch(2)
+	b := mustBatch(t, buf, 2)
 	if err := e.Sample(rand.New(rand.NewPCG(1, 2)), b); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestGreedyPER(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	b := buf.NewBatch(1)
+	b := mustBatch(t, buf, 1)
 	seen := map[buffer.Ref]bool{}
 	for i := range len(ds.Steps) {
 		if err := g.Sample(rng, b); err != nil {
@@ -165,8 +165,18 @@ func TestGreedyPER(t *testing.T) {
 	if err := g.Sample(rng, b); err != nil || b.Refs[0] != last {
 		t.Errorf("after a pass: %v (%v), want the largest priority %v", b.Refs[0], err, last)
 	}
-	two := buf.NewBatch(2)
+	two := mustBatch(t, buf, 2)
 	if err := g.Sample(rng, two); err != nil || two.Refs[0] == two.Refs[1] {
 		t.Errorf("a batch of 2 repeats an item: %v, %v", two.Refs, err)
 	}
+}
+
+// mustBatch returns buf.NewBatch(n) and fails the test on error.
+func mustBatch(t testing.TB, buf *buffer.Buffer, n int) *buffer.Batch {
+	t.Helper()
+	b, err := buf.NewBatch(n)
+	if err != nil {
+		t.Fatalf("NewBatch(%d): %v", n, err)
+	}
+	return b
 }

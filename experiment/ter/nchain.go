@@ -367,7 +367,10 @@ func learn(c *NChainConfig, name string, ds *Dataset, q, qstar Table, env *envs.
 	if err := eval(0); err != nil {
 		return out, err
 	}
-	b := buf.NewBatch(1)
+	b, err := buf.NewBatch(1)
+	if err != nil {
+		return out, err
+	}
 	absTD := make([]float64, 1)
 	for u := 1; u <= c.Updates; u++ {
 		if err := sel.Sample(rng, b); err != nil {
@@ -473,7 +476,10 @@ func ExactSweep(c *NChainConfig, ds *Dataset, d int) (ExactResult, error) {
 	}
 	rng := rand.New(rand.NewPCG(mix(c.Seed, uint64(d), 6), mix(c.Seed, uint64(d), 7)))
 	q := make(Table, 2*ds.N)
-	b := buf.NewBatch(1)
+	b, err := buf.NewBatch(1)
+	if err != nil {
+		return ExactResult{}, err
+	}
 	present := ds.Pairs()
 	var r ExactResult
 	for _, ok := range present {

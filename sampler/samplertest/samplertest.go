@@ -76,6 +76,16 @@ func NewBuffer(t testing.TB, capacity int) *buffer.Buffer {
 	return b
 }
 
+// NewBatch returns buf.NewBatch(n) and fails the test on error.
+func NewBatch(t testing.TB, buf *buffer.Buffer, n int) *buffer.Batch {
+	t.Helper()
+	b, err := buf.NewBatch(n)
+	if err != nil {
+		t.Fatalf("samplertest: NewBatch(%d): %v", n, err)
+	}
+	return b
+}
+
 // Items builds n transitions with ids first, first+1, ...: item id has
 // Reward = id, Obs = (id, -id), NextObs = (id+0.5, -id), Action = id mod
 // NumActions, Discount = 0.99. prio, if not nil, is copied into Priority.
@@ -234,18 +244,18 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 		buf := newBuf(t, 16)
 		s := build(t, buf)
 		rng := rngFor(1)
-		if err := s.Sample(rng, buf.NewBatch(4)); !errors.Is(err, buffer.ErrEmpty) {
+		if err := s.Sample(rng, NewBatch(t, buf, 4)); !errors.Is(err, buffer.ErrEmpty) {
 			fatalf(t, "Sample on an empty buffer: %v, want ErrEmpty", err)
 		}
 		Insert(t, buf, 0, 8, nil)
-		if err := s.Sample(rng, buf.NewBatch(0)); !errors.Is(err, buffer.ErrBatchSize) {
+		if err := s.Sample(rng, NewBatch(t, buf, 0)); !errors.Is(err, buffer.ErrBatchSize) {
 			fatalf(t, "Sample of 0 rows: %v, want ErrBatchSize", err)
 		}
-		if err := s.Sample(rng, buf.NewBatch(9)); !errors.Is(err, buffer.ErrBatchSize) {
+		if err := s.Sample(rng, NewBatch(t, buf, 9)); !errors.Is(err, buffer.ErrBatchSize) {
 			fatalf(t, "Sample of 9 rows from 8 items: %v, want ErrBatchSize", err)
 		}
 		for _, n := range []int{1, 8} {
-			if err := s.Sample(rng, buf.NewBatch(n)); err != nil {
+			if err := s.Sample(rng, NewBatch(t, buf, n)); err != nil {
 				fatalf(t, "Sample of %d rows from 8 items: %v", n, err)
 			}
 		}
@@ -255,7 +265,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 		buf := newBuf(t, 16)
 		s := build(t, buf)
 		Insert(t, buf, 0, 16, nil)
-		b := buf.NewBatch(4)
+		b := NewBatch(t, buf, 4)
 		if err := s.Sample(rngFor(2), b); err != nil {
 			fatalf(t, "Sample: %v", err)
 		}
@@ -302,9 +312,9 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 			}
 		}
 		Insert(t, buf, 0, 100, prio) // wraps: 64 stored
-		check := buf.NewBatch(1)
+		check := NewBatch(t, buf, 1)
 		for _, n := range []int{1, 7, 32, 64} {
-			b := buf.NewBatch(n)
+			b := NewBatch(t, buf, n)
 			for range 5 {
 				if err := s.Sample(rng, b); err != nil {
 					fatalf(t, "Sample(%d): %v", n, err)
@@ -344,7 +354,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 		s := build(t, buf)
 		rng := rngFor(4)
 		Insert(t, buf, 0, 32, nil)
-		b := buf.NewBatch(8)
+		b := NewBatch(t, buf, 8)
 		if err := s.Sample(rng, b); err != nil {
 			fatalf(t, "Sample: %v", err)
 		}
@@ -373,7 +383,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 		s := build(t, buf)
 		rng := rngFor(5)
 		Insert(t, buf, 0, 32, nil)
-		b := buf.NewBatch(8)
+		b := NewBatch(t, buf, 8)
 		if err := s.Sample(rng, b); err != nil {
 			fatalf(t, "Sample: %v", err)
 		}
@@ -402,7 +412,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 			s := build(t, buf)
 			rng := rngFor(6)
 			Insert(t, buf, 0, 40, nil)
-			b := buf.NewBatch(8)
+			b := NewBatch(t, buf, 8)
 			for round := range 30 {
 				if err := s.Sample(rng, b); err != nil {
 					fatalf(t, "round %d: Sample: %v", round, err)
@@ -441,7 +451,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 				}
 			}
 			Insert(t, buf, 0, 64, prio)
-			b := buf.NewBatch(16)
+			b := NewBatch(t, buf, 16)
 			for round := range 200 {
 				if err := s.Sample(rng, b); err != nil {
 					fatalf(t, "round %d: Sample: %v", round, err)
@@ -465,7 +475,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 			buf := newBuf(t, 16)
 			s := build(t, buf)
 			Insert(t, buf, 0, 16, make([]float64, 16))
-			if err := s.Sample(rngFor(8), buf.NewBatch(4)); !errors.Is(err, buffer.ErrZeroMass) {
+			if err := s.Sample(rngFor(8), NewBatch(t, buf, 4)); !errors.Is(err, buffer.ErrZeroMass) {
 				fatalf(t, "Sample with every priority 0: %v, want ErrZeroMass", err)
 			}
 		})
@@ -496,7 +506,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 		}
 		rng := rngFor(9)
 		Insert(t, buf, 0, 64, nil)
-		b := buf.NewBatch(16)
+		b := NewBatch(t, buf, 16)
 		for round := range 20 {
 			if err := s.Sample(rng, b); err != nil {
 				fatalf(t, "Sample: %v", err)
@@ -557,7 +567,7 @@ func Run(t *testing.T, newSel Factory, opt Options) {
 				}
 			}
 		}()
-		b := buf.NewBatch(16)
+		b := NewBatch(t, buf, 16)
 		td := make([]float64, 16)
 		for round := range 200 {
 			if err := s.Sample(rng, b); err != nil {
