@@ -59,11 +59,24 @@ func (n *Net) Save(w io.Writer) error {
 // follow. An empty, truncated or damaged stream, a wrong magic or version,
 // a bad checksum or a header that does not match the data is an error
 // wrapping ErrCorrupt (and io.ErrUnexpectedEOF when truncated) that says
-// which. Parameters are restored bit for bit, NaNs included: call
-// CheckFinite to refuse those.
+// which.
+//
+// A NaN or infinite parameter is refused too: the error wraps ErrCorrupt
+// and a *NonFiniteError (ErrNonFinite) naming the first one and its place
+// in the network, for example "params[12] (layer 0 W[3,0]) is NaN". Save
+// still writes such a network (a failed run's diagnostic checkpoint);
+// inspect one with a reader of the format above, not by loading it.
+//
+// Memory: the stored values are read in steps of 1 MiB as they arrive, so
+// a length field cannot make LoadNet allocate more than about twice what
+// the stream holds; the header's Config is validated (at most 1024 layers
+// per list and 2^28 parameters) and its parameter count, computed without
+// allocating, must equal the stored count before the network is built.
+// Cost: O(parameters) time; about 3 × 8 bytes per parameter at the peak
+// (the bytes read, the parameters and their gradients).
 func LoadNet(r io.Reader) (*Net, error) {
 	var h netHeader
-	vals, err := readCheckpoint(r, netMagic, &h)
+	raw, err := readCheckpoint(r, netMagic, &h)
 	if err != nil {
 		return nil, err
 	}
@@ -71,14 +84,17 @@ func LoadNet(r io.Reader) (*Net, error) {
 	if err != nil {
 		return nil, errorf(ErrCorrupt, "network config: %w", err)
 	}
+	if np, stored := cfg.numParams(), len(raw)/8; np != stored {
+		return nil, errorf(ErrCorrupt, "%d parameters stored, the config needs %d", stored, np)
+	}
 	n, err := NewNet(cfg, nil)
 	if err != nil {
 		return nil, errorf(ErrCorrupt, "network config: %w", err)
 	}
-	if len(vals) != n.NumParams() {
-		return nil, errorf(ErrCorrupt, "%d parameters stored, the config needs %d", len(vals), n.NumParams())
+	decodeFloats(n.params, raw)
+	if err := n.CheckFinite(); err != nil {
+		return nil, errorf(ErrCorrupt, "%w", err)
 	}
-	copy(n.params, vals)
 	return n, nil
 }
 
@@ -90,15 +106,20 @@ func (a *Adam) Save(w io.Writer) error {
 
 // LoadAdam reads an optimizer written by Adam.Save, restoring its
 // configuration, step count and moments exactly; the next Step continues
-// the saved run bit for bit. Errors are as for LoadNet.
+// the saved run bit for bit. Errors are as for LoadNet; a NaN or infinite
+// moment, or a negative second moment, is refused with an error wrapping
+// ErrCorrupt that names it ("Adam second moment v[12] is NaN"), and
+// ErrNonFinite as well for a NaN or an infinity. The header's length must
+// agree with the stored count before the moments are allocated. Cost:
+// O(parameters) time, about 3 × 16 bytes per parameter at the peak.
 func LoadAdam(r io.Reader) (*Adam, error) {
 	var h adamHeader
-	vals, err := readCheckpoint(r, adamMagic, &h)
+	raw, err := readCheckpoint(r, adamMagic, &h)
 	if err != nil {
 		return nil, err
 	}
-	if h.Len <= 0 || h.Len > maxParams || 2*h.Len != len(vals) {
-		return nil, errorf(ErrCorrupt, "Adam header says %d parameters, %d values stored", h.Len, len(vals))
+	if count := len(raw) / 8; h.Len <= 0 || h.Len > maxParams || 2*h.Len != count {
+		return nil, errorf(ErrCorrupt, "Adam header says %d parameters, %d values stored", h.Len, count)
 	}
 	a, err := NewAdam(h.Len, h.Config)
 	if err != nil {
@@ -108,8 +129,19 @@ func LoadAdam(r io.Reader) (*Adam, error) {
 		return nil, errorf(ErrCorrupt, "Adam config %+v is not in its saved (validated) form", h.Config)
 	}
 	a.t = h.Steps
-	copy(a.m, vals[:h.Len])
-	copy(a.v, vals[h.Len:])
+	decodeFloats(a.m, raw[:8*h.Len])
+	decodeFloats(a.v, raw[8*h.Len:])
+	if i := firstNonFinite(a.m); i >= 0 {
+		return nil, errorf(ErrCorrupt, "%w", &NonFiniteError{What: "Adam first moment m", Index: i, Value: a.m[i]})
+	}
+	for i, v := range a.v {
+		switch {
+		case math.IsNaN(v) || math.IsInf(v, 0):
+			return nil, errorf(ErrCorrupt, "%w", &NonFiniteError{What: "Adam second moment v", Index: i, Value: v})
+		case v < 0:
+			return nil, errorf(ErrCorrupt, "Adam second moment v[%d] is %g (must be >= 0)", i, v)
+		}
+	}
 	return a, nil
 }
 
@@ -141,8 +173,12 @@ func writeCheckpoint(w io.Writer, magic string, header any, vecs ...[]float64) e
 }
 
 // readCheckpoint reads one checkpoint of the given magic from r, checks it
-// and decodes its header into header (unknown fields refused).
-func readCheckpoint(r io.Reader, magic string, header any) ([]float64, error) {
+// and decodes its header into header (unknown fields refused). It returns
+// the stored values undecoded: count little-endian float64 bit patterns,
+// 8 bytes each. The lengths in the fixed part are bounded (header at most
+// maxHeader, count at most maxCkValues) and the bytes are read in steps of
+// readChunk, so memory grows only as data arrives.
+func readCheckpoint(r io.Reader, magic string, header any) ([]byte, error) {
 	var fixed [ckFixed]byte
 	if n, err := io.ReadFull(r, fixed[:]); err != nil {
 		if n == 0 && errors.Is(err, io.EOF) {
@@ -182,11 +218,18 @@ func readCheckpoint(r io.Reader, magic string, header any) ([]float64, error) {
 	if err := dec.Decode(header); err != nil {
 		return nil, errorf(ErrCorrupt, "header: %w", err)
 	}
-	vals := make([]float64, count)
-	for i := range vals {
-		vals[i] = math.Float64frombits(binary.LittleEndian.Uint64(body[int(hdrLen)+8*i:]))
+	if dec.More() {
+		return nil, errorf(ErrCorrupt, "header: data after the JSON object")
 	}
-	return vals, nil
+	return body[hdrLen:], nil
+}
+
+// decodeFloats sets dst[i] to the float64 whose little-endian bits are
+// raw[8i:8i+8]; len(raw) must be 8*len(dst).
+func decodeFloats(dst []float64, raw []byte) {
+	for i := range dst {
+		dst[i] = math.Float64frombits(binary.LittleEndian.Uint64(raw[8*i:]))
+	}
 }
 
 // readN reads exactly n bytes, allocating in steps of readChunk so that a

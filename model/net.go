@@ -10,6 +10,12 @@ import (
 // a Config beyond it is refused before anything is allocated.
 const maxParams = 1 << 28
 
+// maxLayers bounds len(Config.Hidden) and len(Config.StreamHidden): far
+// deeper than any MLP this package trains, and small enough that a
+// damaged checkpoint header cannot make a loader build (and name) millions
+// of one-unit layers.
+const maxLayers = 1024
+
 // Config describes a multilayer perceptron: In inputs, the Hidden layers'
 // widths, Out outputs, and optionally a dueling head. The zero values of
 // Act and OutAct mean the defaults.
@@ -27,7 +33,8 @@ const maxParams = 1 << 28
 type Config struct {
 	// In is the observation width (> 0).
 	In int `json:"in"`
-	// Hidden are the widths of the hidden layers (each > 0; may be empty).
+	// Hidden are the widths of the hidden layers (each > 0; may be empty;
+	// at most 1024 layers).
 	Hidden []int `json:"hidden"`
 	// Out is the output width, the number of actions for a Q network (> 0).
 	Out int `json:"out"`
@@ -38,8 +45,8 @@ type Config struct {
 	OutAct Activation `json:"out_act"`
 	// Dueling selects the dueling head described above.
 	Dueling bool `json:"dueling"`
-	// StreamHidden are the hidden widths of each dueling stream (each > 0;
-	// only with Dueling).
+	// StreamHidden are the hidden widths of each dueling stream (each > 0,
+	// at most 1024 layers; only with Dueling).
 	StreamHidden []int `json:"stream_hidden,omitempty"`
 }
 
@@ -68,6 +75,10 @@ func (c Config) Validate() (Config, error) {
 		return c, errorf(ErrConfig, "OutAct = %v with Dueling (the dueling head is linear: leave OutAct unset or Identity)", c.OutAct)
 	case !c.Dueling && len(c.StreamHidden) > 0:
 		return c, errorf(ErrConfig, "StreamHidden is set without Dueling")
+	case len(c.Hidden) > maxLayers:
+		return c, errorf(ErrConfig, "Hidden has %d layers (at most %d)", len(c.Hidden), maxLayers)
+	case len(c.StreamHidden) > maxLayers:
+		return c, errorf(ErrConfig, "StreamHidden has %d layers (at most %d)", len(c.StreamHidden), maxLayers)
 	}
 	for i, h := range c.Hidden {
 		if h <= 0 {
