@@ -18,6 +18,9 @@ var (
 	ErrZeroMass = errors.New("buffer: total priority is zero")
 	// ErrBatchSize: a batch of 0 items, or more than are stored.
 	ErrBatchSize = errors.New("buffer: invalid batch size")
+	// ErrNil: a required argument is nil (a *Transitions, *Batch or
+	// *rand.Rand).
+	ErrNil = errors.New("buffer: nil argument")
 	// ErrSlot: a slot index outside the buffer.
 	ErrSlot = errors.New("buffer: slot out of range")
 	// ErrCorrupt: a checkpoint that cannot be read back (bad magic, version,

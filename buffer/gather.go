@@ -17,8 +17,9 @@ func (b *Buffer) readRow(dst *Batch, row, g, li int, tag uint64) bool {
 // dst.Refs[row]; it leaves dst.Prob alone. It returns false, copying
 // nothing usable, when slot is out of range, has never been written, or was
 // being overwritten (the caller re-draws). O(item size). Safe for concurrent
-// use with writers. It panics if row is outside dst or dst was not made by
-// this buffer's NewBatch (a programming error).
+// use with writers. It panics if row is outside dst or dst is nil or was not
+// made by this buffer's NewBatch (a programming error: the bool result is
+// the hot path's "re-draw", with no room for an error).
 func (b *Buffer) GatherSlot(dst *Batch, row, slot int) bool {
 	b.mustRow(dst, row)
 	if slot < 0 || slot >= b.cfg.Capacity {
@@ -41,8 +42,8 @@ func (b *Buffer) GatherSlot(dst *Batch, row, slot int) bool {
 // GatherRef copies the item ref names into row of dst, if it is still
 // stored. A ref whose slot has been overwritten (before or during the copy)
 // is dropped: it returns false and counts in Stats.StaleReads. O(item size).
-// It panics if row is outside dst or dst was not made by this buffer's
-// NewBatch (a programming error).
+// It panics if row is outside dst or dst is nil or was not made by this
+// buffer's NewBatch (a programming error, as for GatherSlot).
 func (b *Buffer) GatherRef(dst *Batch, row int, ref Ref) bool {
 	b.mustRow(dst, row)
 	if int(ref.Slot) >= b.cfg.Capacity {
@@ -186,6 +187,9 @@ func (b *Buffer) checkBatch(dst *Batch, data bool) error {
 // mustRow panics with a clear message when dst cannot take row (a
 // programming error: Gather* return bool on their hot path).
 func (b *Buffer) mustRow(dst *Batch, row int) {
+	if dst == nil {
+		panic("buffer: Gather into a nil *Batch (make one with NewBatch)")
+	}
 	if row < 0 || row >= len(dst.Refs) {
 		panic(fmt.Sprintf("buffer: row %d out of range for a batch of %d rows", row, len(dst.Refs)))
 	}

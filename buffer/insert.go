@@ -1,6 +1,7 @@
 package buffer
 
 import (
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"unsafe"
@@ -18,7 +19,7 @@ const runMax = 128
 // Insert stores every transition of t, or none: t is validated first
 // (column lengths against the Config, priorities finite and >= 0, discrete
 // actions in range) and an invalid batch is rejected whole with an error
-// wrapping ErrShape or ErrPriority.
+// wrapping ErrShape or ErrPriority (ErrNil for a nil t).
 //
 // Items get t.Priority, or the maximum priority seen so far when t.Priority
 // is nil. The batch goes to the next stripe in round-robin order as one run
@@ -33,6 +34,9 @@ const runMax = 128
 // (possible only when one inserter stalls for a whole stripe's worth of
 // inserts).
 func (b *Buffer) Insert(t *Transitions) error {
+	if t == nil {
+		return fmt.Errorf("%w: Insert of a nil *Transitions", ErrNil)
+	}
 	if err := t.check(&b.cfg); err != nil {
 		return err
 	}

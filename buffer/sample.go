@@ -29,8 +29,9 @@ const wideAfter = 64
 // instead, counted in Stats.StratumFallbacks, so sampling never waits on a
 // writer.
 //
-// Errors: ErrEmpty (no items), ErrBatchSize (0 rows or more rows than
-// items), ErrZeroMass (every priority is 0), ErrRetries (a stratum kept
+// Errors: ErrNil (a nil rng or dst), ErrEmpty (no items), ErrBatchSize (0
+// rows or more rows than items), ErrShape (dst not made by this buffer's
+// NewBatch), ErrZeroMass (every priority is 0), ErrRetries (a stratum kept
 // meeting items being overwritten).
 //
 // Cost: SampleRefs, then one copy per row after a pass that prefetches every
@@ -116,6 +117,9 @@ func (b *Buffer) SampleRefs(rng *rand.Rand, dst *Batch) error {
 // sampleRefs runs the batched descent and sets dst.Size, Total and MinProb;
 // rows whose descent failed have sc.ok false. It returns the total in units.
 func (b *Buffer) sampleRefs(rng *rand.Rand, dst *Batch, data bool) (uint64, error) {
+	if err := checkArgs(rng, dst); err != nil {
+		return 0, err
+	}
 	n := dst.Len()
 	size, err := b.checkSample(n)
 	if err != nil {
@@ -157,6 +161,17 @@ func (b *Buffer) sampleRefs(rng *rand.Rand, dst *Batch, data bool) (uint64, erro
 		dst.MinProb = float64(m) / float64(total)
 	}
 	return total, nil
+}
+
+// checkArgs refuses a nil rng or batch (ErrNil).
+func checkArgs(rng *rand.Rand, dst *Batch) error {
+	switch {
+	case rng == nil:
+		return fmt.Errorf("%w: sampling needs a *rand.Rand, got nil", ErrNil)
+	case dst == nil:
+		return fmt.Errorf("%w: sampling into a nil *Batch (make one with NewBatch)", ErrNil)
+	}
+	return nil
 }
 
 func (b *Buffer) checkSample(n int) (size int, err error) {
@@ -463,6 +478,9 @@ func (b *Buffer) scan(sc *scratch, i, k int, rng *rand.Rand) {
 // being written are re-drawn. Errors as Sample, except that zero total
 // priority is allowed. O(B·(Stripes + item size)). Safe for concurrent use.
 func (b *Buffer) SampleUniform(rng *rand.Rand, dst *Batch) error {
+	if err := checkArgs(rng, dst); err != nil {
+		return err
+	}
 	n := dst.Len()
 	if _, err := b.checkSample(n); err != nil {
 		return err

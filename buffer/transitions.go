@@ -45,11 +45,21 @@ type Transitions struct {
 }
 
 // Len is the number of transitions: len(t.Reward).
-func (t *Transitions) Len() int { return len(t.Reward) }
+// A nil t has no transitions.
+func (t *Transitions) Len() int {
+	if t == nil {
+		return 0
+	}
+	return len(t.Reward)
+}
 
 // Reset empties t, keeping every column's storage for the next batch (an
 // actor or inserter that refills one Transitions allocates nothing). O(1).
+// A nil t is left alone.
 func (t *Transitions) Reset() {
+	if t == nil {
+		return
+	}
 	t.Obs, t.NextObs, t.Action, t.ActionVec = t.Obs[:0], t.NextObs[:0], t.Action[:0], t.ActionVec[:0]
 	t.Reward, t.Discount, t.Flags = t.Reward[:0], t.Discount[:0], t.Flags[:0]
 	t.EpisodeID, t.EpisodeStep, t.GlobalStep, t.ActorID = t.EpisodeID[:0], t.EpisodeStep[:0], t.GlobalStep[:0], t.ActorID[:0]
@@ -189,5 +199,10 @@ func (sc *scratch) size(rows, stripes int) {
 	sc.roots = sc.roots[:stripes]
 }
 
-// Len is the number of rows.
-func (b *Batch) Len() int { return len(b.Refs) }
+// Len is the number of rows (0 for a nil b).
+func (b *Batch) Len() int {
+	if b == nil {
+		return 0
+	}
+	return len(b.Refs)
+}

@@ -76,13 +76,17 @@ func (b *Buffer) NewWatcher() *Watcher {
 }
 
 // Poll calls visit for every item written since the previous call (see
-// Watcher) and returns how many it reported. visit must not call Poll.
+// Watcher) and returns how many it reported. visit must not call Poll. A
+// nil visit skips the items (they still count as reported).
 //
 // Cost: O(Stripes) atomic loads, plus per reported item two loads of its
 // leaf word and one load per Meta column (no allocation); a position that
 // must be classified as lapped or unfinished costs one more load of the
 // stripe's cursor. Lapped runs are skipped in O(1).
 func (w *Watcher) Poll(visit func(Meta)) int {
+	if visit == nil {
+		visit = func(Meta) {}
+	}
 	b := w.b
 	n := 0
 	for s := range b.stripes {

@@ -36,7 +36,18 @@ func (n Normalization) String() string {
 // P(i) = b.Prob[i] (the probability actually used), normalised as norm says.
 // beta must be in [0, 1]. NormalizeBuffer needs b.MinProb (a buffer with a
 // min tree); without it the call fails. O(Len).
+//
+// Errors (b's fields are checked, as a caller may fill them): ErrNil for a
+// nil b, ErrBatchSize when rows were drawn from no items (Size < 1), and
+// unwrapped errors for beta outside [0, 1], a Prob or MinProb outside
+// (0, 1], or an unknown norm.
 func (b *Batch) ImportanceWeights(beta float64, norm Normalization) error {
+	if b == nil {
+		return fmt.Errorf("%w: ImportanceWeights of a nil *Batch", ErrNil)
+	}
+	if len(b.Prob) > 0 && b.Size < 1 {
+		return fmt.Errorf("%w: batch of %d rows drawn from Size = %d items", ErrBatchSize, len(b.Prob), b.Size)
+	}
 	if !(beta >= 0 && beta <= 1) {
 		return fmt.Errorf("buffer: importance-weight exponent beta must be in [0, 1], got %v", beta)
 	}
@@ -46,8 +57,8 @@ func (b *Batch) ImportanceWeights(beta float64, norm Normalization) error {
 	n := float64(b.Size)
 	wmax := 0.0
 	for i, p := range b.Prob {
-		if !(p > 0) {
-			return fmt.Errorf("buffer: row %d was drawn with probability %v; weights need P(i) > 0", i, p)
+		if !(p > 0 && p <= 1) {
+			return fmt.Errorf("buffer: row %d was drawn with probability %v; weights need P(i) in (0, 1]", i, p)
 		}
 		w := math.Pow(n*p, -beta)
 		b.Weight[i] = w
@@ -58,6 +69,9 @@ func (b *Batch) ImportanceWeights(beta float64, norm Normalization) error {
 	case NormalizeBuffer:
 		if !(b.MinProb > 0) {
 			return fmt.Errorf("buffer: NormalizeBuffer needs the buffer's minimum priority (Config.NoMinTree is set, or no item has one)")
+		}
+		if !(b.MinProb <= 1) {
+			return fmt.Errorf("buffer: NormalizeBuffer: MinProb = %v is not a probability", b.MinProb)
 		}
 		// Items whose priority rose above the minimum after the batch was
 		// drawn cannot exceed the bound; take the larger so weights stay <= 1.
