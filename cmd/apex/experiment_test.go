@@ -92,8 +92,10 @@ func TestExperimentUsage(t *testing.T) {
 	}
 
 	errb.Reset()
-	if code := run([]string{"experiment", "cliffwalk", "-h"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "-oracle-max-n") {
-		t.Errorf("cliffwalk -h: exit %d, stderr:\n%s", code, errb.String())
+	out.Reset()
+	if code := run([]string{"experiment", "cliffwalk", "-h"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "-oracle-max-n") ||
+		strings.Count(out.String(), "usage: apex experiment cliffwalk") != 1 || errb.Len() != 0 {
+		t.Errorf("cliffwalk -h: exit %d, want the usage once on stdout; stdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
 	}
 	for _, args := range [][]string{
 		{"-n-min", "5", "-n-max", "4"},

@@ -4,10 +4,12 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 )
@@ -47,15 +49,27 @@ commands:
 }
 
 // parseFlags parses a subcommand's flags. It returns ok false with the exit
-// status when the command should stop: 0 after -h (usage on stdout), 2 on a
-// bad flag (the flag package has printed why) or a stray argument.
+// status when the command should stop: 0 after -h (usage once, on stdout),
+// 2 on a bad flag (the flag package's message and the usage on stderr), a
+// stray argument, or a float flag that is NaN or infinite (every float flag
+// of every subcommand must be a finite number: NaN would otherwise pass
+// every range check and surface only when the results are written).
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
+	// The flag package prints its message and the usage itself; hold them
+	// until it is known whether this is -h (usage on stdout, once) or an
+	// error (both on stderr).
+	var held bytes.Buffer
+	fs.SetOutput(&held)
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
 			fs.Usage()
+			fs.SetOutput(stderr)
 			return 0, false
 		}
+		_, _ = held.WriteTo(stderr)
 		return 2, false
 	}
 	if fs.NArg() > 0 {
@@ -63,5 +77,25 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code
 		fs.Usage()
 		return 2, false
 	}
+	if msg := nonFinite(fs); msg != "" {
+		fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), msg)
+		return 2, false
+	}
 	return 0, true
+}
+
+// nonFinite names the first float flag of fs (in name order) whose value is
+// NaN or infinite, or returns "".
+func nonFinite(fs *flag.FlagSet) string {
+	var msg string
+	fs.VisitAll(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok || msg != "" {
+			return
+		}
+		if v, ok := g.Get().(float64); ok && (math.IsNaN(v) || math.IsInf(v, 0)) {
+			msg = fmt.Sprintf("-%s must be a finite number, got %v", f.Name, v)
+		}
+	})
+	return msg
 }

@@ -323,7 +323,7 @@ func TestTrainMetricsAddr(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	if !strings.Contains(out.String(), "metrics on http://127.0.0.1:") || !strings.Contains(out.String(), "/debug/pprof/") {
+	if !strings.Contains(out.String(), "msg=metrics metrics_url=http://127.0.0.1:") || !strings.Contains(out.String(), "/debug/pprof/") {
 		t.Fatalf("output: %s", out.String())
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -80,8 +81,10 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Capacity, "capacity", def.Capacity, "replay capacity in transitions")
 	fs.BoolVar(&cfg.Dueling, "dueling", false, "dueling Q head")
 	fs.BoolVar(&cfg.Deterministic, "deterministic", false, "one actor and the learner in lockstep on one goroutine: the same -seed and -steps give the same run (needs -actors=1 -steps=N -duration=0)")
-	fs.StringVar(&cfg.Checkpoint, "checkpoint", "", "write a checkpoint (replay, learner, counters) to this file when the run ends or fails (default <out>/checkpoint.apex; \"none\": no checkpoint)")
-	resume := fs.String("resume", "", "continue the run saved in this checkpoint; -steps, -duration, -actors, -target-return, -stop-when-solved and -checkpoint may change, the rest comes from the checkpoint")
+	fs.IntVar(&cfg.MinSizeToSample, "min-replay", def.MinSizeToSample, "replay size before learning starts (0: max(1000, batch+50))")
+	fs.StringVar(&cfg.Checkpoint, "checkpoint", "", "write a checkpoint (replay, learner, counters) to this file every -checkpoint-every and when the run ends (default <out>/checkpoint.apex, also on -resume; \"none\": no checkpoint)")
+	fs.DurationVar(&cfg.CheckpointEvery, "checkpoint-every", def.CheckpointEvery, "time between periodic checkpoints while the run trains (0: only when the run ends)")
+	resume := fs.String("resume", "", "continue the run saved in this checkpoint; -steps, -duration, -actors, -target-return, -stop-when-solved and the exploration flags may change, the rest comes from the checkpoint; the checkpoint is written to -checkpoint (default <out>/checkpoint.apex), never back to FILE unless -checkpoint names it")
 	out := fs.String("out", "out/train", "directory for results.json and curve.png")
 	progressEvery := fs.Duration("progress", 5*time.Second, "time between progress reports (0: none)")
 	logFormat := fs.String("log-format", "text", "progress and summary records: text or json (a progress bar replaces text records on a terminal)")
@@ -120,6 +123,10 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "apex: unknown -sampler %q (valid: %s)\n", cfg.Sampler, strings.Join(runtime.Samplers, ", "))
 		return 2
 	}
+	if *progressEvery < 0 {
+		fmt.Fprintf(stderr, "apex: -progress must not be negative, got %v (0: no progress records)\n", *progressEvery)
+		return 2
+	}
 	switch cfg.Checkpoint {
 	case "": // a failed run (a NaN, say) always leaves its state behind
 		cfg.Checkpoint = filepath.Join(*out, "checkpoint.apex")
@@ -132,14 +139,18 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	var tr *runtime.Trainer
-	var err error
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for name, v := range map[string]float64{"actors": float64(cfg.Actors), "n-step": float64(cfg.NStep),
 		"capacity": float64(cfg.Capacity), "replay-ratio": cfg.ReplayRatio} {
 		if set[name] && !(v > 0) {
 			fmt.Fprintf(stderr, "apex: -%s must be positive, got %v\n", name, v)
+			return 2
+		}
+	}
+	for name, v := range map[string]int64{"min-replay": int64(cfg.MinSizeToSample), "checkpoint-every": int64(cfg.CheckpointEvery)} {
+		if v < 0 {
+			fmt.Fprintf(stderr, "apex: -%s must not be negative, got %s\n", name, fs.Lookup(name).Value)
 			return 2
 		}
 	}
@@ -156,17 +167,27 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	// The output folder is made and proved writable before any work, so a
+	// run never trains only to lose its results (and the default checkpoint
+	// goes there too).
+	if err := prepareOut(*out); err != nil {
+		fmt.Fprintf(stderr, "apex: %v\n", err)
+		return 2
+	}
+	var tr *runtime.Trainer
+	var err error
 	if *resume != "" {
 		tr, err = runtime.ResumeTrainer(*resume, func(c *runtime.TrainConfig) {
 			for name, apply := range map[string]func(){
 				"steps": func() { c.Steps = cfg.Steps }, "duration": func() { c.Duration = cfg.Duration },
 				"actors": func() { c.Actors = cfg.Actors }, "target-return": func() { c.TargetReturn = cfg.TargetReturn },
-				"stop-when-solved": func() { c.StopWhenSolved = cfg.StopWhenSolved }, "checkpoint": func() { c.Checkpoint = cfg.Checkpoint },
-				"env": func() { c.Env = cfg.Env }, "sampler": func() { c.Sampler = cfg.Sampler }, "seed": func() { c.Seed = cfg.Seed },
+				"stop-when-solved": func() { c.StopWhenSolved = cfg.StopWhenSolved },
+				"env":              func() { c.Env = cfg.Env }, "sampler": func() { c.Sampler = cfg.Sampler }, "seed": func() { c.Seed = cfg.Seed },
 				"batch": func() { c.Batch = cfg.Batch }, "lr": func() { c.LR = cfg.LR }, "n-step": func() { c.NStep = cfg.NStep },
 				"capacity": func() { c.Capacity = cfg.Capacity }, "dueling": func() { c.Dueling = cfg.Dueling },
 				"replay-ratio": func() { c.ReplayRatio = cfg.ReplayRatio }, "deterministic": func() { c.Deterministic = cfg.Deterministic },
-				"algo": func() { c.Algo = cfg.Algo }, "loss": func() { c.Loss = cfg.Loss }, "lap-alpha": func() { c.LAPAlpha = cfg.LAPAlpha },
+				"min-replay": func() { c.MinSizeToSample = cfg.MinSizeToSample },
+				"algo":       func() { c.Algo = cfg.Algo }, "loss": func() { c.Loss = cfg.Loss }, "lap-alpha": func() { c.LAPAlpha = cfg.LAPAlpha },
 				"lap-k": func() { c.LAPK = cfg.LAPK }, "tau": func() { c.Tau = cfg.Tau }, "no-is": func() { c.NoIS = cfg.NoIS },
 				"ter-eta": func() { c.TEREta = cfg.TEREta }, "ter-roots": func() { c.TERRoots = cfg.TERRoots }, "ter-preds": func() { c.TERPreds = cfg.TERPreds },
 				"ners-alpha": func() { c.NERSAlpha = cfg.NERSAlpha }, "ners-interval": func() { c.NERSInterval = cfg.NERSInterval },
@@ -183,6 +204,9 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 			if set["stop-when-solved"] && !cfg.StopWhenSolved && !set["target-return"] {
 				c.TargetReturn = 0 // the saved config holds the threshold the flag derived
 			}
+			// The checkpoint flags are this run's, never the file's: a
+			// resumed copy must not write over the run it was copied from.
+			c.Checkpoint, c.CheckpointEvery = cfg.Checkpoint, cfg.CheckpointEvery
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "apex: -resume: %v\n", err)
@@ -205,35 +229,193 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "apex: %v\n", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "metrics on http://%[1]s/metrics, pprof on http://%[1]s/debug/pprof/\n", metrics.Addr())
+		addr := metrics.Addr()
+		log.Info("metrics", "metrics_url", "http://"+addr+"/metrics", "pprof_url", "http://"+addr+"/debug/pprof/")
+		if !isLoopback(addr) {
+			log.Warn("metrics and pprof are exposed to the network (-metrics-allow-remote): anyone who can reach "+addr+
+				" can read the run's metrics, profile the process and read its command line", "addr", addr)
+		}
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
+	ckpt := tr.Config().Checkpoint
+	ctx, interrupted, stopWatching := watchSignals(ckpt, stderr, log)
+	defer stopWatching()
 	done := make(chan struct{})
 	var printer sync.WaitGroup
 	printer.Go(func() { progress(tr, log, bar, *progressEvery, done) })
 	res, err := tr.Run(ctx)
 	close(done)
 	printer.Wait()
+	code := 0
 	if metrics != nil {
 		if cerr := metrics.Close(metricsShutdownTimeout); cerr != nil {
 			fmt.Fprintf(stderr, "apex: %v\n", cerr)
 		}
 	}
+	// A result comes back also when only its checkpoint failed: record it
+	// before reporting the error.
+	if res != nil {
+		if werr := writeResults(*out, res); werr != nil {
+			fmt.Fprintf(stderr, "apex: results: %v\n", werr)
+			code = 1
+		} else {
+			wrote := ckpt
+			var ce *runtime.CheckpointError
+			if errors.As(err, &ce) || ckpt == "" {
+				wrote = "none"
+			}
+			log.Info("done", "stop_reason", res.StopReason, "final_return", round1(res.FinalReturn), "episodes", len(res.FinalReturns),
+				"solved", res.StoppedByTarget, "seconds", round1(res.Seconds), "env_steps", res.EnvSteps,
+				"env_steps_per_s", round1(res.EnvStepsPerSec), "learner_steps", res.LearnerSteps,
+				"updates_per_s", round1(res.UpdatesPerSec), "results", filepath.Join(*out, "results.json"),
+				"curve", filepath.Join(*out, "curve.png"), "checkpoint", wrote)
+		}
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "apex: %v\n", err)
+		var ce *runtime.CheckpointError
+		if errors.As(err, &ce) && res != nil && code == 0 {
+			fmt.Fprintf(stderr, "apex: %v (the results were written to %s)\n", err, *out)
+		} else {
+			fmt.Fprintf(stderr, "apex: %v\n", err)
+		}
 		return 1
 	}
-	if err := writeResults(*out, res); err != nil {
-		fmt.Fprintf(stderr, "apex: %v\n", err)
-		return 1
+	if code != 0 {
+		return code
 	}
-	log.Info("done", "final_return", round1(res.FinalReturn), "episodes", len(res.FinalReturns),
-		"solved", res.StoppedByTarget, "seconds", round1(res.Seconds), "env_steps", res.EnvSteps,
-		"env_steps_per_s", round1(res.EnvStepsPerSec), "learner_steps", res.LearnerSteps,
-		"updates_per_s", round1(res.UpdatesPerSec), "results", filepath.Join(*out, "results.json"),
-		"curve", filepath.Join(*out, "curve.png"), "checkpoint", res.Config.Checkpoint)
+	if sig := interrupted(); sig != nil && res.StopReason == runtime.StopInterrupted {
+		fmt.Fprintf(stderr, "apex: interrupted by %s after %.1fs: results written to %s%s\n", signalName(sig), res.Seconds, *out, ckptNote(ckpt))
+		return signalExitCode(sig)
+	}
 	return 0
+}
+
+// ckptNote is ", checkpoint written to PATH", or "" without a checkpoint.
+func ckptNote(path string) string {
+	if path == "" {
+		return ""
+	}
+	return ", checkpoint written to " + path
+}
+
+// prepareOut creates the output folder dir and proves it writable by
+// creating and removing a file in it, so that a run that cannot keep its
+// results is refused before it trains.
+func prepareOut(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("-out %s: cannot create the output folder: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".apex-write-probe-*")
+	if err != nil {
+		return fmt.Errorf("-out %s: the output folder is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	if err := errors.Join(f.Close(), os.Remove(name)); err != nil {
+		return fmt.Errorf("-out %s: the output folder is not writable: %w", dir, err)
+	}
+	return nil
+}
+
+// The train command stops gracefully on these signals: SIGHUP too, so a
+// closed terminal or a hang-up from a job manager still leaves the results
+// and a checkpoint behind.
+var gracefulSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
+// notifySignals subscribes c to sigs and returns the function that
+// unsubscribes it; tests replace it to deliver signals of their own.
+var notifySignals = func(c chan<- os.Signal, sigs ...os.Signal) (stop func()) {
+	signal.Notify(c, sigs...)
+	return func() { signal.Stop(c) }
+}
+
+// exitNow ends the process at once (a second signal); tests replace it.
+var exitNow = os.Exit
+
+// watchSignals returns a context that ends at the first of gracefulSignals
+// (logged as a warning), a function that reports that signal (nil if none
+// came), and the function that stops watching. A second signal ends the
+// process at once with exit status 128+signal, after saying on stderr
+// which checkpoint is the last one on disk.
+func watchSignals(ckpt string, stderr io.Writer, log *slog.Logger) (ctx context.Context, got func() os.Signal, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := make(chan os.Signal, 2)
+	unsubscribe := notifySignals(c, gracefulSignals...)
+	quit := make(chan struct{})
+	var mu sync.Mutex
+	var first os.Signal
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			var s os.Signal
+			select {
+			case s = <-c:
+			case <-quit:
+				return
+			}
+			mu.Lock()
+			again := first != nil
+			if !again {
+				first = s
+			}
+			mu.Unlock()
+			if !again {
+				log.Warn("interrupted: stopping; the results and the checkpoint are being written (a second signal exits at once)",
+					"signal", signalName(s))
+				cancel()
+				continue
+			}
+			fmt.Fprintf(stderr, "apex: second interrupt (%s): exiting now; %s\n", signalName(s), lastCheckpoint(ckpt))
+			exitNow(signalExitCode(s))
+			return // only reached when a test replaced exitNow
+		}
+	})
+	got = func() os.Signal {
+		mu.Lock()
+		defer mu.Unlock()
+		return first
+	}
+	stop = func() {
+		unsubscribe()
+		close(quit)
+		wg.Wait()
+		cancel()
+	}
+	return ctx, got, stop
+}
+
+// lastCheckpoint says which checkpoint file a run cut short can resume
+// from: the file at path as it is on disk now.
+func lastCheckpoint(path string) string {
+	if path == "" {
+		return "this run writes no checkpoint (-checkpoint=none)"
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return "no checkpoint has been written yet (" + path + ")"
+	}
+	return fmt.Sprintf("the last periodic checkpoint is %s (saved %s, %s ago)", path,
+		st.ModTime().UTC().Format(time.RFC3339), time.Since(st.ModTime()).Round(time.Second))
+}
+
+// signalName is a signal's conventional name (SIGINT, SIGTERM, SIGHUP).
+func signalName(s os.Signal) string {
+	switch s {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return s.String()
+}
+
+// signalExitCode is the shell's exit status of a process a signal ended:
+// 128 + the signal's number (SIGINT 130, SIGTERM 143, SIGHUP 129).
+func signalExitCode(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return 130
 }
 
 // progress reports the run every period until done is closed: a log
@@ -248,7 +430,8 @@ func progress(tr *runtime.Trainer, log *slog.Logger, bar io.Writer, period time.
 	}
 	t := time.NewTicker(period)
 	defer t.Stop()
-	last := tr.Stats() // rates over the first period, not since an earlier segment
+	last := tr.Stats()               // rates over the first period, not since an earlier segment
+	reported := runtime.TrainStats{} // the stats whose evaluation the records last showed
 	for {
 		select {
 		case <-done:
@@ -269,8 +452,9 @@ func progress(tr *runtime.Trainer, log *slog.Logger, bar io.Writer, period time.
 		}
 		attrs := []any{"elapsed_s", round1(st.SegmentSeconds), "env_steps", st.EnvSteps, "env_steps_per_s", round1(envRate),
 			"learner_steps", st.LearnerSteps, "updates_per_s", round1(updRate), "buffer", st.BufferSize}
-		if st.Evaluated {
+		if newEval(reported, st) {
 			attrs = append(attrs, "eval_return", round1(st.LastEval))
+			reported = st
 		}
 		if d := tr.Config().Duration; d > 0 {
 			attrs = append(attrs, "remaining_s", round1(max(0, d.Seconds()-st.SegmentSeconds)))
@@ -279,8 +463,20 @@ func progress(tr *runtime.Trainer, log *slog.Logger, bar io.Writer, period time.
 	}
 }
 
+// newEval reports whether st holds an evaluation that the progress
+// records have not shown yet (reported holds the last one they showed): a
+// record carries eval_return only after a new evaluation, so it never
+// presents an old one as current. TrainStats has no evaluation counter, so
+// a new evaluation is one whose mean return differs from the last shown
+// (an evaluation that repeats the previous mean exactly is not shown
+// again: the value it would show is the same).
+func newEval(reported, st runtime.TrainStats) bool {
+	return st.Evaluated && (!reported.Evaluated || st.LastEval != reported.LastEval)
+}
+
 // progressBar is one terminal line: elapsed against the budget (steps or
-// duration), rates, and the last evaluation.
+// duration), rates, and the last evaluation's mean return (the bar is a
+// status line: it keeps showing the last evaluation until the next).
 func progressBar(cfg runtime.TrainConfig, st runtime.TrainStats, envRate, updRate float64) string {
 	frac := 0.0
 	if cfg.Duration > 0 {

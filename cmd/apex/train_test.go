@@ -39,7 +39,7 @@ func TestTrainWritesResults(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 	}
-	if !strings.Contains(out.String(), "msg=done final_return=") {
+	if !strings.Contains(out.String(), "msg=done stop_reason=steps final_return=") {
 		t.Fatalf("output: %s", out.String())
 	}
 }
