@@ -98,7 +98,13 @@ func (l *DQN) Save(w io.Writer) error {
 // checkpoint (empty, truncated, wrong magic or version, bad checksum,
 // inconsistent contents) is an error wrapping ErrCorrupt (and the model
 // package's ErrCorrupt for a damaged network or optimizer). Networks with
-// a NaN or infinite parameter are refused (model.ErrNonFinite). On any
+// a NaN or infinite parameter, optimizers with a NaN or infinite moment or
+// a negative second moment, and counters no run could produce (a step
+// counter other than the step count, a negative time or sum) are refused
+// with ErrCorrupt naming the field (model.ErrNonFinite too for a NaN or an
+// infinity). Every length is bounded before it is allocated (1 MiB of
+// header; each network and optimizer as model.LoadNet and LoadAdam bound
+// them), so a damaged or hostile stream costs about what it holds. On any
 // error l is left unchanged. Call it while Step is not running.
 func (l *DQN) Load(r io.Reader) error {
 	var h dqnHeader
@@ -110,6 +116,9 @@ func (l *DQN) Load(r io.Reader) error {
 		return err
 	}
 	if err := checkMethod(h.Method, h.Loss, l.m); err != nil {
+		return err
+	}
+	if err := checkCounters(h.Steps, h.Stats.Steps, h.Stats.Version, h.Stats.Timing, &h.Stats.Sampled); err != nil {
 		return err
 	}
 
@@ -168,7 +177,10 @@ func writeHead(w io.Writer, magic string, version uint32, h any) error {
 
 // readHead reads and checks the framed header writeHead wrote into h
 // (unknown JSON fields refused). what names the checkpoint kind for the
-// bad-magic message. Errors wrap ErrCorrupt.
+// bad-magic message. Errors wrap ErrCorrupt. The header is at most
+// ckMaxHeader (1 MiB) and memory grows only with the bytes that arrive.
+// JSON has no NaN or infinity (and a number beyond float64's range fails
+// to decode), so every float field of h is finite.
 func readHead(r io.Reader, magic string, version uint32, what string, h any) error {
 	var fixed [ckFixed]byte
 	if n, err := io.ReadFull(r, fixed[:]); err != nil {
@@ -187,9 +199,16 @@ func readHead(r io.Reader, magic string, version uint32, what string, h any) err
 	if hdrLen == 0 || hdrLen > ckMaxHeader {
 		return errorf(ErrCorrupt, "header length %d out of range (1..%d)", hdrLen, ckMaxHeader)
 	}
-	rest := make([]byte, int(hdrLen)+4)
-	if n, err := io.ReadFull(r, rest); err != nil {
-		return errorf(ErrCorrupt, "header truncated: %d of %d bytes: %w", n, len(rest), unexpected(err))
+	// Read through a LimitReader (ReadAll grows its buffer as data
+	// arrives), so a length field cannot allocate more than the stream
+	// holds.
+	want := int(hdrLen) + 4
+	rest, err := io.ReadAll(io.LimitReader(r, int64(want)))
+	if err != nil {
+		return errorf(ErrCorrupt, "header truncated: %d of %d bytes: %w", len(rest), want, unexpected(err))
+	}
+	if len(rest) < want {
+		return errorf(ErrCorrupt, "header truncated: %d of %d bytes: %w", len(rest), want, io.ErrUnexpectedEOF)
 	}
 	crc := crc32.Update(crc32.Checksum(fixed[:], castagnoli), castagnoli, rest[:hdrLen])
 	if got := binary.LittleEndian.Uint32(rest[hdrLen:]); got != crc {
@@ -237,8 +256,10 @@ func checkMethod(name string, loss model.Loss, m sampler.Method) error {
 	return nil
 }
 
-// loadNet reads one network and checks it has like's shape and finite
-// parameters.
+// loadNet reads one network and checks it has like's shape. A network
+// with a NaN or infinite parameter is refused by model.LoadNet (the error
+// wraps ErrCorrupt, model.ErrCorrupt and model.ErrNonFinite and names the
+// parameter).
 func loadNet(r io.Reader, what string, like *model.Net) (*model.Net, error) {
 	n, err := model.LoadNet(r)
 	if err != nil {
@@ -247,14 +268,12 @@ func loadNet(r io.Reader, what string, like *model.Net) (*model.Net, error) {
 	if !n.SameShape(like) {
 		return nil, errorf(ErrMismatch, "%s: saved shape %+v, the learner's %+v", what, n.Config(), like.Config())
 	}
-	if err := n.CheckFinite(); err != nil {
-		return nil, fmt.Errorf("learner: checkpoint's %s: %w", what, err)
-	}
 	return n, nil
 }
 
 // loadAdam reads one optimizer and checks it fits like (length, config)
-// and has taken steps updates.
+// and has taken steps updates. Non-finite moments and negative second
+// moments are refused by model.LoadAdam, naming the moment.
 func loadAdam(r io.Reader, what string, like *model.Adam, steps uint64) (*model.Adam, error) {
 	adam, err := model.LoadAdam(r)
 	if err != nil {
@@ -274,6 +293,24 @@ func loadAdam(r io.Reader, what string, like *model.Adam, steps uint64) (*model.
 		return nil, errorf(ErrCorrupt, "%s has taken %d steps, the learner %d", what, adam.Steps(), steps)
 	}
 	return adam, nil
+}
+
+// checkCounters refuses (ErrCorrupt, naming the field) saved counters no
+// run could have produced: a counter of steps other than the step count, a
+// published version beyond it, a negative time or a negative sum of
+// non-negative values (moments may be nil). O(1).
+func checkCounters(steps, statSteps, version uint64, tm Timing, m *Moments) error {
+	switch {
+	case statSteps != steps:
+		return errorf(ErrCorrupt, "stats.steps = %d, the step count is %d", statSteps, steps)
+	case version > steps:
+		return errorf(ErrCorrupt, "stats.version = %d, beyond the step count %d", version, steps)
+	case tm.Steps < 0 || tm.Sample < 0 || tm.WriteBack < 0:
+		return errorf(ErrCorrupt, "stats.timing holds a negative duration (%+v)", tm)
+	case m != nil && (m.SumTD < 0 || m.SumTD2 < 0 || m.SumQ2 < 0):
+		return errorf(ErrCorrupt, "stats.sampled holds a negative sum of non-negative values (%+v)", *m)
+	}
+	return nil
 }
 
 // configDiff lists the top-level fields in which a and b (two values of

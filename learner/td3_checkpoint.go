@@ -98,8 +98,12 @@ func (l *TD3) Save(w io.Writer) error {
 // differs. A stream that is not a valid TD3 checkpoint (empty, truncated,
 // wrong magic or version, bad checksum, inconsistent contents) is an error
 // wrapping ErrCorrupt (and the model package's ErrCorrupt for a damaged
-// network or optimizer). Networks with a NaN or infinite parameter are
-// refused (model.ErrNonFinite). On any error l is left unchanged. Call it
+// network or optimizer). Networks with a NaN or infinite parameter,
+// optimizers with a NaN or infinite moment or a negative second moment,
+// and counters no run could produce are refused with ErrCorrupt naming the
+// field (model.ErrNonFinite too for a NaN or an infinity). Every length
+// is bounded before it is allocated, as for DQN.Load. On any error l is
+// left unchanged. Call it
 // while Step is not running. Cost: O(parameters).
 func (l *TD3) Load(r io.Reader) error {
 	var h td3Header
@@ -111,6 +115,9 @@ func (l *TD3) Load(r io.Reader) error {
 		return err
 	}
 	if err := checkMethod(h.Method, h.Loss, l.m); err != nil {
+		return err
+	}
+	if err := checkCounters(h.Steps, h.Stats.Steps, h.Stats.Version, h.Stats.Timing, &h.Stats.Sampled); err != nil {
 		return err
 	}
 	actorUpdates := h.Steps / uint64(l.cfg.PolicyDelay)

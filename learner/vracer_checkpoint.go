@@ -75,8 +75,10 @@ func (l *VRACER) Save(w io.Writer) error {
 // configuration (after defaults), the same replay method name and the
 // same network shape (ErrMismatch otherwise). A stream that is not a
 // valid V-RACER checkpoint is an error wrapping ErrCorrupt; a network with
-// a NaN or infinite parameter, or non-zero std-parameter weights, is
-// refused. On any error l and the stage are left unchanged. Call it while
+// a NaN or infinite parameter or non-zero std-parameter weights, an
+// optimizer with a NaN or infinite moment or a negative second moment, and
+// counters no run could produce are refused, naming the field. Every
+// length is bounded before it is allocated, as for DQN.Load. On any error l and the stage are left unchanged. Call it while
 // Step is not running. Cost: O(parameters).
 func (l *VRACER) Load(r io.Reader) error {
 	var h vracerHeader
@@ -92,6 +94,9 @@ func (l *VRACER) Load(r io.Reader) error {
 	}
 	if !(h.Beta >= 0 && h.Beta <= 1) || h.Stats.Steps != h.Steps {
 		return errorf(ErrCorrupt, "beta %v, counters of %d steps for step count %d", h.Beta, h.Stats.Steps, h.Steps)
+	}
+	if err := checkCounters(h.Steps, h.Stats.Steps, h.Stats.Version, h.Stats.Timing, nil); err != nil {
+		return err
 	}
 	net, err := loadNet(r, "network", l.net)
 	if err != nil {
