@@ -7,6 +7,17 @@ import (
 	"github.com/apexrl/apex/model"
 )
 
+// errMethod heads the errors of a method's configuration and pairing (a
+// stage with a loss it was not derived for, an unknown name, ...): they are
+// about the replay method, so they say "sampler", while errors.Is still
+// matches buffer.ErrConfig for callers that test for a configuration error.
+var errMethod error = methodError{}
+
+type methodError struct{}
+
+func (methodError) Error() string        { return "sampler: invalid replay method" }
+func (methodError) Is(target error) bool { return target == buffer.ErrConfig }
+
 // Methods lists the replay methods NewMethod builds, by name.
 var Methods = []string{"uniform", "per", "rank", "lap", "pal", "ter", "refer", "refer-1", "refer-2", "er", "ners"}
 
@@ -45,10 +56,10 @@ type Method struct {
 }
 
 // Validate reports a Method that cannot be used: no Selector, or an
-// invalid Loss (errors wrap buffer.ErrConfig or model.ErrConfig).
+// invalid Loss (errors match buffer.ErrConfig, or wrap model.ErrConfig).
 func (m Method) Validate() error {
 	if m.Selector == nil {
-		return fmt.Errorf("%w: method %q has no Selector", buffer.ErrConfig, m.Name)
+		return fmt.Errorf("%w: method %q has no Selector", errMethod, m.Name)
 	}
 	if err := m.Loss.Validate(); err != nil {
 		return fmt.Errorf("method %q: %w", m.Name, err)
@@ -138,12 +149,12 @@ type MethodConfig struct {
 // that has critics (V-RACER refuses any) and no NoIS (they have no importance
 // weights); their stage's per-row weights (REFER.RowWeights) come from
 // the learner's fresh importance ratios, after its forward pass, so they
-// are not a Weighter: V-RACER asks the stage directly. Errors wrap
-// buffer.ErrConfig (or model.ErrConfig for an invalid loss) and say what
-// was wrong; an unknown name lists the valid ones.
+// are not a Weighter: V-RACER asks the stage directly. Errors read
+// "sampler: invalid replay method: ..." and match buffer.ErrConfig (or
+// wrap model.ErrConfig for an invalid loss) and say what was wrong; an unknown name lists the valid ones.
 func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error) {
 	if buf == nil {
-		return Method{}, fmt.Errorf("%w: method %q: nil buffer", buffer.ErrConfig, name)
+		return Method{}, fmt.Errorf("%w: method %q: nil buffer", errMethod, name)
 	}
 	if err := cfg.Loss.Validate(); err != nil {
 		return Method{}, fmt.Errorf("method %q: %w", name, err)
@@ -156,32 +167,32 @@ func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error
 	switch name {
 	case "refer", "refer-1", "refer-2", "er":
 		if cfg.Loss.Kind == model.PAL {
-			return Method{}, fmt.Errorf("%w: method %q: the PAL loss is paired with uniform selection and its batch normaliser only: use method \"pal\"", buffer.ErrConfig, name)
+			return Method{}, fmt.Errorf("%w: method %q: the PAL loss is paired with uniform selection and its batch normaliser only: use method \"pal\"", errMethod, name)
 		}
 		if cfg.NoIS {
-			return Method{}, fmt.Errorf("%w: method %q: NoIS is for per, rank, ter and ners (ReF-ER has no importance weights)", buffer.ErrConfig, name)
+			return Method{}, fmt.Errorf("%w: method %q: NoIS is for per, rank, ter and ners (ReF-ER has no importance weights)", errMethod, name)
 		}
 	case "uniform", "per", "rank", "ter", "ners":
 		if cfg.Loss.Kind == model.PAL {
-			return Method{}, fmt.Errorf("%w: method %q: the PAL loss is paired with uniform selection and its batch normaliser only: use method \"pal\"", buffer.ErrConfig, name)
+			return Method{}, fmt.Errorf("%w: method %q: the PAL loss is paired with uniform selection and its batch normaliser only: use method \"pal\"", errMethod, name)
 		}
 		if name == "uniform" && cfg.NoIS {
-			return Method{}, fmt.Errorf("%w: method \"uniform\": NoIS is for per, rank, ter and ners (uniform replay has no importance weights)", buffer.ErrConfig)
+			return Method{}, fmt.Errorf("%w: method \"uniform\": NoIS is for per, rank, ter and ners (uniform replay has no importance weights)", errMethod)
 		}
 	case "lap", "pal":
 		if cfg.NoIS {
-			return Method{}, fmt.Errorf("%w: method %q: NoIS is for per, rank, ter and ners (%s has no importance weights)", buffer.ErrConfig, name, name)
+			return Method{}, fmt.Errorf("%w: method %q: NoIS is for per, rank, ter and ners (%s has no importance weights)", errMethod, name, name)
 		}
 		want := model.Loss{Kind: model.Huber, Delta: lap.K}
 		if name == "pal" {
 			want = model.Loss{Kind: model.PAL, Delta: lap.K, Alpha: lap.Alpha}
 		}
 		if cfg.Loss != (model.Loss{}) && (cfg.Loss.Kind != want.Kind || cfg.Loss.K() != want.K() || cfg.Loss.Alpha != want.Alpha) {
-			return Method{}, fmt.Errorf("%w: method %q pairs with the %s loss (from its K and Alpha), got %s", buffer.ErrConfig, name, lossString(want), lossString(cfg.Loss))
+			return Method{}, fmt.Errorf("%w: method %q pairs with the %s loss (from its K and Alpha), got %s", errMethod, name, lossString(want), lossString(cfg.Loss))
 		}
 		m.Loss = want
 	default:
-		return Method{}, fmt.Errorf("%w: unknown method %q (valid: %v)", buffer.ErrConfig, name, Methods)
+		return Method{}, fmt.Errorf("%w: unknown method %q (valid: %v)", errMethod, name, Methods)
 	}
 	refer := name == "refer" || name == "refer-1" || name == "refer-2" || name == "er"
 	for _, b := range []struct {
@@ -198,7 +209,7 @@ func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error
 		{cfg.NERS != nil, "NERS", name == "ners", "ners"},
 	} {
 		if b.set && !b.ok {
-			return Method{}, fmt.Errorf("%w: method %q: MethodConfig.%s is set, but it configures %s only", buffer.ErrConfig, name, b.field, b.forWhich)
+			return Method{}, fmt.Errorf("%w: method %q: MethodConfig.%s is set, but it configures %s only", errMethod, name, b.field, b.forWhich)
 		}
 	}
 	switch name {
