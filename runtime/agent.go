@@ -65,6 +65,7 @@ type agent struct {
 	Stepper
 	impl   any                   // the *learner.DQN, *learner.TD3 or *learner.VRACER itself
 	batch  int                   // sampled items per learner step
+	lr     float64               // the learner's effective learning rate
 	steps  func() uint64         // completed learner steps
 	save   func(io.Writer) error // the learner's checkpoint
 	load   func(io.Reader) error // restore it
@@ -282,6 +283,7 @@ func newDQNAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 		Stepper: dqn,
 		impl:    dqn,
 		batch:   dqn.Config().Batch,
+		lr:      dqn.Config().LR,
 		steps:   dqn.Steps,
 		save:    dqn.Save,
 		load:    dqn.Load,
@@ -350,6 +352,7 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 		Stepper: td3,
 		impl:    td3,
 		batch:   td3.Config().Batch,
+		lr:      td3.Config().ActorLR,
 		steps:   td3.Steps,
 		save:    td3.Save,
 		load:    td3.Load,
@@ -399,6 +402,7 @@ func newVRACERAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store
 		Stepper: vr,
 		impl:    vr,
 		batch:   vr.Config().Batch,
+		lr:      vr.Config().LR,
 		steps:   vr.Steps,
 		save:    vr.Save,
 		load:    vr.Load,

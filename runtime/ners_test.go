@@ -137,8 +137,8 @@ func TestNERSCheckpointResume(t *testing.T) {
 	if _, err := ResumeTrainer(barePath, nil); !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), "has none for it") {
 		t.Errorf("checkpoint without the stage's state: %v", err)
 	}
-	if _, err := ResumeTrainer(path, func(c *TrainConfig) { c.NERSSample = 64 }); !errors.Is(err, ErrCheckpoint) {
-		t.Errorf("resume with another -ners-sample: %v, want ErrCheckpoint", err)
+	if _, err := ResumeTrainer(path, func(c *TrainConfig) { c.NERSSample = 64 }); !errors.Is(err, ErrResumeConflict) {
+		t.Errorf("resume with another -ners-sample: %v, want ErrResumeConflict", err)
 	}
 	re2, err := ResumeTrainer(path, func(c *TrainConfig) { c.Steps = 400 })
 	if err != nil {

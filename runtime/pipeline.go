@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
@@ -56,8 +57,32 @@ type PipelineStats struct {
 
 // Pipeline is the Ape-X data flow: actors → bounded channel → one inserter
 // → buffer, and a learner stepping against it, each in its own goroutine.
+// The zero value is ready to use; a Pipeline must not be copied after first
+// use.
 type Pipeline struct {
 	batches, items, discarded, steps atomic.Int64
+
+	// gate is held shared by each insert and each learner step (and by the
+	// Trainer's other writers of replay or learner state) and exclusively
+	// by hold, so a holder sees the buffer, the learner and the limiter at
+	// rest.
+	gate sync.RWMutex
+	// admitted and sampling are the items the rate limiter has admitted
+	// for an insert or a learner step that has not yet run (the operation
+	// waits for the gate). Invariant: each is 0 or one operation's items,
+	// and is non-zero only between the limiter's admission and the end of
+	// the operation; hold subtracts them from the limiter's counts so a
+	// checkpoint's balance matches what it holds.
+	admitted, sampling atomic.Int64
+}
+
+// hold blocks until no insert and no learner step is in progress, keeps
+// new ones from starting until release is called, and returns the items the
+// rate limiter admitted for operations that have not run (they will run
+// after release). Cost: waits for at most one insert and one step.
+func (p *Pipeline) hold() (admitted, sampling int64, release func()) {
+	p.gate.Lock()
+	return p.admitted.Load(), p.sampling.Load(), p.gate.Unlock
 }
 
 // Stats returns a snapshot of the counters. Safe for concurrent use.
@@ -144,15 +169,25 @@ func (p *Pipeline) Run(ctx context.Context, buf *buffer.Buffer, sources []Source
 		for t := range work {
 			n := t.Len()
 			if cfg.Limiter != nil && gctx.Err() == nil {
-				if err := cfg.Limiter.AwaitInsert(gctx, n); err != nil && gctx.Err() == nil {
+				err := cfg.Limiter.AwaitInsert(gctx, n)
+				if err != nil && gctx.Err() == nil {
 					return err
 				}
+				if err == nil {
+					p.admitted.Store(int64(n))
+				}
 			}
-			if err := buf.Insert(t); err != nil {
+			p.gate.RLock()
+			err := buf.Insert(t)
+			if err == nil {
+				p.batches.Add(1)
+				p.items.Add(int64(n))
+			}
+			p.admitted.Store(0)
+			p.gate.RUnlock()
+			if err != nil {
 				return fmt.Errorf("inserter: %w", err)
 			}
-			p.batches.Add(1)
-			p.items.Add(int64(n))
 			free <- t // never blocks: free has room for every batch
 		}
 		return nil
@@ -167,16 +202,23 @@ func (p *Pipeline) Run(ctx context.Context, buf *buffer.Buffer, sources []Source
 					}
 					return err
 				}
+				p.sampling.Store(int64(cfg.LearnerBatch))
 			} else if gctx.Err() != nil {
 				return nil
 			}
-			if err := learner.Step(gctx); err != nil {
+			p.gate.RLock()
+			err := learner.Step(gctx)
+			if err == nil {
+				p.steps.Add(1)
+			}
+			p.sampling.Store(0)
+			p.gate.RUnlock()
+			if err != nil {
 				if gctx.Err() != nil {
 					return nil
 				}
 				return fmt.Errorf("learner step %d: %w", p.steps.Load(), err)
 			}
-			p.steps.Add(1)
 		}
 		stop() // MaxSteps reached: stop the actors, drain, return
 		return nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -314,10 +316,52 @@ type TrainStats struct {
 	Buffer         buffer.Stats
 	Pipeline       PipelineStats
 	Limiter        RateLimiterStats
+	Checkpoints    CheckpointStats
+}
+
+// CheckpointStats counts the checkpoints a Run wrote periodically and at
+// its end (SaveCheckpoint calls by the embedder are not counted).
+type CheckpointStats struct {
+	Saved  int64 // checkpoints written
+	Failed int64 // checkpoints that could not be written (the run goes on)
+	// LastSeconds is how long the last written checkpoint took (the
+	// inserter and the learner wait that long); LastBytes its size.
+	LastSeconds float64
+	LastBytes   int64
+	// LastError is the last failure's message; empty after a success.
+	LastError string
+}
+
+// checkpointCounters is CheckpointStats as Run updates it.
+type checkpointCounters struct {
+	mu sync.Mutex
+	st CheckpointStats
+}
+
+// save writes the run's checkpoint to the configured path and counts it.
+func (t *Trainer) save() error {
+	start := time.Now()
+	err := t.SaveCheckpoint(t.cfg.Checkpoint)
+	t.ck.mu.Lock()
+	defer t.ck.mu.Unlock()
+	if err != nil {
+		t.ck.st.Failed++
+		t.ck.st.LastError = err.Error()
+		return err
+	}
+	t.ck.st.Saved++
+	t.ck.st.LastSeconds, t.ck.st.LastError = time.Since(start).Seconds(), ""
+	if fi, err := os.Stat(t.cfg.Checkpoint); err == nil {
+		t.ck.st.LastBytes = fi.Size()
+	}
+	return nil
 }
 
 // Trainer runs one Ape-X training run: it owns every goroutine of it.
+// Run may be called once; Stats, Policy, Config and SaveCheckpoint are safe
+// for concurrent use with it.
 type Trainer struct {
+	ran      atomic.Bool // Run was called
 	cfg      TrainConfig
 	buf      *buffer.Buffer
 	agent    agent
@@ -329,9 +373,59 @@ type Trainer struct {
 	lastEval atomic.Pointer[EvalPoint]
 	base     counterBase // what earlier segments of a resumed run did
 
+	ck checkpointCounters
+
 	mu    sync.Mutex
 	curve []EvalPoint
 }
+
+// ErrRunOnce is returned by a second call of Trainer.Run: a Trainer runs
+// once (ResumeTrainer continues a finished run from its checkpoint).
+var ErrRunOnce = errors.New("runtime: train: Run was already called on this Trainer (resume from its checkpoint to continue)")
+
+// errShape marks a restored replay buffer that does not fit the run.
+var errShape = errors.New("the replay buffer does not fit the configuration")
+
+// MaxActors bounds TrainConfig.Actors.
+const MaxActors = 1 << 14
+
+// checkConfig refuses settings no run can use, before anything is built:
+// non-finite or negative numbers and absurd sizes, naming the field.
+func checkConfig(c TrainConfig) error {
+	for name, v := range map[string]float64{"TargetReturn": c.TargetReturn, "LR": c.LR, "Gamma": c.Gamma,
+		"ReplayRatio": c.ReplayRatio, "TEREta": c.TEREta, "NERSAlpha": c.NERSAlpha, "REFERC": c.REFERC,
+		"REFERD": c.REFERD, "REFERA": c.REFERA, "LAPAlpha": c.LAPAlpha, "LAPK": c.LAPK, "Tau": c.Tau,
+		"Epsilon": c.Epsilon, "Sigma": c.Sigma, "OUTheta": c.OUTheta} {
+		if !finite(v) {
+			return fmt.Errorf("runtime: train: %s must be a finite number, got %v", name, v)
+		}
+		if v < 0 && name != "TargetReturn" {
+			return fmt.Errorf("runtime: train: %s must not be negative, got %v", name, v)
+		}
+	}
+	for name, v := range map[string]int64{"Actors": int64(c.Actors), "Capacity": int64(c.Capacity), "Batch": int64(c.Batch),
+		"NStep": int64(c.NStep), "MinSizeToSample": int64(c.MinSizeToSample), "RandomSteps": int64(c.RandomSteps),
+		"EvalEpisodes": int64(c.EvalEpisodes), "FinalEpisodes": int64(c.FinalEpisodes), "TERRoots": int64(c.TERRoots),
+		"TERPreds": int64(c.TERPreds), "NERSInterval": int64(c.NERSInterval), "NERSSample": int64(c.NERSSample),
+		"EpsilonDecaySteps": c.EpsilonDecaySteps, "Steps": c.Steps, "Duration": int64(c.Duration),
+		"EvalEvery": int64(c.EvalEvery), "EvalEverySteps": c.EvalEverySteps, "CheckpointEvery": int64(c.CheckpointEvery)} {
+		if v < 0 {
+			return fmt.Errorf("runtime: train: %s must not be negative, got %d", name, v)
+		}
+	}
+	switch {
+	case c.Actors > MaxActors:
+		return fmt.Errorf("runtime: train: Actors must be at most %d, got %d", MaxActors, c.Actors)
+	case c.EvalEpisodes > maxEpisodes || c.FinalEpisodes > maxEpisodes:
+		return fmt.Errorf("runtime: train: EvalEpisodes and FinalEpisodes must be at most %d, got %d and %d", maxEpisodes, c.EvalEpisodes, c.FinalEpisodes)
+	}
+	return nil
+}
+
+// maxEpisodes bounds an evaluation's episodes.
+const maxEpisodes = 1 << 20
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // NewTrainer validates cfg (unknown environments and samplers are errors
 // listing the valid names) and builds every part of the run.
@@ -340,6 +434,9 @@ func NewTrainer(cfg TrainConfig) (*Trainer, error) { return newTrainer(cfg, nil)
 // newTrainer builds a Trainer around buf (a restored replay buffer) or, if
 // buf is nil, a new one.
 func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
 	orDefault(&cfg.Env, DefaultTrainConfig().Env)
 	probe, err := envs.Make(cfg.Env)
 	if err != nil {
@@ -359,12 +456,6 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 		return nil, fmt.Errorf("runtime: train: Steps and Duration must not be negative, got %d and %v", cfg.Steps, cfg.Duration)
 	case cfg.Steps == 0 && cfg.Duration == 0:
 		return nil, errors.New("runtime: train: set Steps or Duration (or both)")
-	case cfg.EvalEvery < 0 || cfg.EvalEpisodes < 0 || cfg.FinalEpisodes < 0 || cfg.EvalEverySteps < 0:
-		return nil, fmt.Errorf("runtime: train: evaluation settings must not be negative (EvalEvery %v, EvalEpisodes %d, FinalEpisodes %d, EvalEverySteps %d)",
-			cfg.EvalEvery, cfg.EvalEpisodes, cfg.FinalEpisodes, cfg.EvalEverySteps)
-	}
-	if cfg.Actors < 1 {
-		return nil, fmt.Errorf("runtime: train: Actors must be >= 1, got %d", cfg.Actors)
 	}
 	if cfg.Deterministic && (cfg.Actors != 1 || cfg.Steps <= 0 || cfg.Duration > 0) {
 		return nil, fmt.Errorf("runtime: train: the deterministic mode needs Actors = 1, Steps > 0 and no Duration (got %d actors, %d steps, %v)",
@@ -378,8 +469,8 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 		}
 	} else if got := buf.Config(); got.Capacity != bcfg.Capacity || got.ObsDim != bcfg.ObsDim || got.NumActions != bcfg.NumActions ||
 		got.Action != bcfg.Action || (bcfg.Action == buffer.Continuous && got.ActionDim != bcfg.ActionDim) {
-		return nil, fmt.Errorf("runtime: train: the restored buffer (capacity %d, %d observations, %v actions %d/%d) does not fit %s with capacity %d",
-			got.Capacity, got.ObsDim, got.Action, got.NumActions, got.ActionDim, cfg.Env, cfg.Capacity)
+		return nil, fmt.Errorf("%w: the restored buffer (capacity %d, %d observations, %v actions %d/%d) does not fit %s with capacity %d",
+			errShape, got.Capacity, got.ObsDim, got.Action, got.NumActions, got.ActionDim, cfg.Env, cfg.Capacity)
 	}
 	// PER's beta anneals to 1 over the run's learner steps; a run bounded
 	// only by time anneals over DefaultBetaSteps.
@@ -421,6 +512,17 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 		ErrorBuffer: max(cfg.ReplayRatio, 1) * float64(2*ag.batch)})
 	if err != nil {
 		return nil, err
+	}
+	cfg.Batch, cfg.LR = ag.batch, ag.lr // the effective values, for the record
+	if cfg.Checkpoint != "" {
+		// Fail now, not when the run first saves; and clear what saves
+		// interrupted by a crash left behind.
+		if err := probeWritable(cfg.Checkpoint); err != nil {
+			return nil, fmt.Errorf("runtime: train: the checkpoint %s cannot be written: %w", cfg.Checkpoint, err)
+		}
+		if _, err := removeStaleTemps(cfg.Checkpoint); err != nil {
+			return nil, fmt.Errorf("runtime: train: removing stale temporary files of the checkpoint %s: %w", cfg.Checkpoint, err)
+		}
 	}
 	tr := &Trainer{cfg: cfg, buf: buf, agent: ag, store: store, limiter: lim}
 	for i := range cfg.Actors {
@@ -479,7 +581,16 @@ func (t *Trainer) Policy() (*model.Net, error) {
 // final evaluation and returns the result. Every goroutine it starts has
 // ended when it returns. An error from any part (a non-finite loss, an
 // invalid action, ...) stops the whole run.
+//
+// With Checkpoint set it writes a checkpoint every CheckpointEvery (a
+// failed periodic save is counted in Stats().Checkpoints and the run goes
+// on) and when it ends. When only that last checkpoint fails, Run returns
+// the result together with a *CheckpointError. A second call returns
+// ErrRunOnce.
 func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
+	if !t.ran.CompareAndSwap(false, true) {
+		return nil, ErrRunOnce
+	}
 	now := time.Now()
 	t.start.Store(&now)
 	runCtx, stop := context.WithCancel(ctx)
@@ -491,15 +602,29 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 	}
 	var solved atomic.Pointer[finalEval]
 	if t.cfg.Steps > 0 && t.base.LearnerSteps >= t.cfg.Steps {
-		return t.finish(&solved) // a resumed run that already took its steps
+		return t.finish(ctx, &solved) // a resumed run that already took its steps
 	}
 	if t.cfg.Deterministic {
 		if err := t.runLockstep(runCtx, &solved); err != nil {
 			return nil, t.failed(err)
 		}
-		return t.finish(&solved)
+		return t.finish(ctx, &solved)
 	}
 	g, gctx := errgroup.WithContext(runCtx)
+	if t.cfg.Checkpoint != "" && t.cfg.CheckpointEvery > 0 {
+		g.Go(func() error {
+			tick := time.NewTicker(t.cfg.CheckpointEvery)
+			defer tick.Stop()
+			for {
+				select {
+				case <-gctx.Done():
+					return nil
+				case <-tick.C:
+					_ = t.save() // counted in Stats; the run goes on
+				}
+			}
+		})
+	}
 	sources := make([]Source, len(t.actors))
 	for i, a := range t.actors {
 		sources[i] = a
@@ -564,7 +689,7 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 	if err := g.Wait(); err != nil {
 		return nil, t.failed(err)
 	}
-	return t.finish(&solved)
+	return t.finish(ctx, &solved)
 }
 
 // failed writes the diagnostic checkpoint of a failed run, if configured,
@@ -582,11 +707,25 @@ func (t *Trainer) failed(err error) error {
 }
 
 // finish runs the final evaluation (unless the target was confirmed),
-// writes the checkpoint if configured and returns the result.
-func (t *Trainer) finish(solved *atomic.Pointer[finalEval]) (*TrainResult, error) {
-	res := &TrainResult{Config: t.cfg}
+// writes the checkpoint if configured and returns the result. ctx is the
+// context Run was given: its end means the run was interrupted.
+func (t *Trainer) finish(ctx context.Context, solved *atomic.Pointer[finalEval]) (*TrainResult, error) {
+	res := &TrainResult{Config: t.cfg, Build: Build(), Machine: Machine()}
 	var mean float64
 	var rets []float64
+	st := t.Stats()
+	switch {
+	case solved.Load() != nil:
+		res.StopReason = StopSolved
+	case t.cfg.Steps > 0 && st.LearnerSteps >= t.cfg.Steps:
+		res.StopReason = StopSteps
+	case t.cfg.Duration > 0 && st.SegmentSeconds >= t.cfg.Duration.Seconds():
+		res.StopReason = StopDuration
+	case ctx.Err() != nil:
+		res.StopReason = StopInterrupted
+	default: // the deterministic loop ends only on Steps, a target or ctx
+		res.StopReason = StopSteps
+	}
 	if f := solved.Load(); f != nil {
 		res.StoppedByTarget = true
 		mean, rets = f.mean, f.returns
@@ -608,7 +747,7 @@ func (t *Trainer) finish(solved *atomic.Pointer[finalEval]) (*TrainResult, error
 			return nil, fmt.Errorf("final evaluation: %w", err)
 		}
 	}
-	st := t.Stats()
+	st = t.Stats()
 	res.Seconds, res.LearnerSteps, res.EnvSteps = st.Seconds, st.LearnerSteps, st.EnvSteps
 	res.EnvStepsPerSec = float64(st.EnvSteps) / st.Seconds
 	res.UpdatesPerSec = float64(st.LearnerSteps) / st.Seconds
@@ -618,7 +757,7 @@ func (t *Trainer) finish(solved *atomic.Pointer[finalEval]) (*TrainResult, error
 	res.Curve = append([]EvalPoint(nil), t.curve...)
 	t.mu.Unlock()
 	if t.cfg.Checkpoint != "" {
-		if err := t.SaveCheckpoint(t.cfg.Checkpoint); err != nil {
+		if err := t.save(); err != nil {
 			return res, err
 		}
 	}
@@ -656,6 +795,8 @@ func (t *Trainer) record(mean float64) {
 // a fixed seed) than the periodic ones the stage's rewards compare.
 func (t *Trainer) periodic(mean float64) {
 	t.record(mean)
+	t.pipe.gate.RLock() // the stage's state changes: not during a checkpoint
+	defer t.pipe.gate.RUnlock()
 	if h, ok := t.agent.method.Selector.(sampler.EvaluationHook); ok {
 		// The evaluator's returns are finite (a non-finite one would be
 		// refused here, and the stage keeps its previous baseline).
@@ -681,6 +822,9 @@ func (t *Trainer) Stats() TrainStats {
 	if p := t.lastEval.Load(); p != nil {
 		st.LastEval, st.Evaluated = p.MeanReturn, true
 	}
+	t.ck.mu.Lock()
+	st.Checkpoints = t.ck.st
+	t.ck.mu.Unlock()
 	return st
 }
 
@@ -707,6 +851,22 @@ func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalE
 	batch := &buffer.Transitions{}
 	n := t.agent.batch
 	steps := t.base.LearnerSteps
+	lastSave := time.Now()
+	// step runs f as the pipeline's goroutines run their operations: with
+	// the gate held shared, so SaveCheckpoint from another goroutine sees
+	// the state at rest. Periodic checkpoints are taken between steps.
+	step := func(f func() error) error {
+		t.pipe.gate.RLock()
+		err := f()
+		t.pipe.admitted.Store(0)
+		t.pipe.sampling.Store(0)
+		t.pipe.gate.RUnlock()
+		if every := t.cfg.CheckpointEvery; t.cfg.Checkpoint != "" && every > 0 && time.Since(lastSave) >= every {
+			_ = t.save() // counted in Stats; the run goes on
+			lastSave = time.Now()
+		}
+		return err
+	}
 	nextEval := (steps/t.cfg.EvalEverySteps + 1) * t.cfg.EvalEverySteps
 	for evals := uint64(1); steps < t.cfg.Steps; {
 		// Learn first, while the limiter admits samples: actor and learner
@@ -715,7 +875,8 @@ func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalE
 			if err := t.limiter.AwaitSample(ctx, n); err != nil {
 				return stopped(err)
 			}
-			if err := t.agent.Step(ctx); err != nil {
+			t.pipe.sampling.Store(int64(n))
+			if err := step(func() error { return t.agent.Step(ctx) }); err != nil {
 				return stopped(fmt.Errorf("learner step %d: %w", steps, err))
 			}
 			t.pipe.steps.Add(1)
@@ -762,11 +923,17 @@ func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalE
 		if err := t.limiter.AwaitInsert(ctx, batch.Len()); err != nil {
 			return stopped(err)
 		}
-		if err := t.buf.Insert(batch); err != nil {
+		t.pipe.admitted.Store(int64(batch.Len()))
+		if err := step(func() error {
+			if err := t.buf.Insert(batch); err != nil {
+				return err
+			}
+			t.pipe.batches.Add(1)
+			t.pipe.items.Add(int64(batch.Len()))
+			return nil
+		}); err != nil {
 			return fmt.Errorf("inserter: %w", err)
 		}
-		t.pipe.batches.Add(1)
-		t.pipe.items.Add(int64(batch.Len()))
 	}
 	return nil
 }

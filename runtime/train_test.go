@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"github.com/apexrl/apex/learner"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -81,7 +82,14 @@ func TestTrainerConfigErrors(t *testing.T) {
 		{Sampler: "lap", Loss: "mse", Steps: 1}:                          "pairs with the huber(k=1) loss",
 		{Sampler: "per", Loss: "l2", Steps: 1}:                           "unknown loss",
 		{}:                                                               "Steps or Duration",
-		{Actors: -1, Steps: 1}:                                           "Actors must be >= 1",
+		{Actors: -1, Steps: 1}:                                           "Actors must not be negative",
+		{Actors: 1_000_000, Steps: 1}:                                    "Actors must be at most 16384",
+		{TargetReturn: math.NaN(), Steps: 1}:                             "TargetReturn must be a finite number, got NaN",
+		{LR: math.Inf(1), Steps: 1}:                                      "LR must be a finite number, got +Inf",
+		{Epsilon: math.NaN(), Steps: 1}:                                  "Epsilon must be a finite number",
+		{Gamma: -0.5, Steps: 1}:                                          "Gamma must not be negative",
+		{CheckpointEvery: -time.Second, Steps: 1}:                        "CheckpointEvery must not be negative",
+		{Checkpoint: "/proc/y/ck.apex", Steps: 1}:                        "the checkpoint /proc/y/ck.apex cannot be written",
 		// Settings the run's method or learner would ignore.
 		{Sampler: "per", LAPAlpha: 0.4, Steps: 1}:                                    "LAPAlpha (-lap-alpha) configures the lap and pal methods; this run's method is per",
 		{Env: "Pendulum-v1", Sampler: "uniform", REFERC: 4, Steps: 1}:                "REFERC (-refer-c) configures the ReF-ER methods",
