@@ -464,6 +464,13 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 	obsDim := len(probe.ObservationSpace().Low)
 	bcfg := bufferConfig(cfg, obsDim, probe.ActionSpace())
 	if buf == nil {
+		need, err := bcfg.MemoryBytes()
+		if err != nil {
+			return nil, err
+		}
+		if err := checkMemory(need, cfg.Capacity); err != nil {
+			return nil, err
+		}
 		if buf, err = buffer.New(bcfg); err != nil {
 			return nil, err
 		}

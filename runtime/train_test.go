@@ -213,3 +213,21 @@ func TestResumeCompletedRunTakesNoSteps(t *testing.T) {
 
 // dqnOf is the DQN learner of a discrete run.
 func dqnOf(t *Trainer) *learner.DQN { return t.agent.impl.(*learner.DQN) }
+
+// TestTrainerRefusesBufferBeyondMemory: a capacity whose replay buffer
+// cannot fit in the machine's memory is an error before anything is
+// allocated (it used to end the process out of memory).
+func TestTrainerRefusesBufferBeyondMemory(t *testing.T) {
+	if _, ok := machineMemory(); !ok {
+		t.Fatal("this machine's available memory cannot be read (/proc/meminfo)")
+	}
+	defer func(f func() (uint64, bool)) { availableMemory = f }(availableMemory)
+	availableMemory = func() (uint64, bool) { return 1 << 30, true } // 1 GiB left
+	_, err := NewTrainer(TrainConfig{Steps: 1, Capacity: 100_000_000})
+	if err == nil || !strings.Contains(err.Error(), "1.0 GiB available") || !strings.Contains(err.Error(), "-capacity") {
+		t.Fatalf("got %v, want an error about the 1 GiB available naming -capacity", err)
+	}
+	if _, err := NewTrainer(TrainConfig{Steps: 1, Capacity: 100_000}); err != nil {
+		t.Fatalf("a buffer that fits: %v", err)
+	}
+}
