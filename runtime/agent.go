@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/apexrl/apex/actor"
 	"github.com/apexrl/apex/buffer"
@@ -102,6 +103,16 @@ func algoFor(algo, env, method string, space envs.Space) (string, error) {
 		return "", fmt.Errorf("runtime: train: unknown algo %q (valid: %v)", algo, Algos)
 	}
 	switch {
+	case refer && discrete: // no learner here both takes discrete actions and replays through ReF-ER
+		var others []string
+		for _, m := range Samplers {
+			if !slices.Contains(referMethods, m) {
+				others = append(others, m)
+			}
+		}
+		return "", fmt.Errorf("runtime: train: the %s replay method needs the vracer or td3 learner, and both need continuous actions: "+
+			"%s has a discrete action space; use another -sampler (%s) or an environment with continuous actions",
+			method, env, strings.Join(others, ", "))
 	case algo == "dqn" && !discrete:
 		return "", fmt.Errorf("runtime: train: %s has a continuous action space; the dqn learner needs discrete actions (use -algo=td3)", env)
 	case algo != "dqn" && discrete:
