@@ -413,6 +413,14 @@ func checkConfig(c TrainConfig) error {
 			return fmt.Errorf("runtime: train: %s must not be negative, got %d", name, v)
 		}
 	}
+	if len(c.Hidden) > maxLayers {
+		return fmt.Errorf("runtime: train: Hidden has %d layers, at most %d", len(c.Hidden), maxLayers)
+	}
+	for i, w := range c.Hidden {
+		if w < 1 || w > maxWidth {
+			return fmt.Errorf("runtime: train: Hidden[%d] = %d, widths must be in [1, %d]", i, w, maxWidth)
+		}
+	}
 	switch {
 	case c.Actors > MaxActors:
 		return fmt.Errorf("runtime: train: Actors must be at most %d, got %d", MaxActors, c.Actors)
@@ -421,6 +429,12 @@ func checkConfig(c TrainConfig) error {
 	}
 	return nil
 }
+
+// maxLayers and maxWidth bound TrainConfig.Hidden.
+const (
+	maxLayers = 64
+	maxWidth  = 1 << 16
+)
 
 // maxEpisodes bounds an evaluation's episodes.
 const maxEpisodes = 1 << 20
@@ -463,14 +477,23 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 	}
 	obsDim := len(probe.ObservationSpace().Low)
 	bcfg := bufferConfig(cfg, obsDim, probe.ActionSpace())
+	var bufBytes uint64
 	if buf == nil {
-		need, err := bcfg.MemoryBytes()
-		if err != nil {
+		if bufBytes, err = bcfg.MemoryBytes(); err != nil {
 			return nil, err
 		}
-		if err := checkMemory(need, cfg.Capacity); err != nil {
-			return nil, err
-		}
+	}
+	actDim, out := 0, 1
+	switch s := probe.ActionSpace().(type) {
+	case envs.Discrete:
+		out = s.N
+	case envs.Box:
+		actDim, out = s.Dim(), 2*s.Dim()+1
+	}
+	if err := checkMemory(bufBytes, cfg, netBytes(cfg.Actors, obsDim+actDim, cfg.Hidden, out)); err != nil {
+		return nil, err
+	}
+	if buf == nil {
 		if buf, err = buffer.New(bcfg); err != nil {
 			return nil, err
 		}

@@ -89,6 +89,8 @@ func TestTrainerConfigErrors(t *testing.T) {
 		{Epsilon: math.NaN(), Steps: 1}:                                  "Epsilon must be a finite number",
 		{Gamma: -0.5, Steps: 1}:                                          "Gamma must not be negative",
 		{CheckpointEvery: -time.Second, Steps: 1}:                        "CheckpointEvery must not be negative",
+		{Hidden: []int{64, 0}, Steps: 1}:                                 "Hidden[1] = 0",
+		{Hidden: []int{1 << 20}, Steps: 1}:                               "widths must be in [1, 65536]",
 		{Checkpoint: "/proc/y/ck.apex", Steps: 1}:                        "the checkpoint /proc/y/ck.apex cannot be written",
 		// Settings the run's method or learner would ignore.
 		{Sampler: "per", LAPAlpha: 0.4, Steps: 1}:                                    "LAPAlpha (-lap-alpha) configures the lap and pal methods; this run's method is per",
@@ -229,5 +231,9 @@ func TestTrainerRefusesBufferBeyondMemory(t *testing.T) {
 	}
 	if _, err := NewTrainer(TrainConfig{Steps: 1, Capacity: 100_000}); err != nil {
 		t.Fatalf("a buffer that fits: %v", err)
+	}
+	_, err = NewTrainer(TrainConfig{Steps: 1, Actors: 64, Hidden: []int{4096, 4096}})
+	if err == nil || !strings.Contains(err.Error(), "networks") || !strings.Contains(err.Error(), "-actors") {
+		t.Fatalf("64 actors with 4096-wide layers and 1 GiB: got %v, want an error about the networks", err)
 	}
 }
