@@ -137,6 +137,15 @@ func (c NERSConfig) Validate() error {
 	case !(c.ActionScale > 0) || math.IsInf(c.ActionScale, 1):
 		return fmt.Errorf("%w: ners: ActionScale must be finite and > 0, got %v", buffer.ErrConfig, c.ActionScale)
 	}
+	// The scorer's input width comes from the buffer (NewNERS sets it);
+	// every other field, floats included, is checked here.
+	net := c.Net
+	if net.In == 0 {
+		net.In = 1
+	}
+	if err := net.Validate(); err != nil {
+		return fmt.Errorf("Net: %w", err)
+	}
 	return nil
 }
 

@@ -22,6 +22,9 @@ import (
 // when due, adds TrainSize gathers and one forward and backward pass of
 // the scorer over TrainSize rows. No allocation after the first calls.
 func (s *NERS) Sample(rng *rand.Rand, dst *buffer.Batch) error {
+	if err := checkArgs("ners", rng, dst); err != nil {
+		return err
+	}
 	if err := s.applyEvaluation(); err != nil {
 		return err
 	}

@@ -223,6 +223,18 @@ func checkBeta(stage string, l Linear) error {
 	return nil
 }
 
+// checkArgs refuses a nil rng or batch before a stage touches either
+// (wrapping buffer.ErrNil).
+func checkArgs(stage string, rng *rand.Rand, dst *buffer.Batch) error {
+	switch {
+	case rng == nil:
+		return fmt.Errorf("%w: %s: Sample needs a *rand.Rand, got nil", buffer.ErrNil, stage)
+	case dst == nil:
+		return fmt.Errorf("%w: %s: Sample into a nil *buffer.Batch", buffer.ErrNil, stage)
+	}
+	return nil
+}
+
 func checkNorm(stage string, n buffer.Normalization) error {
 	switch n {
 	case buffer.NormalizeBuffer, buffer.NormalizeBatch, buffer.NormalizeNone:

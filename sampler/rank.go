@@ -214,7 +214,8 @@ func (r *Rank) Config() RankConfig { return r.cfg }
 // re-drawn inside its segment; if a segment yields nothing after 64 draws
 // the order is re-sorted and the batch drawn again, once.
 //
-// Errors (wrapped): buffer.ErrEmpty, buffer.ErrBatchSize (k = 0, k above
+// Errors (wrapped): buffer.ErrNil (a nil rng or dst), buffer.ErrEmpty,
+// buffer.ErrBatchSize (k = 0, k above
 // the stored items, or above the items with non-zero priority),
 // buffer.ErrZeroMass (no stored item has a non-zero priority),
 // buffer.ErrRetries.
@@ -224,6 +225,9 @@ func (r *Rank) Config() RankConfig { return r.cfg }
 // the prefix cache grows to N). No allocation after the first call with a
 // given dst.
 func (r *Rank) Sample(rng *rand.Rand, dst *buffer.Batch) error {
+	if err := checkArgs("rank", rng, dst); err != nil {
+		return err
+	}
 	k := dst.Len()
 	size := r.buf.Size()
 	switch {
@@ -510,17 +514,20 @@ func (r *Rank) Stats() RankStats {
 // 1).
 // alpha = 0 gives segments whose sizes differ by at most one.
 //
-// It panics unless 1 <= k <= n and alpha is finite and >= 0. Cost: O(n)
-// (it allocates the prefix sums; Rank caches them instead).
-func SegmentBoundaries(dst []int, n, k int, alpha float64) []int {
-	if k < 1 || k > n || !(alpha >= 0) || math.IsInf(alpha, 1) {
-		panic(fmt.Sprintf("sampler: SegmentBoundaries(n=%d, k=%d, alpha=%v): need 1 <= k <= n and finite alpha >= 0", n, k, alpha))
+// It needs 1 <= k <= n <= buffer.MaxCapacity and a finite alpha >= 0;
+// anything else is an error wrapping buffer.ErrConfig (dst is then
+// returned as is). Cost: O(n) (it allocates the prefix sums; Rank caches
+// them instead).
+func SegmentBoundaries(dst []int, n, k int, alpha float64) ([]int, error) {
+	if k < 1 || k > n || n > buffer.MaxCapacity || !(alpha >= 0) || math.IsInf(alpha, 1) {
+		return dst, fmt.Errorf("%w: SegmentBoundaries(n=%d, k=%d, alpha=%v): need 1 <= k <= n <= %d and finite alpha >= 0",
+			buffer.ErrConfig, n, k, alpha, buffer.MaxCapacity)
 	}
 	pre := make([]float64, n+1)
 	for b := 1; b <= n; b++ {
 		pre[b] = pre[b-1] + math.Pow(float64(b), -alpha)
 	}
-	return segmentBounds(dst, pre, n, k)
+	return segmentBounds(dst, pre, n, k), nil
 }
 
 // segmentBounds implements SegmentBoundaries over the prefix sums pre

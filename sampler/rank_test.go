@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apexrl/apex/buffer"
@@ -169,7 +170,10 @@ func TestSegmentBoundaries(t *testing.T) {
 				continue
 			}
 			for _, alpha := range []float64{0, 0.5, 0.7, 1, 2, 4} {
-				dst = sampler.SegmentBoundaries(dst, n, k, alpha)
+				var err error
+				if dst, err = sampler.SegmentBoundaries(dst, n, k, alpha); err != nil {
+					t.Fatal(err)
+				}
 				checkBoundaries(t, dst, n, k, alpha)
 			}
 		}
@@ -182,7 +186,10 @@ func TestSegmentBoundaries(t *testing.T) {
 // largest item's mass.
 func TestSegmentMassLargeN(t *testing.T) {
 	const n, k, alpha = 100_000, 32, 0.7
-	b := sampler.SegmentBoundaries(nil, n, k, alpha)
+	b, err := sampler.SegmentBoundaries(nil, n, k, alpha)
+	if err != nil {
+		t.Fatal(err)
+	}
 	checkBoundaries(t, b, n, k, alpha)
 	pre := make([]float64, n+1)
 	for r := 1; r <= n; r++ {
@@ -206,19 +213,18 @@ func TestSegmentMassLargeN(t *testing.T) {
 	}
 }
 
-func TestSegmentBoundariesPanics(t *testing.T) {
+func TestSegmentBoundariesErrors(t *testing.T) {
 	for _, c := range []struct {
 		n, k  int
 		alpha float64
-	}{{5, 0, 1}, {5, 6, 1}, {0, 1, 1}, {5, 2, -1}, {5, 2, math.NaN()}} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("SegmentBoundaries(n=%d, k=%d, alpha=%v) did not panic", c.n, c.k, c.alpha)
-				}
-			}()
-			sampler.SegmentBoundaries(nil, c.n, c.k, c.alpha)
-		}()
+	}{{5, 0, 1}, {5, 6, 1}, {0, 1, 1}, {5, 2, -1}, {5, 2, math.NaN()}, {5, 2, math.Inf(1)}, {-3, -5, 1}, {math.MaxInt, 2, 1}} {
+		err := call(t, "SegmentBoundaries", func() error {
+			_, err := sampler.SegmentBoundaries(nil, c.n, c.k, c.alpha)
+			return err
+		})
+		if !errors.Is(err, buffer.ErrConfig) || !strings.Contains(err.Error(), "need 1 <= k <= n") {
+			t.Errorf("SegmentBoundaries(n=%d, k=%d, alpha=%v): %v, want ErrConfig", c.n, c.k, c.alpha, err)
+		}
 	}
 }
 
@@ -259,7 +265,7 @@ func TestRankOnePerSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	bounds := r.Boundaries(nil)
-	if want := sampler.SegmentBoundaries(nil, n, k, cfg.Alpha); !slices.Equal(bounds, want) {
+	if want, err := sampler.SegmentBoundaries(nil, n, k, cfg.Alpha); err != nil || !slices.Equal(bounds, want) {
 		t.Fatalf("stage boundaries %v, SegmentBoundaries %v", bounds, want)
 	}
 	pos := positions(r, n)

@@ -433,6 +433,9 @@ func (r *REFER) Buffer() *buffer.Buffer { return r.buf }
 // (a map entry per open episode, the records' step slices until they are
 // reused).
 func (r *REFER) Sample(rng *rand.Rand, dst *buffer.Batch) error {
+	if err := checkArgs("refer", rng, dst); err != nil {
+		return err
+	}
 	r.watch.Poll(r.visit)
 	defer r.publish()
 	if !r.scaled && len(r.live) > 0 {

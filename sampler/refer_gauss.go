@@ -73,6 +73,8 @@ func GaussStdParam(s float64) float64 { return SoftplusInv(s - MinStd) }
 // The untruncated densities are used, as the paper's code does (the
 // actors' truncation at 3 std changes both densities by the same factor
 // only when the stds agree; it is ignored). O(dA).
+// Every slice has the action width dA: a shorter one panics (an
+// unchecked per-row kernel of the learner's hot path).
 func GaussLogRatio(a, m, s, mb, sb []float64) float64 {
 	var lr float64
 	for j := range a {
@@ -88,6 +90,8 @@ func GaussLogRatio(a, m, s, mb, sb []float64) float64 {
 //	Σ_j log(s_j/sb_j) + (sb_j² + (mb_j−m_j)²)/(2 s_j²) − 1/2
 //
 // O(dA).
+// Every slice has the action width dA: a shorter one panics (an
+// unchecked per-row kernel of the learner's hot path).
 func GaussKL(mb, sb, m, s []float64) float64 {
 	var kl float64
 	for j := range m {
@@ -99,6 +103,8 @@ func GaussKL(mb, sb, m, s []float64) float64 {
 
 // GaussLogPiGrad sets dm and ds to the gradient of log π(a|s) with respect
 // to π's mean and std: (a−m)/s² and ((a−m)²/s² − 1)/s per dimension. O(dA).
+// Every slice has the action width dA: a shorter one panics (an
+// unchecked per-row kernel of the learner's hot path).
 func GaussLogPiGrad(dm, ds, a, m, s []float64) {
 	for j := range a {
 		d, inv := a[j]-m[j], 1/s[j]
@@ -111,6 +117,8 @@ func GaussLogPiGrad(dm, ds, a, m, s []float64) {
 // GaussKLGrad sets dm and ds to the gradient of KL(μ||π) (GaussKL) with
 // respect to π's mean and std: (m−mb)/s² and 1/s − (sb² + (mb−m)²)/s³ per
 // dimension. O(dA).
+// Every slice has the action width dA: a shorter one panics (an
+// unchecked per-row kernel of the learner's hot path).
 func GaussKLGrad(dm, ds, mb, sb, m, s []float64) {
 	for j := range m {
 		d, inv := m[j]-mb[j], 1/s[j]
@@ -125,6 +133,8 @@ func GaussKLGrad(dm, ds, mb, sb, m, s []float64) {
 //	Σ_j log(sb_j/s_j) + (s_j² + (m_j−mb_j)²)/(2 sb_j²) − 1/2
 //
 // O(dA).
+// Every slice has the action width dA: a shorter one panics (an
+// unchecked per-row kernel of the learner's hot path).
 func GaussKLReverse(mb, sb, m, s []float64) float64 {
 	var kl float64
 	for j := range m {
@@ -136,6 +146,8 @@ func GaussKLReverse(mb, sb, m, s []float64) float64 {
 
 // GaussKLReverseGrad sets dm and ds to the gradient of KL(π||μ) with
 // respect to π's mean and std: (m−mb)/sb² and s/sb² − 1/s. O(dA).
+// Every slice has the action width dA: a shorter one panics (an
+// unchecked per-row kernel of the learner's hot path).
 func GaussKLReverseGrad(dm, ds, mb, sb, m, s []float64) {
 	for j := range m {
 		ib := 1 / (sb[j] * sb[j])

@@ -245,6 +245,9 @@ func (t *TER) Config() TERConfig { return t.cfg }
 // descents; one copy per row. No allocation once queues and scratch have
 // grown.
 func (t *TER) Sample(rng *rand.Rand, dst *buffer.Batch) error {
+	if err := checkArgs("ter", rng, dst); err != nil {
+		return err
+	}
 	t.watch.Poll(t.add)
 	if t.sw.idle() {
 		t.g.reap() // no sweep holds vertex marks (Eta = 1 never starts one)
@@ -358,6 +361,9 @@ func (t *TER) Sweep(row int) uint64 { return t.src[row] }
 // rows get weight 1, unscaled (the released code). A batch of another
 // length than the last Sample's is an error (buffer.ErrShape). O(b.Len()).
 func (t *TER) Weights(b *buffer.Batch, step int64) error {
+	if b == nil {
+		return fmt.Errorf("%w: ter: Weights of a nil *buffer.Batch", buffer.ErrNil)
+	}
 	n := b.Len()
 	if n != len(t.src) || len(b.Prob) != n {
 		return fmt.Errorf("%w: ter: Weights of a %d-row batch, the last Sample filled %d rows", buffer.ErrShape, n, len(t.src))

@@ -1,6 +1,7 @@
 package sampler
 
 import (
+	"fmt"
 	"math/rand/v2"
 
 	"github.com/apexrl/apex/buffer"
@@ -31,12 +32,19 @@ var (
 	_ Weighter = (*Uniform)(nil)
 )
 
-// NewUniform returns a uniform stage over buf, which must not be nil.
+// NewUniform returns a uniform stage over buf. It cannot fail: a nil buf
+// (like a zero Uniform) gives a stage whose Sample and Update return
+// buffer.ErrConfig, so NewUniform keeps its one-result signature.
 func NewUniform(buf *buffer.Buffer) *Uniform {
-	if buf == nil {
-		panic("sampler: NewUniform: nil buffer")
-	}
 	return &Uniform{buf: buf}
+}
+
+// noBuffer reports a Uniform built over no buffer.
+func (u *Uniform) noBuffer() error {
+	if u.buf == nil {
+		return fmt.Errorf("%w: uniform: nil buffer", buffer.ErrConfig)
+	}
+	return nil
 }
 
 // Sample draws dst.Len() items uniformly with replacement among the stored
@@ -45,6 +53,9 @@ func NewUniform(buf *buffer.Buffer) *Uniform {
 // ErrBatchSize, ErrRetries (wrapped). Cost: O(dst.Len()·(Stripes + item
 // size)); no allocation after the first call with a given dst.
 func (u *Uniform) Sample(rng *rand.Rand, dst *buffer.Batch) error {
+	if err := u.noBuffer(); err != nil {
+		return err
+	}
 	return u.buf.SampleUniform(rng, dst)
 }
 
@@ -54,6 +65,9 @@ func (u *Uniform) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 // O(len(refs)); no allocation once the scratch slice has grown.
 func (u *Uniform) Update(refs []buffer.Ref, absTD []float64) (buffer.UpdateResult, error) {
 	if err := checkTD("uniform", refs, absTD); err != nil {
+		return buffer.UpdateResult{}, err
+	}
+	if err := u.noBuffer(); err != nil {
 		return buffer.UpdateResult{}, err
 	}
 	if cap(u.ones) < len(refs) {
@@ -69,8 +83,12 @@ func (u *Uniform) Update(refs []buffer.Ref, absTD []float64) (buffer.UpdateResul
 func (u *Uniform) Priority(absTD float64) float64 { return 1 }
 
 // Weights sets every weight of b to 1 (allocating b.Weight only if its
-// length is not b.Len()). O(b.Len()).
+// length is not b.Len()). O(b.Len()). A nil b is an error
+// (buffer.ErrNil).
 func (u *Uniform) Weights(b *buffer.Batch, step int64) error {
+	if b == nil {
+		return fmt.Errorf("%w: uniform: Weights of a nil *buffer.Batch", buffer.ErrNil)
+	}
 	if len(b.Weight) != b.Len() {
 		b.Weight = make([]float64, b.Len())
 	}

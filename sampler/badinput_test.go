@@ -1,0 +1,210 @@
+package sampler_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/sampler"
+	"github.com/apexrl/apex/sampler/samplertest"
+)
+
+// call runs f and turns a panic into a test failure.
+func call(t *testing.T, name string, f func() error) (err error) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s panicked: %v", name, r)
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return f()
+}
+
+// floatFields lists the paths of every float64 field of v's type,
+// descending into nested structs (not pointers).
+func floatFields(typ reflect.Type, prefix []int, path string, out *[]fieldPath) {
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		idx := append(append([]int(nil), prefix...), i)
+		name := f.Name
+		if path != "" {
+			name = path + "." + f.Name
+		}
+		switch f.Type.Kind() {
+		case reflect.Float64, reflect.Float32:
+			*out = append(*out, fieldPath{name, idx})
+		case reflect.Struct:
+			floatFields(f.Type, idx, name, out)
+		}
+	}
+}
+
+type fieldPath struct {
+	name string
+	idx  []int
+}
+
+// checkNonFinite sets every float field of cfg (a struct) to NaN, +Inf and
+// -Inf in turn and requires validate to fail with want naming the field
+// (the leaf name, or the top-level field for a nested struct, as a word).
+func checkNonFinite[C any](t *testing.T, cfg C, want error, validate func(C) error) {
+	checkNonFiniteExcept(t, cfg, want, validate, nil)
+}
+
+// checkNonFiniteExcept is checkNonFinite where the fields in infOK
+// document +Inf as a meaningful value.
+func checkNonFiniteExcept[C any](t *testing.T, cfg C, want error, validate func(C) error, infOK map[string]bool) {
+	t.Helper()
+	var fields []fieldPath
+	floatFields(reflect.TypeOf(cfg), nil, "", &fields)
+	if len(fields) == 0 {
+		t.Fatalf("%T has no float fields", cfg)
+	}
+	for _, f := range fields {
+		parts := strings.Split(f.name, ".")
+		for i, p := range parts {
+			parts[i] = regexp.QuoteMeta(p)
+		}
+		re := regexp.MustCompile(`\b(` + strings.Join(parts, "|") + `)\b`)
+		for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+			if v > 0 && infOK[f.name] {
+				continue
+			}
+			c := cfg
+			reflect.ValueOf(&c).Elem().FieldByIndex(f.idx).SetFloat(v)
+			name := fmt.Sprintf("%T.%s = %v", cfg, f.name, v)
+			err := call(t, name, func() error { return validate(c) })
+			switch {
+			case err == nil:
+				t.Errorf("%s: accepted", name)
+			case !errors.Is(err, want):
+				t.Errorf("%s: %v, want %v", name, err, want)
+			case !re.MatchString(err.Error()):
+				t.Errorf("%s: %q does not name the field", name, err)
+			}
+		}
+	}
+}
+
+func TestConfigsRefuseNonFiniteFloats(t *testing.T) {
+	checkNonFinite(t, sampler.DefaultPERConfig(100), buffer.ErrConfig, sampler.PERConfig.Validate)
+	// RefreshFraction +Inf: re-sort only when forced (documented).
+	checkNonFiniteExcept(t, sampler.DefaultRankConfig(100), buffer.ErrConfig, sampler.RankConfig.Validate, map[string]bool{"RefreshFraction": true})
+	checkNonFinite(t, sampler.DefaultLAPConfig(), buffer.ErrConfig, sampler.LAPConfig.Validate)
+	checkNonFinite(t, sampler.DefaultTERConfig(100), buffer.ErrConfig, sampler.TERConfig.Validate)
+	// RhoClip +Inf: no clip, the default of most variants (documented).
+	checkNonFiniteExcept(t, sampler.DefaultREFERConfig(100), buffer.ErrConfig, sampler.REFERConfig.Validate, map[string]bool{"RhoClip": true})
+	checkNonFinite(t, sampler.DefaultNERSConfig(100), buffer.ErrConfig, sampler.NERSConfig.Validate)
+	checkNonFinite(t, sampler.DefaultNERSNetConfig(4), buffer.ErrConfig, sampler.NERSNetConfig.Validate)
+}
+
+// TestBadInputReturnsErrors: every stage's constructor and methods refuse
+// nil and mismatched input with an error instead of panicking.
+func TestBadInputReturnsErrors(t *testing.T) {
+	buf := samplertest.NewBuffer(t, 64)
+	samplertest.Insert(t, buf, 0, 32, nil)
+	rng := rand.New(rand.NewPCG(1, 2))
+	good := samplertest.NewBatch(t, buf, 4)
+	per, _ := sampler.NewPER(buf, sampler.DefaultPERConfig(10))
+	rank, _ := sampler.NewRank(buf, sampler.DefaultRankConfig(10))
+	lap, _ := sampler.NewLAP(buf, sampler.DefaultLAPConfig())
+	pal, _ := sampler.NewPAL(buf, sampler.DefaultLAPConfig())
+	uni := sampler.NewUniform(buf)
+	stages := map[string]sampler.Selector{"per": per, "rank": rank, "lap": lap, "pal": pal, "uniform": uni}
+	for name, s := range stages {
+		if s == nil || reflect.ValueOf(s).IsNil() {
+			t.Fatalf("%s: not built", name)
+		}
+		w, _ := s.(sampler.Weighter)
+		cases := []struct {
+			name string
+			f    func() error
+			is   error
+		}{
+			{"Sample nil rng", func() error { return s.Sample(nil, good) }, buffer.ErrNil},
+			{"Sample nil batch", func() error { return s.Sample(rng, nil) }, buffer.ErrNil},
+			{"Update length mismatch", func() error { _, err := s.Update(nil, []float64{1}); return err }, buffer.ErrShape},
+			{"Update NaN", func() error { _, err := s.Update(make([]buffer.Ref, 1), []float64{math.NaN()}); return err }, buffer.ErrPriority},
+			{"Weights nil batch", func() error {
+				if w == nil {
+					return buffer.ErrNil
+				}
+				return w.Weights(nil, 0)
+			}, buffer.ErrNil},
+			{"Annotate nil transitions", func() error { return sampler.Annotate(s, nil, []float64{1}) }, buffer.ErrShape},
+		}
+		for _, c := range cases {
+			err := call(t, name+": "+c.name, c.f)
+			if !errors.Is(err, c.is) {
+				t.Errorf("%s: %s: %v, want %v", name, c.name, err, c.is)
+			}
+		}
+	}
+	for name, f := range map[string]func() error{
+		"NewPER(nil)":    func() error { _, err := sampler.NewPER(nil, sampler.DefaultPERConfig(1)); return err },
+		"NewRank(nil)":   func() error { _, err := sampler.NewRank(nil, sampler.DefaultRankConfig(1)); return err },
+		"NewLAP(nil)":    func() error { _, err := sampler.NewLAP(nil, sampler.DefaultLAPConfig()); return err },
+		"NewPAL(nil)":    func() error { _, err := sampler.NewPAL(nil, sampler.DefaultLAPConfig()); return err },
+		"NewTER(nil)":    func() error { _, err := sampler.NewTER(nil, sampler.DefaultTERConfig(1)); return err },
+		"NewREFER(nil)":  func() error { _, err := sampler.NewREFER(nil, sampler.DefaultREFERConfig(1)); return err },
+		"NewNERS(nil)":   func() error { _, err := sampler.NewNERS(nil, sampler.DefaultNERSConfig(1)); return err },
+		"NewMethod(nil)": func() error { _, err := sampler.NewMethod("per", nil, sampler.MethodConfig{}); return err },
+		"NewUniform(nil).Sample": func() error {
+			return sampler.NewUniform(nil).Sample(rand.New(rand.NewPCG(1, 1)), samplertest.NewBatch(t, samplertest.NewBuffer(t, 4), 1))
+		},
+		"NewUniform(nil).Update": func() error { _, err := sampler.NewUniform(nil).Update(nil, nil); return err },
+	} {
+		if err := call(t, name, f); !errors.Is(err, buffer.ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+// TestBadInputGraphStages: TER, REFER and NERS refuse a nil rng or batch
+// before touching their indexes.
+func TestBadInputGraphStages(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	tbuf := terBuffer(t, 64, 1)
+	ter, err := sampler.NewTER(tbuf, sampler.DefaultTERConfig(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rbuf := newREFERBuffer(t, 64, 1)
+	refer := newREFER(t, rbuf, sampler.DefaultREFERConfig(10))
+	nbuf := samplertest.NewBuffer(t, 64)
+	ners := newNERS(t, nbuf, sampler.DefaultNERSConfig(10))
+	for name, c := range map[string]struct {
+		s   sampler.Selector
+		buf *buffer.Buffer
+	}{"ter": {ter, tbuf}, "refer": {refer, rbuf}, "ners": {ners, nbuf}} {
+		bt := samplertest.NewBatch(t, c.buf, 2)
+		if err := call(t, name+" nil rng", func() error { return c.s.Sample(nil, bt) }); !errors.Is(err, buffer.ErrNil) {
+			t.Errorf("%s: Sample(nil, batch): %v, want ErrNil", name, err)
+		}
+		if err := call(t, name+" nil batch", func() error { return c.s.Sample(rng, nil) }); !errors.Is(err, buffer.ErrNil) {
+			t.Errorf("%s: Sample(rng, nil): %v, want ErrNil", name, err)
+		}
+		if w, ok := c.s.(sampler.Weighter); ok {
+			if err := call(t, name+" Weights(nil)", func() error { return w.Weights(nil, 0) }); !errors.Is(err, buffer.ErrNil) {
+				t.Errorf("%s: Weights(nil): %v, want ErrNil", name, err)
+			}
+		}
+		update := func() error { _, err := c.s.Update([]buffer.Ref{{}}, nil); return err }
+		if f, ok := c.s.(sampler.FeatureUpdater); ok {
+			update = func() error { _, err := f.UpdateFeatures([]buffer.Ref{{}}, []float64{1}, nil); return err }
+		}
+		if err := call(t, name+" Update", update); !errors.Is(err, buffer.ErrShape) {
+			t.Errorf("%s: Update length mismatch: %v, want ErrShape", name, err)
+		}
+	}
+}
