@@ -109,7 +109,9 @@ var nativeLittleEndian = func() bool {
 // call (samplers may; their counter increments may or may not be included).
 // Save checks what it can see of that first: a slot being written, or a
 // stripe whose cursor differs from its completed count, fails the call
-// rather than producing a checkpoint Load would refuse.
+// rather than producing a checkpoint Load would refuse. So does a NaN or
+// infinite value in a float column (Insert stores what it is given; the
+// error names the column and the slot).
 //
 // Cost: O(Capacity × item size); columns are written in bulk through one
 // bufio.Writer (64 KiB), with a CRC-32C over every byte; other scratch
@@ -130,6 +132,9 @@ func (b *Buffer) Save(w io.Writer) error {
 	cols, err := b.ckColumns()
 	if err != nil {
 		return fmt.Errorf("buffer: Save: %w", err)
+	}
+	if err := checkFiniteColumns(cols, b.cfg.Capacity); err != nil {
+		return fmt.Errorf("buffer: Save: %w (a checkpoint must load, and Load refuses non-finite data)", err)
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	cw := &ckWriter{w: bw}
@@ -202,8 +207,10 @@ func (b *Buffer) Save(w io.Writer) error {
 // nonzero padding, a checksum mismatch, or contents that no quiescent buffer
 // can hold (counters inconsistent with the config, odd generations,
 // priorities above the maximum, a never-written slot with a priority, slots
-// filled out of ring order, discrete actions outside NumActions). A read
-// error other than end of stream is returned wrapped as is.
+// filled out of ring order, discrete actions outside NumActions, a NaN or
+// infinite observation, action, reward, discount or Floats value: the error
+// names the column and the slot). A read error other than end of stream is
+// returned wrapped as is.
 //
 // Memory: the config is validated and the sizes it declares are bounded
 // before anything large is allocated. An in-memory reader (*bytes.Reader,
@@ -321,6 +328,9 @@ func Load(r io.Reader) (*Buffer, error) {
 	if err := b.checkCheckpoint(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
+	if err := checkFiniteColumns(cols, cfg.Capacity); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
 	b.rebuildTrees()
 	return b, nil
 }
@@ -407,6 +417,39 @@ func (b *Buffer) checkCheckpoint() error {
 				laps := (wr-1-uint64(l))/uint64(sc) + 1
 				return fmt.Errorf("slot %d (stripe %d): generation %d, but the stripe's counters say it was written %d times, which gives generation %d",
 					off+l, s, g, laps, posGen(laps-1))
+			}
+		}
+	}
+	return nil
+}
+
+// checkFiniteColumns reports the first NaN or infinity in a float column
+// (observations, actions, rewards, discounts, Floats columns), naming the
+// column, the slot and, for a column wider than one value, the component.
+// Such a value would poison every step that samples it; the actors' n-step
+// adder and policies never produce one. O(Capacity × item width), one
+// pass without a branch per value.
+func checkFiniteColumns(cols []ckColumn, capacity int) error {
+	for _, c := range cols {
+		p, ok := c.ptr.(*[]float32)
+		if !ok {
+			continue
+		}
+		v := *p
+		var acc float32
+		for _, x := range v {
+			acc += x * 0 // 0 for finite x, NaN otherwise
+		}
+		if acc == 0 {
+			continue
+		}
+		width := max(1, c.n/max(1, capacity))
+		for i, x := range v {
+			if x-x != 0 {
+				if width == 1 {
+					return fmt.Errorf("slot %d: %s is %v (must be finite)", i, c.name, x)
+				}
+				return fmt.Errorf("slot %d: %s[%d] is %v (must be finite)", i/width, c.name, i%width, x)
 			}
 		}
 	}
