@@ -6,8 +6,9 @@ import (
 )
 
 // check verifies the stage's invariants (see the fields of NERS): the
-// per-slot arrays span the buffer, the history holds at most History refs
-// and no more than were offered, the moments are finite with M2 >= 0, the
+// per-slot arrays span the buffer and hold finite reports, the history
+// holds at most History refs and no more than were offered, the moments
+// (and their row count) are finite with M2 >= 0, the
 // last update is not in the future, and every stored generation is an
 // item's (even) or 0 for a slot never reported. O(Capacity + History).
 func (s *NERS) check() error {
@@ -19,7 +20,7 @@ func (s *NERS) check() error {
 		return fmt.Errorf("history holds %d of %d refs after %d offered", s.histN, len(s.hist), s.seen)
 	case s.lastUpdate > s.steps || s.steps < 0:
 		return fmt.Errorf("last update at step %d, now step %d", s.lastUpdate, s.steps)
-	case s.momN < 0 || len(s.momMean) != s.width || len(s.momM2) != s.width:
+	case !(s.momN >= 0) || math.IsInf(s.momN, 0) || len(s.momMean) != s.width || len(s.momM2) != s.width:
 		return fmt.Errorf("moments over %v rows, %d and %d wide for %d features", s.momN, len(s.momMean), len(s.momM2), s.width)
 	}
 	for j := range s.width {
@@ -31,6 +32,9 @@ func (s *NERS) check() error {
 		if g&1 == 1 {
 			return fmt.Errorf("slot %d holds reports for an odd generation %d (a slot being written)", slot, g)
 		}
+		if !finite32(s.td[slot]) || !finite32(s.q[slot]) || !finite32(s.y[slot]) {
+			return fmt.Errorf("slot %d: reported δ %v, Q %v, y %v (must be finite)", slot, s.td[slot], s.q[slot], s.y[slot])
+		}
 	}
 	for i, r := range s.hist[:s.histN] {
 		if int(r.Slot) >= c || r.Gen&1 == 1 || r.Gen == 0 {
@@ -39,6 +43,9 @@ func (s *NERS) check() error {
 	}
 	return nil
 }
+
+// finite32 reports whether v is neither NaN nor infinite.
+func finite32(v float32) bool { return v-v == 0 }
 
 // assertInvariants panics on a broken invariant when built with -tags
 // invariants (on buffers of up to 2^14 slots).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/gob"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -50,6 +51,29 @@ type nersState struct {
 	Stats             NERSStats
 }
 
+// checkScalars refuses the scalar fields of a saved state no stage could
+// hold: a NaN or infinite baseline, pending evaluation or stat (each
+// stat's source is checked finite before it is recorded), negative
+// counts. It names the field. O(1).
+func (st *nersState) checkScalars() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"baseline", st.Baseline}, {"pending evaluation", st.Pending},
+		{"stats.reward", st.Stats.Reward}, {"stats.loss", st.Stats.Loss},
+		{"stats.score_min", st.Stats.ScoreMin}, {"stats.score_max", st.Stats.ScoreMax}, {"stats.score_mean", st.Stats.ScoreMean},
+	} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("%s is %v (must be finite)", f.name, f.v)
+		}
+	}
+	if st.Stats.TrainRows < 0 {
+		return fmt.Errorf("stats.train_rows is %d (must be >= 0)", st.Stats.TrainRows)
+	}
+	return nil
+}
+
 // Save writes the stage's state: the scorer and its optimizer, the
 // per-slot features, the running moments, the history reservoir, the
 // evaluation baseline and any pending evaluation, the step counters, the
@@ -87,9 +111,18 @@ func (s *NERS) Save(w io.Writer) error {
 // Load restores what Save wrote into s, a stage built over a buffer of
 // the same capacity with the same configuration; the run then continues
 // as if never stopped. A damaged stream, or a state that breaks the
-// stage's invariants, is an error wrapping buffer.ErrCorrupt; one written
-// for another buffer, feature width or a larger History wraps
+// stage's invariants, is an error wrapping buffer.ErrCorrupt that names
+// the field (non-finite per-slot reports, moments, baseline or stats
+// included; a damaged scorer also wraps model.ErrCorrupt, and a NaN or
+// infinite scorer parameter or Adam moment model.ErrNonFinite); one
+// written for another buffer, feature width or a larger History wraps
 // buffer.ErrConfig; either way s is unchanged. It needs quiescence.
+//
+// Memory: the state's length field is bounded by what a stage of s's
+// size can hold (about 48 bytes a slot) and the bytes are read as they
+// arrive, so a short stream cannot make Load allocate much more than it
+// supplies; the scorer is bounded as model.LoadNet bounds it. Cost:
+// O(Capacity + History + the scorer).
 func (s *NERS) Load(r io.Reader) error {
 	var hdr [20]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -110,9 +143,14 @@ func (s *NERS) Load(r io.Reader) error {
 	if limit := uint64(48*len(s.gen) + 24*len(s.hist) + 32*s.width + 1<<16); n > limit {
 		return fmt.Errorf("%w: ners: state of %d bytes, more than a stage of %d slots can hold (%d)", buffer.ErrCorrupt, n, len(s.gen), limit)
 	}
-	data := make([]byte, n+4)
-	if _, err := io.ReadFull(r, data); err != nil {
-		return fmt.Errorf("%w: ners: truncated state: %v", buffer.ErrCorrupt, err)
+	// Read through a LimitReader (ReadAll grows as data arrives): the
+	// length field cannot make Load allocate more than the stream holds.
+	data, err := io.ReadAll(io.LimitReader(r, int64(n)+4))
+	if err != nil {
+		return fmt.Errorf("%w: ners: reading the state: %w", buffer.ErrCorrupt, err)
+	}
+	if uint64(len(data)) < n+4 {
+		return fmt.Errorf("%w: ners: truncated state: %d of %d bytes: %w", buffer.ErrCorrupt, len(data), n+4, io.ErrUnexpectedEOF)
 	}
 	if binary.LittleEndian.Uint32(data[n:]) != crc32.Checksum(data[:n], crc32.MakeTable(crc32.Castagnoli)) {
 		return fmt.Errorf("%w: ners: state checksum mismatch", buffer.ErrCorrupt)
@@ -139,15 +177,18 @@ func (s *NERS) Load(r io.Reader) error {
 	if err := probe.check(); err != nil {
 		return fmt.Errorf("%w: ners: saved state: %v", buffer.ErrCorrupt, err)
 	}
-	if math.IsNaN(st.Baseline) || math.IsInf(st.Baseline, 0) || math.IsNaN(st.Pending) || math.IsInf(st.Pending, 0) {
-		return fmt.Errorf("%w: ners: saved baseline %v, pending evaluation %v", buffer.ErrCorrupt, st.Baseline, st.Pending)
+	if err := st.checkScalars(); err != nil {
+		return fmt.Errorf("%w: ners: saved state: %w", buffer.ErrCorrupt, err)
 	}
 	pcg := &rand.PCG{}
 	if err := pcg.UnmarshalBinary(st.RNG); err != nil {
 		return fmt.Errorf("%w: ners: random stream: %v", buffer.ErrCorrupt, err)
 	}
 	if err := s.net.Load(r); err != nil {
-		return fmt.Errorf("ners: scorer: %w", err)
+		if errors.Is(err, buffer.ErrConfig) {
+			return fmt.Errorf("ners: %w", err)
+		}
+		return fmt.Errorf("%w: ners: %w", buffer.ErrCorrupt, err)
 	}
 	*s.pcg = *pcg
 	s.steps, s.lastUpdate, s.baseline, s.hasBase, s.seen = st.Steps, st.LastUpdate, st.Baseline, st.HasBase, st.Seen

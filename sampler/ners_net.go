@@ -470,20 +470,23 @@ func (n *NERSNet) Save(w io.Writer) error {
 // Load restores what Save wrote into n, which must have the same
 // configuration: the next Reinforce continues the saved run bit for bit.
 // A stream of another shape is an error wrapping buffer.ErrConfig; a
-// damaged one the model package's error. n is unchanged on error.
+// damaged one (a NaN or infinite parameter or Adam moment included) the
+// model package's error (model.ErrCorrupt), naming the subnet and the
+// field. n is unchanged on error. Memory is bounded as model.LoadNet and
+// model.LoadAdam bound it; cost O(NumParams).
 func (n *NERSNet) Load(r io.Reader) error {
 	nets := make([]*model.Net, len(n.params))
 	opts := make([]*model.Adam, len(n.params))
 	for i := range n.params {
 		var err error
 		if nets[i], err = model.LoadNet(r); err != nil {
-			return err
+			return fmt.Errorf("ners scorer: %s: %w", n.where[i], err)
 		}
 		if !nets[i].SameShape(n.subnet(i)) {
 			return fmt.Errorf("%w: ners scorer: saved %s has another shape", buffer.ErrConfig, n.where[i])
 		}
 		if opts[i], err = model.LoadAdam(r); err != nil {
-			return err
+			return fmt.Errorf("ners scorer: optimizer of %s: %w", n.where[i], err)
 		}
 		if opts[i].Len() != len(n.params[i]) {
 			return fmt.Errorf("%w: ners scorer: saved optimizer of %s has %d moments, want %d", buffer.ErrConfig, n.where[i], opts[i].Len(), len(n.params[i]))
