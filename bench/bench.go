@@ -108,6 +108,37 @@ type Config struct {
 	// apex phases (Report.Noise); 0 means min(Duration, 2 s), negative
 	// skips it.
 	NoiseDuration time.Duration
+	// Progress, if set, is called on Run's goroutine as each phase starts
+	// (a fill, a solo or load phase of a backend, the noise probe) with a
+	// line saying what it does and for how long.
+	Progress func(line string)
+}
+
+// say reports a phase's start to c.Progress, if set.
+func (c Config) say(format string, args ...any) {
+	if c.Progress != nil {
+		c.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+// Estimate is about how long Run takes with c, fills excluded: every timed
+// phase (solo, load, noise) of every backend c runs.
+func (c Config) Estimate() time.Duration {
+	per := c.Duration
+	if c.Solo {
+		per += c.soloDuration()
+	}
+	d := per
+	if nd := c.noiseDuration(); nd > 0 {
+		d += nd
+	}
+	if c.Baseline {
+		d += per
+		if c.BaselineSamePath && c.BaselineInserters != c.Inserters {
+			d += c.Duration
+		}
+	}
+	return d
 }
 
 // DefaultConfig is the configuration `apex bench` runs with no flags.
@@ -284,6 +315,11 @@ type Report struct {
 	// median learner step (see Noise); nil when Config.NoiseDuration is
 	// negative.
 	Noise *Noise `json:"machine_noise,omitempty"`
+	// Interrupted says the run was cut short (its context ended): the
+	// report holds the figures measured so far, those of the phase cut
+	// short over the time it ran, and no targets; the phases that never
+	// ran are absent or zero.
+	Interrupted bool `json:"interrupted,omitempty"`
 
 	// InsertPath describes how transitions reach the apex buffer.
 	InsertPath string `json:"insert_path"`
@@ -322,9 +358,10 @@ type ConfigJSON struct {
 // cfg.Baseline is false) the mutex baseline under the same load, each
 // preceded by its solo learner run (unless cfg.Solo is false). It takes
 // about 2·(Duration + SoloDuration) + Duration (the baseline's second
-// insert path) plus the fills. Cancelling ctx stops
-// the run early with ctx's error. Run starts goroutines and waits for all
-// of them before it returns.
+// insert path) plus the fills (Config.Estimate). Cancelling ctx stops the
+// run early: Run then returns ctx's error together with a report of the
+// figures measured so far (Report.Interrupted). Run starts goroutines and
+// waits for all of them before it returns.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -339,18 +376,29 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		GOARCH:          runtime.GOARCH,
 		TransitionBytes: transitionBytes,
 	}
+	// stopped returns the report so far when ctx has ended, else the error.
+	stopped := func(err error) (*Report, error) {
+		if cerr := ctx.Err(); cerr != nil {
+			rep.Interrupted = true
+			return rep, cerr
+		}
+		return nil, err
+	}
 	tab := newPrioTable(cfg.Seed, cfg.LearnerBatch)
 
 	ab, err := newApexBackend(cfg)
 	if err != nil {
 		return nil, err
 	}
-	res, err := measure(ctx, ab, cfg, tab)
-	if err != nil {
-		return nil, fmt.Errorf("apex: %w", err)
-	}
+	res, err := measure(ctx, "apex", ab, cfg, tab)
 	res.InsertPath = insertPath(cfg, cfg.Inserters)
 	rep.Result = res
+	if err != nil {
+		if rep, err := stopped(err); rep != nil {
+			return rep, err
+		}
+		return nil, fmt.Errorf("apex: %w", err)
+	}
 	ab = nil
 	runtime.GC() // release the apex buffer before the baseline's is built
 	if nd := cfg.noiseDuration(); nd > 0 {
@@ -359,36 +407,37 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			loop = res.LearnerStepP50US
 		}
 		if loop > 0 {
+			cfg.say("machine noise: a CPU-only loop of %.1f µs, timed for %v", loop, nd)
 			n := measureNoise(ctx, loop, nd)
 			rep.Noise = &n
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	if ctx.Err() != nil {
+		return stopped(nil)
 	}
 
 	if cfg.Baseline {
 		bcfg := cfg
 		bcfg.Inserters = cfg.BaselineInserters
 		bb := newBaselineBackend(bcfg)
-		res, err := measure(ctx, bb, bcfg, tab)
-		if err != nil {
-			return nil, fmt.Errorf("baseline: %w", err)
-		}
+		res, err := measure(ctx, "mutex baseline", bb, bcfg, tab)
 		res.InsertPath = insertPath(cfg, cfg.BaselineInserters)
 		rep.Baseline = &res
 		rep.ApexToBaseline = ratio(rep.SamplesPerSec, res.SamplesPerSec)
 		rep.ApexToBaselineSolo = ratio(rep.SoloSamplesPerSec, res.SoloSamplesPerSec)
+		if err != nil {
+			if rep, err := stopped(err); rep != nil {
+				return rep, err
+			}
+			return nil, fmt.Errorf("baseline: %w", err)
+		}
 		bb = nil
 		runtime.GC()
 		if cfg.BaselineSamePath && cfg.BaselineInserters != cfg.Inserters {
 			scfg := cfg
 			scfg.Solo = false
 			sb := newBaselineBackend(scfg)
-			same, err := measure(ctx, sb, scfg, tab)
-			if err != nil {
-				return nil, fmt.Errorf("baseline (apex's insert path): %w", err)
-			}
+			same, err := measure(ctx, "mutex baseline on apex's insert path", sb, scfg, tab)
 			same.InsertPath = insertPath(cfg, cfg.Inserters)
 			same.SoloDurationSec, same.SoloSamplesPerSec = res.SoloDurationSec, res.SoloSamplesPerSec
 			same.SoloLearnerStepP50US, same.SoloLearnerStepP99US = res.SoloLearnerStepP50US, res.SoloLearnerStepP99US
@@ -396,6 +445,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			same.LoadToSolo = ratio(same.SamplesPerSec, same.SoloSamplesPerSec)
 			rep.BaselineSamePath = &same
 			rep.ApexToBaselineSamePath = ratio(rep.SamplesPerSec, same.SamplesPerSec)
+			if err != nil {
+				if rep, err := stopped(err); rep != nil {
+					return rep, err
+				}
+				return nil, fmt.Errorf("baseline (apex's insert path): %w", err)
+			}
 			sb = nil
 			runtime.GC()
 		}

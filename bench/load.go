@@ -59,18 +59,20 @@ type phase struct {
 }
 
 // measure fills be, runs its solo phase (if cfg.Solo) and its load phase,
-// and returns the figures.
-func measure[B any](ctx context.Context, be backend[B], cfg Config, tab *prioTable) (Result, error) {
+// and returns the figures. When ctx ends it returns ctx's error with the
+// figures measured so far: those of the phases that finished, and of the
+// one it cut short, over the time that phase ran.
+// name labels its progress lines.
+func measure[B any](ctx context.Context, name string, be backend[B], cfg Config, tab *prioTable) (Result, error) {
 	res := be.describe()
+	cfg.say("%s: filling %d slots", name, cfg.Capacity)
 	if err := be.prefill(tab); err != nil {
 		return res, err
 	}
 	h := new(histogram)
 	if cfg.Solo {
+		cfg.say("%s: the learner alone for %v", name, cfg.soloDuration())
 		p, err := runPhase(ctx, be, cfg, tab, h, false, cfg.soloDuration())
-		if err != nil {
-			return res, err
-		}
 		res.SoloDurationSec = p.learn.Seconds()
 		res.FailedLearnerSteps += p.failed
 		res.SoloSamplesPerSec = rate(p.steps*uint64(cfg.LearnerBatch), p.learn)
@@ -79,12 +81,13 @@ func measure[B any](ctx context.Context, be backend[B], cfg Config, tab *prioTab
 		res.SoloLearnerStepP999US = us(h.quantile(0.999))
 		res.SoloLearnerStepMaxUS = us(time.Duration(h.max))
 		*h = histogram{}
+		if err != nil {
+			return res, err
+		}
 	}
+	cfg.say("%s: the learner under the load of %d actors for %v", name, cfg.Actors, cfg.Duration)
 	c0 := be.counters()
 	p, err := runPhase(ctx, be, cfg, tab, h, true, cfg.Duration)
-	if err != nil {
-		return res, err
-	}
 	c1 := be.counters()
 	res.DurationSec = p.wall.Seconds()
 	res.InsertsPerSec = rate(p.inserts, p.wall)
@@ -92,7 +95,7 @@ func measure[B any](ctx context.Context, be backend[B], cfg Config, tab *prioTab
 	res.UpdatesPerSec = rate(p.applied, p.learn)
 	res.LearnerStepsPerSec = rate(p.steps, p.learn)
 	res.LearnerSteps = p.steps
-	res.FailedLearnerSteps = p.failed
+	res.FailedLearnerSteps += p.failed
 	res.LearnerStepP50US = us(h.quantile(0.5))
 	res.LearnerStepP99US = us(h.quantile(0.99))
 	res.LearnerStepP999US = us(h.quantile(0.999))
@@ -100,12 +103,12 @@ func measure[B any](ctx context.Context, be backend[B], cfg Config, tab *prioTab
 	res.StaleUpdatesDropped = c1.stale - c0.stale
 	res.TornReads = c1.torn - c0.torn
 	res.StratumFallbacks = c1.fallbacks - c0.fallbacks
-	if p.cpu > 0 {
+	if p.cpu > 0 && p.wall > 0 {
 		res.CPUCores = p.cpu.Seconds() / p.wall.Seconds()
 	}
 	res.Mallocs, res.GCCycles = p.mallocs, p.gcs
 	res.LoadToSolo = ratio(res.SamplesPerSec, res.SoloSamplesPerSec)
-	return res, nil
+	return res, err
 }
 
 func rate(n uint64, d time.Duration) float64 {

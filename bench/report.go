@@ -14,6 +14,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&sb, "apex bench: actors=%d batch=%d learner-batch=%d capacity=%d load=%gs solo=%gs seed=%d\n",
 		c.Actors, c.Batch, c.LearnerBatch, c.Capacity, c.DurationSec, soloSec(c), c.Seed)
 	fmt.Fprintf(&sb, "machine: %s %s/%s, GOMAXPROCS=%d, %d CPUs\n", r.GoVersion, r.GOOS, r.GOARCH, r.GOMAXPROCS, r.NumCPU)
+	if r.Interrupted {
+		sb.WriteString("INTERRUPTED: the figures measured so far (the phase cut short over the time it ran; phases not run are absent or 0)\n")
+	}
 	fmt.Fprintf(&sb, "insert path (apex): %s\n", r.InsertPath)
 	if r.Baseline != nil {
 		fmt.Fprintf(&sb, "insert path (baseline): %s\n", r.Baseline.InsertPath)
@@ -84,6 +87,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	if n := r.Noise; n != nil {
 		fmt.Fprintf(&sb, "\nmachine noise (a CPU-only loop of %.1f µs, the learner's median step, timed %d times): p50 %.1f, p99 %.1f, p99.9 %.1f, max %.1f µs\n",
 			n.LoopUS, n.Samples, n.P50US, n.P99US, n.P999US, n.MaxUS)
+	}
+	if r.Interrupted {
+		sb.WriteString("\ntargets (apex): not checked, the run was interrupted\n")
+		_, err := io.WriteString(w, sb.String())
+		return err
 	}
 	sb.WriteString("\ntargets (apex):\n")
 	tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime/pprof"
+	"time"
 
 	"github.com/apexrl/apex/bench"
 )
@@ -81,10 +80,19 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		defer pprof.StopCPUProfile()
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+	start := time.Now()
+	cfg.Progress = func(line string) {
+		fmt.Fprintf(stderr, "apex bench: %5.1fs  %s\n", time.Since(start).Seconds(), line)
+	}
+	fmt.Fprintf(stderr, "apex bench: about %v of timed phases, plus the fills (Ctrl-C prints the figures so far)\n", cfg.Estimate())
+	ctx, interrupted, stopWatching := watchSignals(func(s os.Signal) {
+		fmt.Fprintf(stderr, "apex bench: interrupted (%s): stopping; the figures so far follow (a second signal exits at once)\n", signalName(s))
+	}, func(s os.Signal) {
+		fmt.Fprintf(stderr, "apex bench: second interrupt (%s): exiting now, without a report\n", signalName(s))
+	})
+	defer stopWatching()
 	rep, err := bench.Run(ctx, cfg)
-	if err != nil {
+	if err != nil && (rep == nil || !rep.Interrupted) {
 		fmt.Fprintf(stderr, "apex bench: %v\n", err)
 		return 1
 	}
@@ -99,11 +107,17 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "apex bench: %v\n", err)
 			return 1
 		}
-		return 0
-	}
-	if err := rep.WriteText(stdout); err != nil {
+	} else if err := rep.WriteText(stdout); err != nil {
 		fmt.Fprintf(stderr, "apex bench: %v\n", err)
 		return 1
+	}
+	if rep.Interrupted {
+		code := 130
+		if s := interrupted(); s != nil {
+			code = signalExitCode(s)
+		}
+		fmt.Fprintf(stderr, "apex bench: interrupted after %.1fs: the report above holds the figures measured so far\n", time.Since(start).Seconds())
+		return code
 	}
 	return 0
 }

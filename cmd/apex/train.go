@@ -237,7 +237,12 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	ckpt := tr.Config().Checkpoint
-	ctx, interrupted, stopWatching := watchSignals(ckpt, stderr, log)
+	ctx, interrupted, stopWatching := watchSignals(func(s os.Signal) {
+		log.Warn("interrupted: stopping; the results and the checkpoint are being written (a second signal exits at once)",
+			"signal", signalName(s))
+	}, func(s os.Signal) {
+		fmt.Fprintf(stderr, "apex: second interrupt (%s): exiting now; %s\n", signalName(s), lastCheckpoint(ckpt))
+	})
 	defer stopWatching()
 	done := make(chan struct{})
 	var printer sync.WaitGroup
@@ -330,18 +335,18 @@ var notifySignals = func(c chan<- os.Signal, sigs ...os.Signal) (stop func()) {
 // exitNow ends the process at once (a second signal); tests replace it.
 var exitNow = os.Exit
 
-// watchSignals returns a context that ends at the first of gracefulSignals
-// (logged as a warning), a function that reports that signal (nil if none
-// came), and the function that stops watching. A second signal ends the
-// process at once with exit status 128+signal, after saying on stderr
-// which checkpoint is the last one on disk.
-func watchSignals(ckpt string, stderr io.Writer, log *slog.Logger) (ctx context.Context, got func() os.Signal, stop func()) {
+// watchSignals returns a context that ends at the first of
+// gracefulSignals (after first(signal) is called), a function that reports
+// that signal (nil if none came), and the function that stops watching. A
+// second signal calls second(signal), which says what is lost, then ends
+// the process at once with exit status 128+signal.
+func watchSignals(first, second func(os.Signal)) (ctx context.Context, got func() os.Signal, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := make(chan os.Signal, 2)
 	unsubscribe := notifySignals(c, gracefulSignals...)
 	quit := make(chan struct{})
 	var mu sync.Mutex
-	var first os.Signal
+	var firstSig os.Signal
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
@@ -352,18 +357,17 @@ func watchSignals(ckpt string, stderr io.Writer, log *slog.Logger) (ctx context.
 				return
 			}
 			mu.Lock()
-			again := first != nil
+			again := firstSig != nil
 			if !again {
-				first = s
+				firstSig = s
 			}
 			mu.Unlock()
 			if !again {
-				log.Warn("interrupted: stopping; the results and the checkpoint are being written (a second signal exits at once)",
-					"signal", signalName(s))
+				first(s)
 				cancel()
 				continue
 			}
-			fmt.Fprintf(stderr, "apex: second interrupt (%s): exiting now; %s\n", signalName(s), lastCheckpoint(ckpt))
+			second(s)
 			exitNow(signalExitCode(s))
 			return // only reached when a test replaced exitNow
 		}
@@ -371,7 +375,7 @@ func watchSignals(ckpt string, stderr io.Writer, log *slog.Logger) (ctx context.
 	got = func() os.Signal {
 		mu.Lock()
 		defer mu.Unlock()
-		return first
+		return firstSig
 	}
 	stop = func() {
 		unsubscribe()
