@@ -57,24 +57,29 @@ type Dense struct {
 // NewDense returns a layer from in to out units with activation act whose
 // parameters live in params[:DenseParams(in, out)] and whose gradients go
 // to grads[:DenseParams(in, out)]. It does not initialize the parameters
-// (see InitGlorot). It panics if a size is not positive, act is not a valid
-// Activation, or a slice is too short: these are programming errors.
-func NewDense(in, out int, act Activation, params, grads []float64) *Dense {
+// (see InitGlorot). Errors: a size that is not positive or a layer of more
+// than 2^28 parameters (ErrConfig), an invalid act (ErrConfig), or a slice
+// too short (ErrShape).
+func NewDense(in, out int, act Activation, params, grads []float64) (*Dense, error) {
 	d := new(Dense)
-	d.init(in, out, act, params, grads)
-	return d
+	if err := d.init(in, out, act, params, grads); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
-func (d *Dense) init(in, out int, act Activation, params, grads []float64) {
-	if in <= 0 || out <= 0 {
-		panic(fmt.Sprintf("model: NewDense(%d, %d): sizes must be positive", in, out))
-	}
-	if !act.valid() {
-		panic("model: NewDense: invalid activation " + act.String())
+func (d *Dense) init(in, out int, act Activation, params, grads []float64) error {
+	switch {
+	case in <= 0 || out <= 0:
+		return errorf(ErrConfig, "NewDense(%d, %d): sizes must be positive", in, out)
+	case in > maxParams || out > maxParams || in*out > maxParams:
+		return errorf(ErrConfig, "NewDense(%d, %d): more than %d parameters", in, out, maxParams)
+	case !act.valid():
+		return errorf(ErrConfig, "NewDense: invalid activation %v", act)
 	}
 	n := DenseParams(in, out)
 	if len(params) < n || len(grads) < n {
-		panic(fmt.Sprintf("model: NewDense(%d, %d): needs %d parameters and gradients, got %d and %d", in, out, n, len(params), len(grads)))
+		return errorf(ErrShape, "NewDense(%d, %d): needs %d parameters and gradients, got %d and %d", in, out, n, len(params), len(grads))
 	}
 	*d = Dense{
 		in: in, out: out, act: act,
@@ -86,6 +91,7 @@ func (d *Dense) init(in, out int, act Activation, params, grads []float64) {
 		d.wt = make([]float64, in*out)
 		d.gwt = make([]float64, in*out)
 	}
+	return nil
 }
 
 // transpose writes the r×c row-major matrix src into dst as c×r.

@@ -1,10 +1,12 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/blas"
@@ -124,17 +126,59 @@ func TestZeroAllocs(t *testing.T) {
 	}
 }
 
+// mustDense returns NewDense(...) and fails the test on error.
+func mustDense(t testing.TB, in, out int, act Activation, params, grads []float64) *Dense {
+	t.Helper()
+	d, err := NewDense(in, out, act, params, grads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestNewDenseErrors: the constructor refuses bad sizes, activations and
+// short slices with an error, never a panic.
+func TestNewDenseErrors(t *testing.T) {
+	p := make([]float64, DenseParams(2, 3))
+	for _, c := range []struct {
+		name    string
+		in, out int
+		act     Activation
+		params  []float64
+		is      error
+		text    string
+	}{
+		{"zero in", 0, 3, ReLU, p, ErrConfig, "sizes must be positive"},
+		{"negative out", 2, -3, ReLU, p, ErrConfig, "sizes must be positive"},
+		{"overflowing", 1 << 40, 1 << 40, ReLU, p, ErrConfig, "more than"},
+		{"unset act", 2, 3, 0, p, ErrConfig, "invalid activation"},
+		{"short params", 2, 3, ReLU, p[:5], ErrShape, "needs 9 parameters"},
+	} {
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("%s: panicked: %v", c.name, r)
+				}
+			}()
+			_, err = NewDense(c.in, c.out, c.act, c.params, p)
+		}()
+		if !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.text) {
+			t.Errorf("%s: %v, want %v saying %q", c.name, err, c.is, c.text)
+		}
+	}
+}
+
+// TestDensePanics: Forward and Backward keep their documented panics for
+// shapes the caller owns (the hot path has no error result).
 func TestDensePanics(t *testing.T) {
 	p := make([]float64, DenseParams(2, 3))
 	for name, f := range map[string]func(){
-		"zero in":        func() { NewDense(0, 3, ReLU, p, p) },
-		"unset act":      func() { NewDense(2, 3, 0, p, p) },
-		"short params":   func() { NewDense(2, 3, ReLU, p[:5], p) },
-		"ragged input":   func() { NewDense(2, 3, ReLU, p, p).Forward(make([]float64, 3)) },
-		"empty input":    func() { NewDense(2, 3, ReLU, p, p).Forward(nil) },
-		"backward first": func() { NewDense(2, 3, ReLU, p, p).Backward(make([]float64, 3), false) },
+		"ragged input":   func() { mustDense(t, 2, 3, ReLU, p, p).Forward(make([]float64, 3)) },
+		"empty input":    func() { mustDense(t, 2, 3, ReLU, p, p).Forward(nil) },
+		"backward first": func() { mustDense(t, 2, 3, ReLU, p, p).Backward(make([]float64, 3), false) },
 		"backward shape": func() {
-			d := NewDense(2, 3, ReLU, p, p)
+			d := mustDense(t, 2, 3, ReLU, p, p)
 			d.Forward(make([]float64, 4))
 			d.Backward(make([]float64, 3), false)
 		},
@@ -156,7 +200,7 @@ func TestGlorot(t *testing.T) {
 	for i := range p {
 		p[i] = 7
 	}
-	d := NewDense(in, out, Tanh, p, make([]float64, len(p)))
+	d := mustDense(t, in, out, Tanh, p, make([]float64, len(p)))
 	d.InitGlorot(rand.New(rand.NewPCG(1, 1)))
 	l := math.Sqrt(6.0 / (in + out))
 	var sum, sq, maxAbs float64

@@ -88,12 +88,12 @@ func TestGradDense(t *testing.T) {
 			in, out, batch := shape[0], shape[1], shape[2]
 			t.Run(fmt.Sprintf("%v/%dx%d/B=%d", act, in, out, batch), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(act), uint64(batch)))
-				if d := NewDense(in, out, act, make([]float64, DenseParams(in, out)), make([]float64, DenseParams(in, out))); d.narrow != (in == 12) {
+				if d := mustDense(t, in, out, act, make([]float64, DenseParams(in, out)), make([]float64, DenseParams(in, out))); d.narrow != (in == 12) {
 					t.Fatalf("narrow = %v", d.narrow)
 				}
 				n := DenseParams(in, out)
 				params, grads := make([]float64, n), make([]float64, n)
-				d := NewDense(in, out, act, params, grads)
+				d := mustDense(t, in, out, act, params, grads)
 				d.InitGlorot(rng)
 				copy(d.b, randVec(rng, out, 0.5)) // nonzero biases, so db is tested
 				x := randVec(rng, batch*in, 1)
@@ -107,14 +107,14 @@ func TestGradDense(t *testing.T) {
 
 				// With respect to the parameters.
 				fp := func(p []float64) float64 {
-					q := NewDense(in, out, act, p, make([]float64, n))
+					q := mustDense(t, in, out, act, p, make([]float64, n))
 					return dot(c, q.Forward(x))
 				}
 				checkGrad(t, "params", grads, fp, params)
 
 				// With respect to the input.
 				fx := func(xx []float64) float64 {
-					q := NewDense(in, out, act, params, make([]float64, n))
+					q := mustDense(t, in, out, act, params, make([]float64, n))
 					return dot(c, q.Forward(xx))
 				}
 				checkGrad(t, "input", dx, fx, x)

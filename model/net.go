@@ -201,7 +201,9 @@ func NewNet(cfg Config, rng *rand.Rand) (*Net, error) {
 	off := 0
 	for i, s := range specs {
 		l := &n.layers[i]
-		l.init(s.in, s.out, s.act, n.params[off:], n.grads[off:])
+		if err := l.init(s.in, s.out, s.act, n.params[off:], n.grads[off:]); err != nil {
+			return nil, err // not reached: cfg.Validate bounds every layer
+		}
 		l.name, l.off = s.name, off
 		if rng != nil {
 			l.InitGlorot(rng)

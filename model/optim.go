@@ -43,8 +43,12 @@ func GradNorm(g []float64) (float64, error) {
 // ClipGradNorm scales g in place so its global L2 norm is at most maxNorm
 // (Pascanu et al. 2013): when the norm exceeds maxNorm every entry is
 // multiplied by maxNorm/norm. maxNorm <= 0 disables clipping. It returns the
-// norm before clipping, or a *NonFiniteError (g unchanged). Cost O(len(g)).
+// norm before clipping, or a *NonFiniteError (g unchanged); a NaN maxNorm
+// is an ErrConfig error. Cost O(len(g)).
 func ClipGradNorm(g []float64, maxNorm float64) (float64, error) {
+	if math.IsNaN(maxNorm) {
+		return math.NaN(), errorf(ErrConfig, "ClipGradNorm: maxNorm = NaN")
+	}
 	norm, err := GradNorm(g)
 	if err != nil {
 		return norm, err
@@ -159,13 +163,14 @@ func (a *Adam) Reset() {
 // Step applies one Adam update to params from grads (see Optimizer: the
 // returned norm is the one before clipping; a non-finite gradient is
 // refused and leaves everything unchanged). With ClipNorm set, grads is
-// scaled in place. It panics if either slice's length differs from Len.
+// scaled in place. A slice whose length differs from Len is an ErrShape
+// error (nothing changes).
 //
 // Cost O(n): one pass for the norm, one for the update (a square root and a
 // division per parameter); no allocation.
 func (a *Adam) Step(params, grads []float64) (float64, error) {
 	if len(params) != len(a.m) || len(grads) != len(a.m) {
-		panic(fmt.Sprintf("model: Adam.Step: len(params) = %d, len(grads) = %d, Adam has %d", len(params), len(grads), len(a.m)))
+		return 0, errorf(ErrShape, "Adam.Step: len(params) = %d, len(grads) = %d, Adam has %d", len(params), len(grads), len(a.m))
 	}
 	norm, err := ClipGradNorm(grads, a.cfg.ClipNorm)
 	if err != nil {
@@ -195,14 +200,19 @@ type SGD struct {
 	ClipNorm float64 `json:"clip_norm"`
 }
 
-// Step applies θ ← θ − LR·g (see Optimizer). It panics on mismatched
-// lengths or LR <= 0. Cost O(n), no allocation.
+// Step applies θ ← θ − LR·g (see Optimizer). Mismatched lengths
+// (ErrShape), an LR that is not finite and > 0 or a ClipNorm that is not
+// finite and >= 0 (ErrConfig) are errors and change nothing. Cost O(n), no
+// allocation.
 func (s SGD) Step(params, grads []float64) (float64, error) {
 	if len(params) != len(grads) {
-		panic(fmt.Sprintf("model: SGD.Step: len(params) = %d, len(grads) = %d", len(params), len(grads)))
+		return 0, errorf(ErrShape, "SGD.Step: len(params) = %d, len(grads) = %d", len(params), len(grads))
 	}
-	if !(s.LR > 0) {
-		panic(fmt.Sprintf("model: SGD.Step: LR = %g (must be > 0)", s.LR))
+	if !(s.LR > 0) || math.IsInf(s.LR, 1) {
+		return 0, errorf(ErrConfig, "SGD.LR = %g (must be finite and > 0)", s.LR)
+	}
+	if !(s.ClipNorm >= 0) || math.IsInf(s.ClipNorm, 1) {
+		return 0, errorf(ErrConfig, "SGD.ClipNorm = %g (must be finite and >= 0; 0 disables clipping)", s.ClipNorm)
 	}
 	norm, err := ClipGradNorm(grads, s.ClipNorm)
 	if err != nil {

@@ -38,8 +38,11 @@ func (n *Net) Snapshot(version uint64) *Params { return NewParams(version, n.par
 
 // SetParams copies p's weights into n's parameters (an actor refreshing its
 // copy). p is only read. Cost O(parameters), no allocation. An error
-// wrapping ErrShape reports a Params of another length.
+// wrapping ErrShape reports a nil p or a Params of another length.
 func (n *Net) SetParams(p *Params) error {
+	if p == nil {
+		return errorf(ErrShape, "SetParams(nil)")
+	}
 	if len(p.w) != len(n.params) {
 		return errorf(ErrShape, "Params version %d has %d parameters, the network %d", p.version, len(p.w), len(n.params))
 	}
