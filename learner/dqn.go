@@ -57,6 +57,7 @@ const seedStream = 0x6170_6578_6c72_6e72 // "apexlrnr"
 // snapshot (a copy of the parameters). After the first Step nothing is
 // allocated except the published snapshots (two allocations each).
 type DQN struct {
+	busy   busy // refuses overlapping calls (ErrBusy)
 	cfg    DQNConfig
 	net    *model.Net
 	target *model.Net
@@ -275,12 +276,21 @@ func (l *DQN) Stats() DQNStats {
 // applied: the network is poisoned and the run must stop). A failed step
 // does not count: Steps is unchanged.
 //
-// Step must be called from one goroutine at a time. It allocates nothing
-// except, every PublishEvery steps, the published snapshot.
+// Step must be called from one goroutine at a time: a call that overlaps
+// another is refused with ErrBusy (nothing done), as is a nil ctx
+// (ErrConfig). It allocates nothing except, every PublishEvery steps, the
+// published snapshot.
 func (l *DQN) Step(ctx context.Context) error {
+	if ctx == nil {
+		return errorf(ErrConfig, "Step: nil context")
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := l.busy.enter(&opStep); err != nil {
+		return err
+	}
+	defer l.busy.exit()
 	step := l.steps + 1
 	b := l.batch
 	t0 := time.Now()

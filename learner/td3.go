@@ -82,6 +82,7 @@ const (
 // After the first Step nothing is allocated except the published
 // snapshots (two allocations each).
 type TD3 struct {
+	busy       busy // refuses overlapping calls (ErrBusy)
 	cfg        TD3Config
 	actor      *model.Net
 	actorTarg  *model.Net
@@ -390,12 +391,21 @@ func (l *TD3) Stats() TD3Stats {
 // and like a poisoned parameter the run must stop. A failed step does not
 // count: Steps is unchanged.
 //
-// Step must be called from one goroutine at a time. It allocates nothing
-// except, every PublishEvery steps, the published snapshot.
+// Step must be called from one goroutine at a time: a call that overlaps
+// another is refused with ErrBusy (nothing done), as is a nil ctx
+// (ErrConfig). It allocates nothing except, every PublishEvery steps, the
+// published snapshot.
 func (l *TD3) Step(ctx context.Context) error {
+	if ctx == nil {
+		return errorf(ErrConfig, "Step: nil context")
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := l.busy.enter(&opStep); err != nil {
+		return err
+	}
+	defer l.busy.exit()
 	step := l.steps + 1
 	b := l.batch
 	t0 := time.Now()

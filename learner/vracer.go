@@ -86,6 +86,7 @@ const vracerStream = 0x7672_6163_6572_5f6c
 // first Step the learner allocates nothing but the snapshots; the stage
 // allocates only as its episode index grows (amortised, per new episode).
 type VRACER struct {
+	busy  busy // refuses overlapping calls (ErrBusy)
 	cfg   VRACERConfig
 	net   *model.Net
 	adam  *model.Adam
@@ -325,13 +326,22 @@ type vracerParts struct {
 // checked already, so only a defect) leave the update applied. A failed
 // step does not count: Steps is unchanged.
 //
-// Step must be called from one goroutine at a time. It allocates nothing
-// except, every PublishEvery steps, the published snapshot (and the
-// stage's amortised growth of its episode index).
+// Step must be called from one goroutine at a time: a call that overlaps
+// another is refused with ErrBusy (nothing done), as is a nil ctx
+// (ErrConfig). It allocates nothing except, every PublishEvery steps, the
+// published snapshot (and the stage's amortised growth of its episode
+// index).
 func (l *VRACER) Step(ctx context.Context) error {
+	if ctx == nil {
+		return errorf(ErrConfig, "Step: nil context")
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := l.busy.enter(&opStep); err != nil {
+		return err
+	}
+	defer l.busy.exit()
 	step := l.steps + 1
 	b := l.batch
 	t0 := time.Now()

@@ -1,0 +1,172 @@
+package learner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/model"
+	"github.com/apexrl/apex/sampler"
+)
+
+// noPanic runs f and turns a panic into a test failure and an error.
+func noPanic(t *testing.T, name string, f func() error) (err error) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s panicked: %v", name, r)
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return f()
+}
+
+// checkNonFinite sets each float field of cfg (and of its nested structs)
+// to NaN, +Inf and -Inf in turn and requires validate to fail with
+// ErrConfig, naming the field (or its parent) as a word.
+func checkNonFinite(t *testing.T, cfg any, validate func(any) error) {
+	t.Helper()
+	type field struct {
+		path []string
+		idx  []int
+	}
+	var fields []field
+	var walk func(typ reflect.Type, idx []int, path []string)
+	walk = func(typ reflect.Type, idx []int, path []string) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			ix := append(append([]int(nil), idx...), i)
+			p := append(append([]string(nil), path...), f.Name)
+			switch f.Type.Kind() {
+			case reflect.Float64:
+				fields = append(fields, field{p, ix})
+			case reflect.Struct:
+				walk(f.Type, ix, p)
+			}
+		}
+	}
+	typ := reflect.TypeOf(cfg)
+	walk(typ, nil, nil)
+	if len(fields) == 0 {
+		t.Fatalf("%T: no float fields", cfg)
+	}
+	for _, f := range fields {
+		quoted := make([]string, len(f.path))
+		for i, p := range f.path {
+			quoted[i] = regexp.QuoteMeta(p)
+		}
+		re := regexp.MustCompile(`\b(` + strings.Join(quoted, "|") + `)\b`)
+		for _, x := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+			c := reflect.New(typ).Elem()
+			c.Set(reflect.ValueOf(cfg))
+			c.FieldByIndex(f.idx).SetFloat(x)
+			name := fmt.Sprintf("%s.%s = %v", typ.Name(), strings.Join(f.path, "."), x)
+			err := noPanic(t, name, func() error { return validate(c.Interface()) })
+			switch {
+			case err == nil:
+				t.Errorf("%s: accepted", name)
+			case !errors.Is(err, ErrConfig):
+				t.Errorf("%s: %v, want ErrConfig", name, err)
+			case !re.MatchString(err.Error()):
+				t.Errorf("%s: %q does not name the field", name, err)
+			}
+		}
+	}
+}
+
+func TestConfigsRefuseNonFinite(t *testing.T) {
+	checkNonFinite(t, DQNConfig{}, func(v any) error { _, err := v.(DQNConfig).Validate(); return err })
+	checkNonFinite(t, TD3Config{MaxAction: 1}, func(v any) error { _, err := v.(TD3Config).Validate(); return err })
+	checkNonFinite(t, VRACERConfig{}, func(v any) error { _, err := v.(VRACERConfig).Validate(); return err })
+}
+
+// TestConstructorsRefuseNil: the constructors refuse missing parts with
+// ErrConfig rather than panicking.
+func TestConstructorsRefuseNil(t *testing.T) {
+	buf := newBuffer(t, 64, 2)
+	net := linearNet(t, 2, 2, make([]float64, model.DenseParams(2, 2)))
+	uni := sampler.Method{Name: "uniform", Selector: sampler.NewUniform(buf)}
+	for name, f := range map[string]func() error{
+		"NewDQN nil net":       func() error { _, err := NewDQN(DQNConfig{}, nil, buf, uni, nil); return err },
+		"NewDQN nil buf":       func() error { _, err := NewDQN(DQNConfig{}, net, nil, uni, nil); return err },
+		"NewDQN no selector":   func() error { _, err := NewDQN(DQNConfig{}, net, buf, sampler.Method{}, nil); return err },
+		"NewTD3 nil nets":      func() error { _, err := NewTD3(TD3Config{}, nil, nil, buf, uni, nil); return err },
+		"NewVRACER nil net":    func() error { _, err := NewVRACER(VRACERConfig{}, nil, buf, uni, nil); return err },
+		"NewVRACER nil buf":    func() error { _, err := NewVRACER(VRACERConfig{}, net, nil, uni, nil); return err },
+		"NewVRACERNet width 0": func() error { _, err := NewVRACERNet(0, 1, nil, nil); return err },
+		"NewDQN huge batch":    func() error { _, err := NewDQN(DQNConfig{Batch: math.MaxInt}, net, buf, uni, nil); return err },
+	} {
+		// The package's own ErrConfig, or model's for a network it builds.
+		if err := noPanic(t, name, f); !errors.Is(err, ErrConfig) && !errors.Is(err, model.ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+// TestStepNilContext: a nil context is refused, not dereferenced.
+func TestStepNilContext(t *testing.T) {
+	r := newRig(t, DQNConfig{Batch: 4}, model.Config{In: 2, Out: 2}, 16)
+	err := noPanic(t, "Step(nil)", func() error { return r.l.Step(nilContext()) })
+	if err == nil || !strings.Contains(err.Error(), "nil context") {
+		t.Fatalf("Step(nil): %v, want an error about the nil context", err)
+	}
+}
+
+// nilContext hides the nil from vet.
+func nilContext() context.Context { return nil }
+
+// blockingSelector is a uniform stage whose Sample waits until released,
+// so a test can hold one Step in flight.
+type blockingSelector struct {
+	*sampler.Uniform
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s blockingSelector) Sample(rng *rand.Rand, dst *buffer.Batch) error {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.Uniform.Sample(rng, dst)
+}
+
+// TestOverlappingStepIsRefused: a Step called while another is running is
+// refused with ErrBusy instead of racing on the learner's state, and the
+// learner works normally afterwards.
+func TestOverlappingStepIsRefused(t *testing.T) {
+	buf := newBuffer(t, 64, 2)
+	fillRandom(t, buf, rand.New(rand.NewPCG(1, 1)), 32, 2, 2)
+	net := linearNet(t, 2, 2, make([]float64, model.DenseParams(2, 2)))
+	sel := blockingSelector{Uniform: sampler.NewUniform(buf), entered: make(chan struct{}), release: make(chan struct{})}
+	l, err := NewDQN(DQNConfig{Batch: 4}, net, buf, sampler.Method{Name: "blocking", Selector: sel}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- l.Step(context.Background()) }()
+	<-sel.entered
+	err = l.Step(context.Background())
+	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "Step called while Step is running") {
+		t.Fatalf("overlapping Step: %v, want ErrBusy", err)
+	}
+	close(sel.release)
+	if err := <-done; err != nil {
+		t.Fatalf("the first Step: %v", err)
+	}
+	if l.Steps() != 1 {
+		t.Fatalf("Steps = %d, want 1 (the refused call does not count)", l.Steps())
+	}
+	go func() { <-sel.entered }()
+	if err := l.Step(context.Background()); err != nil {
+		t.Fatalf("a Step after the overlap: %v", err)
+	}
+}
