@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -111,6 +112,86 @@ func TestBenchHelp(t *testing.T) {
 		"stripes", "inserters", "queue", "seed", "json", "baseline", "solo", "cpuprofile"} {
 		if !strings.Contains(out.String(), "\n  -"+f+" ") && !strings.Contains(out.String(), "\n  -"+f+"\n") {
 			t.Errorf("-h does not document -%s:\n%s", f, out.String())
+		}
+	}
+}
+
+// TestBenchProgress: apex bench says, on stderr, how long it will take and
+// which phase it is in as each starts; stdout keeps only the report.
+func TestBenchProgress(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var out, errOut bytes.Buffer
+	code := run([]string{"bench", "-actors=2", "-capacity=4096", "-duration=100ms", "-solo-duration=50ms", "-noise-duration=50ms", "-json"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut.String())
+	}
+	for _, want := range []string{
+		"apex bench: about 450ms of timed phases",
+		"apex: filling 4096 slots",
+		"apex: the learner alone for 50ms",
+		"apex: the learner under the load of 2 actors for 100ms",
+		"machine noise: a CPU-only loop of",
+		"mutex baseline: filling 4096 slots",
+		"mutex baseline: the learner under the load of 2 actors for 100ms",
+		"mutex baseline on apex's insert path: the learner under the load of 2 actors",
+	} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+		}
+	}
+	var m map[string]any
+	if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out.String())
+	}
+	if _, ok := m["interrupted"]; ok {
+		t.Errorf("a whole run reports interrupted: %v", m["interrupted"])
+	}
+}
+
+// TestBenchInterrupt: Ctrl-C during the load phase prints the figures
+// measured so far (the solo phase's, and the load's over the time it ran),
+// marked interrupted and without targets, and exits 130.
+func TestBenchInterrupt(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var sigs chan<- os.Signal
+	withSignals(t, func(c chan<- os.Signal) { sigs = c })
+	var out bytes.Buffer
+	errOut := &syncBuffer{}
+	errOut.onWrite = func(p []byte) {
+		if bytes.Contains(p, []byte("apex: the learner under the load")) {
+			sigs <- os.Interrupt
+		}
+	}
+	for _, asJSON := range []bool{true, false} {
+		out.Reset()
+		// Without the signal the run would take minutes.
+		args := []string{"bench", "-actors=2", "-capacity=4096", "-duration=2m", "-solo-duration=100ms"}
+		if asJSON {
+			args = append(args, "-json")
+		}
+		code := run(args, &out, errOut)
+		if code != 130 || !strings.Contains(errOut.String(), "apex bench: interrupted after") {
+			t.Fatalf("exit %d, want 130; stderr:\n%s", code, errOut.String())
+		}
+		if !asJSON {
+			for _, want := range []string{"INTERRUPTED: the figures measured so far", "solo sampled/s", "not checked, the run was interrupted"} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("table lacks %q:\n%s", want, out.String())
+				}
+			}
+			continue
+		}
+		var rep struct {
+			Interrupted bool            `json:"interrupted"`
+			SoloSamples float64         `json:"solo_samples_per_sec"`
+			Baseline    json.RawMessage `json:"baseline"`
+			Targets     []any           `json:"targets"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out.String())
+		}
+		if !rep.Interrupted || rep.SoloSamples <= 0 || rep.Baseline != nil || rep.Targets != nil {
+			t.Errorf("report: %s", out.String())
 		}
 	}
 }

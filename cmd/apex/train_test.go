@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -24,15 +25,44 @@ func TestTrainWritesResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	var res struct {
-		Config       struct{ Env string } `json:"config"`
-		LearnerSteps int64                `json:"learner_steps"`
-		FinalReturns []float64            `json:"final_returns"`
+		Config struct {
+			Env             string  `json:"env"`
+			Batch           int     `json:"batch"`
+			LR              float64 `json:"lr"`
+			NStep           int     `json:"n_step"`
+			ReplayRatio     float64 `json:"replay_ratio"`
+			MinSize         int     `json:"min_size_to_sample"`
+			CheckpointEvery int64   `json:"checkpoint_every_ns"`
+		} `json:"config"`
+		StopReason string `json:"stop_reason"`
+		Build      struct {
+			Version   string `json:"version"`
+			GoVersion string `json:"go_version"`
+		} `json:"build"`
+		Machine struct {
+			OS         string `json:"os"`
+			Arch       string `json:"arch"`
+			CPUs       int    `json:"cpus"`
+			GOMAXPROCS int    `json:"gomaxprocs"`
+		} `json:"machine"`
+		LearnerSteps int64     `json:"learner_steps"`
+		FinalReturns []float64 `json:"final_returns"`
 	}
 	if err := json.Unmarshal(raw, &res); err != nil {
 		t.Fatal(err)
 	}
 	if res.Config.Env != "CartPole-v1" || res.LearnerSteps != 60 || len(res.FinalReturns) != 20 {
 		t.Fatalf("results.json: %s", raw)
+	}
+	// The effective configuration (dqn's defaults filled in), why the run
+	// stopped, and what ran it where.
+	c := res.Config
+	if c.Batch != 64 || c.LR != 1e-3 || c.NStep != 3 || c.ReplayRatio != 4 || c.MinSize != 1000 || c.CheckpointEvery != int64(time.Minute) {
+		t.Errorf("effective config: %+v", c)
+	}
+	if res.StopReason != "steps" || res.Build.GoVersion == "" || res.Build.Version == "" ||
+		res.Machine.OS == "" || res.Machine.Arch == "" || res.Machine.CPUs < 1 || res.Machine.GOMAXPROCS < 1 {
+		t.Errorf("stop reason, build or machine missing: %s", raw)
 	}
 	for _, f := range []string{"curve.png", "checkpoint.apex"} { // a checkpoint by default
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
