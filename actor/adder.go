@@ -56,16 +56,23 @@ type NStep struct {
 	Out buffer.Transitions
 }
 
+// maxAdderValues bounds an adder's window (n observations or actions).
+const maxAdderValues = 1 << 28
+
 // NewNStep returns an adder of n-step returns with discount gamma for
-// observations of obsDim values. n >= 1, gamma in [0, 1], obsDim >= 1.
+// observations of obsDim values. n in [1, MaxCount], gamma in [0, 1],
+// obsDim in [1, buffer.MaxWidth], and n·obsDim at most 2^28 values;
+// anything else is an error wrapping ErrConfig.
 func NewNStep(n int, gamma float64, obsDim int) (*NStep, error) {
 	switch {
-	case n < 1:
-		return nil, fmt.Errorf("actor: n-step length must be >= 1, got %d", n)
+	case n < 1 || n > MaxCount:
+		return nil, fmt.Errorf("%w: n-step length must be in [1, %d], got %d", ErrConfig, MaxCount, n)
 	case !(gamma >= 0 && gamma <= 1):
-		return nil, fmt.Errorf("actor: discount gamma must be in [0, 1], got %v", gamma)
-	case obsDim < 1:
-		return nil, fmt.Errorf("actor: observation size must be >= 1, got %d", obsDim)
+		return nil, fmt.Errorf("%w: discount gamma must be in [0, 1], got %v", ErrConfig, gamma)
+	case obsDim < 1 || obsDim > buffer.MaxWidth:
+		return nil, fmt.Errorf("%w: observation size must be in [1, %d], got %d", ErrConfig, buffer.MaxWidth, obsDim)
+	case n*obsDim > maxAdderValues:
+		return nil, fmt.Errorf("%w: n-step length %d × observation size %d exceeds %d values", ErrConfig, n, obsDim, maxAdderValues)
 	}
 	a := &NStep{n: n, gamma: gamma, obsDim: obsDim,
 		obs: make([][]float32, n), act: make([]int32, n), rew: make([]float64, n),
@@ -77,10 +84,14 @@ func NewNStep(n int, gamma float64, obsDim int) (*NStep, error) {
 }
 
 // NewNStepContinuous is NewNStep for continuous actions of actionDim >= 1
-// values each (AddVec).
+// values each (AddVec), actionDim at most buffer.MaxWidth and n·actionDim
+// at most 2^28 values.
 func NewNStepContinuous(n int, gamma float64, obsDim, actionDim int) (*NStep, error) {
-	if actionDim < 1 {
-		return nil, fmt.Errorf("actor: action size must be >= 1, got %d", actionDim)
+	if actionDim < 1 || actionDim > buffer.MaxWidth {
+		return nil, fmt.Errorf("%w: action size must be in [1, %d], got %d", ErrConfig, buffer.MaxWidth, actionDim)
+	}
+	if n >= 1 && n <= MaxCount && n*actionDim > maxAdderValues {
+		return nil, fmt.Errorf("%w: n-step length %d × action size %d exceeds %d values", ErrConfig, n, actionDim, maxAdderValues)
 	}
 	a, err := NewNStep(n, gamma, obsDim)
 	if err != nil {

@@ -8,6 +8,12 @@ import (
 	"github.com/apexrl/apex/buffer"
 )
 
+// MaxCount bounds the counts an actor allocates from (Config.NStep,
+// LocalBatch and StatsWindow, NewNStep's n): 2^20, far above any useful
+// value, so a mistaken configuration is an error rather than an
+// allocation that exhausts memory.
+const MaxCount = 1 << 20
+
 // Defaults used when a Config field is zero (Horgan et al. 2018, "Distributed
 // Prioritized Experience Replay", arXiv 1803.00933, §4.1 and appendix).
 const (
@@ -65,19 +71,19 @@ type Config struct {
 	// 0 means the rate from the start. >= 0.
 	EpsilonDecaySteps int64
 
-	// NStep is the n of the n-step returns (>= 1). 0 means 3.
+	// NStep is the n of the n-step returns (1..MaxCount). 0 means 3.
 	NStep int
 	// Gamma is the per-step discount in (0, 1]. 0 means 0.99.
 	Gamma float64
 	// LocalBatch is the number of n-step transitions Fill hands over at
-	// once, with their initial priorities (>= 1). 0 means 50.
+	// once, with their initial priorities (1..MaxCount). 0 means 50.
 	LocalBatch int
 	// RefreshEvery is the number of environment steps between two reads of
 	// the Store (>= 1); a read copies the parameters only when their
 	// version changed. 0 means 400.
 	RefreshEvery int
 	// StatsWindow is the number of recent episodes Stats().MeanReturn
-	// averages over (>= 1). 0 means 100.
+	// averages over (1..MaxCount). 0 means 100.
 	StatsWindow int
 
 	// Columns selects the optional buffer columns Fill fills; it must match
@@ -192,16 +198,16 @@ func (c Config) validated() (Config, error) {
 		return bad("Epsilon (%v) is only used with FixedEpsilon", c.Epsilon)
 	case c.EpsilonDecaySteps < 0:
 		return bad("EpsilonDecaySteps must be >= 0, got %d", c.EpsilonDecaySteps)
-	case c.NStep < 1:
-		return bad("NStep must be >= 1, got %d", c.NStep)
+	case c.NStep < 1 || c.NStep > MaxCount:
+		return bad("NStep must be in [1, %d], got %d", MaxCount, c.NStep)
 	case !(c.Gamma > 0 && c.Gamma <= 1):
 		return bad("Gamma must be in (0, 1], got %v", c.Gamma)
-	case c.LocalBatch < 1:
-		return bad("LocalBatch must be >= 1, got %d", c.LocalBatch)
+	case c.LocalBatch < 1 || c.LocalBatch > MaxCount:
+		return bad("LocalBatch must be in [1, %d], got %d", MaxCount, c.LocalBatch)
 	case c.RefreshEvery < 1:
 		return bad("RefreshEvery must be >= 1, got %d", c.RefreshEvery)
-	case c.StatsWindow < 1:
-		return bad("StatsWindow must be >= 1, got %d", c.StatsWindow)
+	case c.StatsWindow < 1 || c.StatsWindow > MaxCount:
+		return bad("StatsWindow must be in [1, %d], got %d", MaxCount, c.StatsWindow)
 	}
 	return c, nil
 }

@@ -126,7 +126,7 @@ func evaluate(ctx context.Context, env envs.Env, obsDim, episodes int, rng *rand
 		return nil
 	}
 	done := ctx.Done()
-	returns := make([]float64, 0, episodes)
+	returns := make([]float64, 0, min(episodes, 1024)) // episodes may be huge: grow as they complete
 	for range episodes {
 		if err := load(env.Reset(rng.Uint64())); err != nil {
 			return 0, returns, err

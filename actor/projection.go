@@ -1,8 +1,11 @@
 package actor
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+
+	"github.com/apexrl/apex/buffer"
 )
 
 // Projection codes a continuous observation as a vertex key for graph
@@ -30,8 +33,16 @@ const (
 )
 
 // NewProjection returns the projection of obsDim-wide observations onto d
-// coordinates drawn from seed. O(d·obsDim).
-func NewProjection(obsDim, d int, seed uint64) *Projection {
+// coordinates drawn from seed. O(d·obsDim). obsDim must be in
+// [1, buffer.MaxWidth] and d in [1, 64] (the coordinates share one
+// uint64); anything else is an error wrapping ErrConfig.
+func NewProjection(obsDim, d int, seed uint64) (*Projection, error) {
+	if obsDim < 1 || obsDim > buffer.MaxWidth {
+		return nil, fmt.Errorf("%w: NewProjection: obsDim must be in [1, %d], got %d", ErrConfig, buffer.MaxWidth, obsDim)
+	}
+	if d < 1 || d > 64 {
+		return nil, fmt.Errorf("%w: NewProjection: d must be in [1, 64], got %d", ErrConfig, d)
+	}
 	rng := rand.New(rand.NewPCG(seed, uint64(obsDim)))
 	p := &Projection{m: make([][]float64, d), dim: obsDim}
 	sd := 1 / math.Sqrt(float64(d))
@@ -41,7 +52,7 @@ func NewProjection(obsDim, d int, seed uint64) *Projection {
 			p.m[i][j] = rng.NormFloat64() * sd
 		}
 	}
-	return p
+	return p, nil
 }
 
 // Code returns φ(obs) packed into a uint64. It panics if len(obs) is not

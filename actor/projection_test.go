@@ -9,8 +9,8 @@ import (
 )
 
 func TestProjectionCode(t *testing.T) {
-	p := NewProjection(4, ProjectionDim, ProjectionSeed)
-	q := NewProjection(4, ProjectionDim, ProjectionSeed)
+	p := mustProjection(t, 4, ProjectionDim, ProjectionSeed)
+	q := mustProjection(t, 4, ProjectionDim, ProjectionSeed)
 	a := []float32{0.1, -0.2, 0.03, 1.5}
 	if p.Code(a) != q.Code(a) {
 		t.Fatal("two projections with the same seed code a state differently")
@@ -27,7 +27,7 @@ func TestProjectionCode(t *testing.T) {
 		}
 		seen[c] = true
 	}
-	if NewProjection(4, ProjectionDim, ProjectionSeed+1).Code(a) == p.Code(a) {
+	if mustProjection(t, 4, ProjectionDim, ProjectionSeed+1).Code(a) == p.Code(a) {
 		t.Error("another seed gave the same code")
 	}
 }
@@ -46,7 +46,7 @@ func TestActorProjectedStateCodes(t *testing.T) {
 	if err := a.Fill(context.Background(), &tr); err != nil {
 		t.Fatal(err)
 	}
-	p := NewProjection(4, ProjectionDim, ProjectionSeed)
+	p := mustProjection(t, 4, ProjectionDim, ProjectionSeed)
 	for i := range tr.Len() {
 		if got, want := tr.StateHash[i], p.Code(tr.Obs[4*i:4*i+4]); got != want {
 			t.Fatalf("row %d: StateHash %#x, want the projection of its observation %#x", i, got, want)
@@ -58,4 +58,14 @@ func TestActorProjectedStateCodes(t *testing.T) {
 			t.Fatalf("rows %d and %d of one episode do not chain", i, i+1)
 		}
 	}
+}
+
+// mustProjection returns NewProjection(...) and fails the test on error.
+func mustProjection(t testing.TB, obsDim, d int, seed uint64) *Projection {
+	t.Helper()
+	p, err := NewProjection(obsDim, d, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

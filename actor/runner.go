@@ -76,7 +76,11 @@ func (r *runner) init(cfg Config, env envs.Env, net *model.Net, store *model.Sto
 		if h, ok := env.(envs.StateHasher); ok {
 			r.hasher = h
 		} else {
-			r.proj = NewProjection(obsDim, ProjectionDim, ProjectionSeed)
+			p, err := NewProjection(obsDim, ProjectionDim, ProjectionSeed)
+			if err != nil {
+				return err
+			}
+			r.proj = p
 		}
 		r.hashes = make([]uint64, cfg.NStep+1)
 	}

@@ -1,0 +1,108 @@
+package actor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/apexrl/apex/model"
+)
+
+// noPanic runs f and turns a panic into a test failure and an error.
+func noPanic(t *testing.T, name string, f func() error) (err error) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s panicked: %v", name, r)
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return f()
+}
+
+// checkNonFinite sets each float field of cfg to NaN, +Inf and -Inf in turn
+// and requires validate to fail with ErrConfig naming the field.
+func checkNonFinite(t *testing.T, cfg any, validate func(any) error) {
+	t.Helper()
+	typ := reflect.TypeOf(cfg)
+	n := 0
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if f.Type.Kind() != reflect.Float64 {
+			continue
+		}
+		n++
+		for _, x := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+			c := reflect.New(typ).Elem()
+			c.Set(reflect.ValueOf(cfg))
+			c.Field(i).SetFloat(x)
+			name := fmt.Sprintf("%s.%s = %v", typ.Name(), f.Name, x)
+			err := noPanic(t, name, func() error { return validate(c.Interface()) })
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), f.Name) {
+				t.Errorf("%s: %v, want ErrConfig naming the field", name, err)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatalf("%s: no float fields", typ.Name())
+	}
+}
+
+func TestConfigsRefuseNonFinite(t *testing.T) {
+	checkNonFinite(t, Config{}, func(v any) error { return v.(Config).Validate() })
+	checkNonFinite(t, Config{FixedEpsilon: true}, func(v any) error { return v.(Config).Validate() })
+	checkNonFinite(t, ContinuousConfig{}, func(v any) error { return v.(ContinuousConfig).Validate() })
+	checkNonFinite(t, GaussianConfig{Columns: Columns{Episode: true}}, func(v any) error { return v.(GaussianConfig).Validate() })
+}
+
+// TestBadInputReturnsErrors: constructors refuse nil parts, sizes that
+// would exhaust memory and bad counts with ErrConfig instead of panicking.
+func TestBadInputReturnsErrors(t *testing.T) {
+	env := mustEnv(t, "CartPole-v1")
+	net, _ := model.NewNet(model.Config{In: 4, Out: 2}, nil)
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, c := range []struct {
+		name string
+		f    func() error
+		text string
+	}{
+		{"New nil env", func() error { _, err := New(Config{}, nil, net, nil, nil); return err }, "environment"},
+		{"New nil net", func() error { _, err := New(Config{}, env, nil, nil, nil); return err }, "network"},
+		{"NewContinuous nil", func() error { _, err := NewContinuous(ContinuousConfig{}, nil, nil, nil); return err }, "environment"},
+		{"NewGaussian nil", func() error {
+			_, err := NewGaussian(GaussianConfig{Columns: Columns{Episode: true}}, nil, nil, nil)
+			return err
+		}, "environment"},
+		{"Config huge StatsWindow", func() error { return Config{StatsWindow: math.MaxInt}.Validate() }, "StatsWindow"},
+		{"Config huge LocalBatch", func() error { return Config{LocalBatch: math.MaxInt}.Validate() }, "LocalBatch"},
+		{"Config huge NStep", func() error { return Config{NStep: math.MaxInt}.Validate() }, "NStep"},
+		{"NewNStep huge n", func() error { _, err := NewNStep(math.MaxInt, 0.9, 4); return err }, "n-step length"},
+		{"NewNStep huge obs", func() error { _, err := NewNStep(3, 0.9, math.MaxInt); return err }, "observation size"},
+		{"NewNStep window", func() error { _, err := NewNStep(1<<20, 0.9, 1<<20); return err }, "exceeds"},
+		{"NewNStep NaN gamma", func() error { _, err := NewNStep(3, math.NaN(), 4); return err }, "gamma"},
+		{"NewNStepContinuous huge action", func() error { _, err := NewNStepContinuous(3, 0.9, 4, math.MaxInt); return err }, "action size"},
+		{"NewProjection d 0", func() error { _, err := NewProjection(4, 0, 1); return err }, "d must be"},
+		{"NewProjection negative obsDim", func() error { _, err := NewProjection(-4, 3, 1); return err }, "obsDim must be"},
+		{"Evaluate nil env", func() error { _, _, err := Evaluate(canceled, nil, net, nil, 1, 1); return err }, "environment"},
+		{"Evaluate 0 episodes", func() error { _, _, err := Evaluate(canceled, env, net, nil, 0, 1); return err }, "episodes"},
+	} {
+		err := noPanic(t, c.name, c.f)
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.text) {
+			t.Errorf("%s: %v, want ErrConfig saying %q", c.name, err, c.text)
+		}
+	}
+	// A huge episode count is not preallocated: a cancelled evaluation
+	// returns at once with ctx's error.
+	err := noPanic(t, "Evaluate MaxInt episodes", func() error {
+		_, _, err := Evaluate(canceled, env, net, nil, math.MaxInt, 1)
+		return err
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Evaluate of MaxInt episodes under a cancelled ctx: %v, want context.Canceled", err)
+	}
+}
