@@ -49,9 +49,10 @@ type Box struct {
 func (b Box) Dim() int { return len(b.Low) }
 
 // Contains reports whether x has length Dim and every x[i] lies in
-// [Low[i], High[i]]; a NaN is never contained. O(Dim).
+// [Low[i], High[i]]; a NaN is never contained, and a malformed box (Low
+// and High of different lengths) contains nothing. O(Dim).
 func (b Box) Contains(x []float64) bool {
-	if len(x) != len(b.Low) {
+	if len(x) != len(b.Low) || len(b.High) != len(b.Low) {
 		return false
 	}
 	for i, v := range x {
@@ -66,10 +67,14 @@ func (b Box) Contains(x []float64) bool {
 func (b Box) ContainsAction(a Action) bool { return b.Contains(a.Vec) }
 
 // String prints the box as "Box[lo, hi]" (one dimension), "Box[lo, hi]^n"
-// (n dimensions with equal bounds) or "Box[lo0..hi0, lo1..hi1, ...]".
+// (n dimensions with equal bounds) or "Box[lo0..hi0, lo1..hi1, ...]";
+// a malformed box (Low and High of different lengths) prints as such.
 // O(Dim).
 func (b Box) String() string {
 	n := len(b.Low)
+	if len(b.High) != n {
+		return "Box(malformed: " + strconv.Itoa(n) + " lows, " + strconv.Itoa(len(b.High)) + " highs)"
+	}
 	same := n > 0
 	for i := range n {
 		same = same && b.Low[i] == b.Low[0] && b.High[i] == b.High[0]
