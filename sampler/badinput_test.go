@@ -141,7 +141,9 @@ func TestBadInputReturnsErrors(t *testing.T) {
 				}
 				return w.Weights(nil, 0)
 			}, buffer.ErrNil},
-			{"Annotate nil transitions", func() error { return sampler.Annotate(s, nil, []float64{1}) }, buffer.ErrShape},
+			{"Annotate nil transitions", func() error { return sampler.Annotate(s, nil, []float64{1}) }, buffer.ErrNil},
+			{"Annotate nil selector", func() error { return sampler.Annotate(nil, samplertest.Items(0, 1, nil), []float64{1}) }, buffer.ErrNil},
+			{"Annotate length mismatch", func() error { return sampler.Annotate(s, samplertest.Items(0, 2, nil), []float64{1}) }, buffer.ErrShape},
 		}
 		for _, c := range cases {
 			err := call(t, name+": "+c.name, c.f)
@@ -205,6 +207,65 @@ func TestBadInputGraphStages(t *testing.T) {
 		}
 		if err := call(t, name+" Update", update); !errors.Is(err, buffer.ErrShape) {
 			t.Errorf("%s: Update length mismatch: %v, want ErrShape", name, err)
+		}
+	}
+}
+
+// setInts returns copies of cfg with each int field (nested structs
+// included) set to v, named by field.
+func setInts[C any](cfg C, v int64) map[string]C {
+	out := map[string]C{}
+	var walk func(typ reflect.Type, idx []int, path string)
+	walk = func(typ reflect.Type, idx []int, path string) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			ix := append(append([]int(nil), idx...), i)
+			name := path + f.Name
+			switch f.Type.Kind() {
+			case reflect.Int, reflect.Int64, reflect.Int32:
+				c := cfg
+				reflect.ValueOf(&c).Elem().FieldByIndex(ix).SetInt(v)
+				out[name] = c
+			case reflect.Struct:
+				walk(f.Type, ix, name+".")
+			}
+		}
+	}
+	walk(reflect.TypeOf(cfg), nil, "")
+	return out
+}
+
+// TestConstructorsRefuseHugeCounts: every int field of every stage's
+// config set to the largest or smallest int gives an error or a working
+// stage, never a panic or an allocation that exhausts memory.
+func TestConstructorsRefuseHugeCounts(t *testing.T) {
+	for _, v := range []int64{math.MaxInt64, math.MinInt64, -1} {
+		buf := samplertest.NewBuffer(t, 64)
+		tbuf := terBuffer(t, 64, 1)
+		rbuf := newREFERBuffer(t, 64, 1)
+		for name, c := range setInts(sampler.DefaultPERConfig(10), v) {
+			_ = call(t, "PER "+name, func() error { _, err := sampler.NewPER(buf, c); return err })
+		}
+		for name, c := range setInts(sampler.DefaultRankConfig(10), v) {
+			_ = call(t, "Rank "+name, func() error { _, err := sampler.NewRank(buf, c); return err })
+		}
+		for name, c := range setInts(sampler.DefaultTERConfig(10), v) {
+			_ = call(t, "TER "+name, func() error { _, err := sampler.NewTER(tbuf, c); return err })
+		}
+		for name, c := range setInts(sampler.DefaultREFERConfig(10), v) {
+			_ = call(t, "REFER "+name, func() error { _, err := sampler.NewREFER(rbuf, c); return err })
+		}
+		for name, c := range setInts(sampler.DefaultNERSConfig(10), v) {
+			if strings.HasPrefix(name, "Net.") {
+				continue // the scorer's widths are slices; NewNERSNet bounds them through model
+			}
+			err := call(t, "NERS "+name, func() error { _, err := sampler.NewNERS(buf, c); return err })
+			if (name == "History" || name == "TrainSize") && err == nil {
+				t.Errorf("NERS %s = %d: accepted", name, v)
+			}
 		}
 	}
 }

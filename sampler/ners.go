@@ -56,7 +56,8 @@ type NERSConfig struct {
 	// means DefaultNERSTrainSize.
 	TrainSize int
 	// History is the capacity of the reservoir of sampled refs that
-	// I_train is drawn from. >= TrainSize; 0 means DefaultNERSHistory.
+	// I_train is drawn from. >= TrainSize and at most buffer.MaxCapacity;
+	// 0 means DefaultNERSHistory.
 	History int
 	// Horizon is the environment's episode time limit: the time feature
 	// is EpisodeStep/Horizon. >= 0; 0 leaves the feature at 0 (also when
@@ -132,6 +133,8 @@ func (c NERSConfig) Validate() error {
 		return fmt.Errorf("%w: ners: TrainSize must be >= 1, got %d", buffer.ErrConfig, c.TrainSize)
 	case c.History < c.TrainSize:
 		return fmt.Errorf("%w: ners: History (%d) must be >= TrainSize (%d)", buffer.ErrConfig, c.History, c.TrainSize)
+	case c.History > buffer.MaxCapacity:
+		return fmt.Errorf("%w: ners: History (%d) must be at most %d", buffer.ErrConfig, c.History, buffer.MaxCapacity)
 	case c.Horizon < 0:
 		return fmt.Errorf("%w: ners: Horizon must be >= 0, got %d", buffer.ErrConfig, c.Horizon)
 	case !(c.ActionScale > 0) || math.IsInf(c.ActionScale, 1):

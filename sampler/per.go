@@ -177,9 +177,13 @@ func (p *PER) String() string {
 // can insert items with their priorities. A negative absTD[i] means unknown:
 // for the buffer-backed stages in this package it becomes the buffer's
 // current maximum priority. A length mismatch (buffer.ErrShape) or a NaN or
-// +Inf error (buffer.ErrPriority) is rejected and t is left alone. O(t.Len());
-// safe to call from actor goroutines (Priority is).
+// +Inf error (buffer.ErrPriority) is rejected and t is left alone, as are a
+// nil s or t (buffer.ErrNil). O(t.Len()); safe to call from actor
+// goroutines (Priority is).
 func Annotate(s Selector, t *buffer.Transitions, absTD []float64) error {
+	if s == nil || t == nil {
+		return fmt.Errorf("%w: annotate: nil Selector or Transitions", buffer.ErrNil)
+	}
 	if len(absTD) != t.Len() {
 		return fmt.Errorf("%w: annotate: %d TD errors for %d transitions", buffer.ErrShape, len(absTD), t.Len())
 	}
