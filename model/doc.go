@@ -21,7 +21,9 @@
 //   - Params and Store: immutable versioned snapshots behind an
 //     atomic.Pointer; the learner publishes, actors load without locks.
 //   - Net.Save / LoadNet and Adam.Save / LoadAdam: versioned binary
-//     checkpoints with a CRC-32C; damaged input is an ErrCorrupt error.
+//     checkpoints with a CRC-32C; damaged input, sizes the data does not
+//     hold and NaN or infinite state are ErrCorrupt errors naming the
+//     field, refused before anything of the declared size is allocated.
 //   - CheckFinite, CheckFiniteValue, Net.CheckFinite: NaN/Inf detection as a
 //     *NonFiniteError naming what and where.
 //
