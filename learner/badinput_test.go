@@ -103,7 +103,8 @@ func TestConstructorsRefuseNil(t *testing.T) {
 		"NewTD3 nil nets":      func() error { _, err := NewTD3(TD3Config{}, nil, nil, buf, uni, nil); return err },
 		"NewVRACER nil net":    func() error { _, err := NewVRACER(VRACERConfig{}, nil, buf, uni, nil); return err },
 		"NewVRACER nil buf":    func() error { _, err := NewVRACER(VRACERConfig{}, net, nil, uni, nil); return err },
-		"NewVRACERNet width 0": func() error { _, err := NewVRACERNet(0, 1, nil, nil); return err },
+		"NewVRACERNet width 0": func() error { _, err := NewVRACERNet(0, 1, nil, rand.New(rand.NewPCG(1, 1))); return err },
+		"NewVRACERNet nil rng": func() error { _, err := NewVRACERNet(2, 1, nil, nil); return err },
 		"NewDQN huge batch":    func() error { _, err := NewDQN(DQNConfig{Batch: math.MaxInt}, net, buf, uni, nil); return err },
 	} {
 		// The package's own ErrConfig, or model's for a network it builds.
@@ -168,5 +169,62 @@ func TestOverlappingStepIsRefused(t *testing.T) {
 	go func() { <-sel.entered }()
 	if err := l.Step(context.Background()); err != nil {
 		t.Fatalf("a Step after the overlap: %v", err)
+	}
+}
+
+// intVariants returns copies of cfg with each int field set to v.
+func intVariants[C any](cfg C, v int64) map[string]C {
+	out := map[string]C{}
+	typ := reflect.TypeOf(cfg)
+	for i := range typ.NumField() {
+		switch typ.Field(i).Type.Kind() {
+		case reflect.Int, reflect.Int64:
+			c := cfg
+			reflect.ValueOf(&c).Elem().Field(i).SetInt(v)
+			out[typ.Field(i).Name] = c
+		}
+	}
+	return out
+}
+
+// TestConstructorsSurviveExtremeCounts: each int field of each config set
+// to the largest or smallest int builds a learner or returns an error,
+// never panics or allocates without bound.
+func TestConstructorsSurviveExtremeCounts(t *testing.T) {
+	for _, v := range []int64{math.MaxInt64, math.MinInt64} {
+		buf := newBuffer(t, 64, 2)
+		net := linearNet(t, 2, 2, make([]float64, model.DenseParams(2, 2)))
+		uni := sampler.Method{Name: "uniform", Selector: sampler.NewUniform(buf)}
+		for name, c := range intVariants(DQNConfig{}, v) {
+			err := noPanic(t, "DQN "+name, func() error { _, err := NewDQN(c, net, buf, uni, nil); return err })
+			if name == "Batch" && !errors.Is(err, ErrConfig) {
+				t.Errorf("DQN Batch = %d: %v, want ErrConfig", v, err)
+			}
+		}
+		cbuf := contBuffer(t, 64, 3, 2, 0)
+		actor, critic := td3Nets(t, 3, 2, []int{4}, model.ReLU, 1)
+		for name, c := range intVariants(TD3Config{MaxAction: 1}, v) {
+			err := noPanic(t, "TD3 "+name, func() error {
+				_, err := NewTD3(c, actor, critic, cbuf, td3Method(t, "uniform", cbuf, nil), nil)
+				return err
+			})
+			if name == "Batch" && !errors.Is(err, ErrConfig) {
+				t.Errorf("TD3 Batch = %d: %v, want ErrConfig", v, err)
+			}
+		}
+		rbuf := referBuffer(t, 64, 2, 1)
+		vnet, err := NewVRACERNet(2, 1, []int{4}, rand.New(rand.NewPCG(1, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, c := range intVariants(VRACERConfig{}, v) {
+			err := noPanic(t, "VRACER "+name, func() error {
+				_, err := NewVRACER(c, vnet, rbuf, referMethod(t, rbuf, sampler.REFERConfig{}), nil)
+				return err
+			})
+			if name == "Batch" && !errors.Is(err, ErrConfig) {
+				t.Errorf("VRACER Batch = %d: %v, want ErrConfig", v, err)
+			}
+		}
 	}
 }

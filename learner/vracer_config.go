@@ -124,10 +124,14 @@ func VRACERNetConfig(obsDim, actionDim int, hidden []int) model.Config {
 // std parameters' weights, which are 0 and stay 0 (the std is a learned
 // vector shared by all states); the std parameters' biases are set so
 // that every action dimension starts at sampler.InitialStd (variance 0.2).
-// Errors wrap model.ErrConfig.
+// Errors wrap ErrConfig (actionDim < 1, a nil rng: an actor's copy is
+// model.NewNet(VRACERNetConfig(...), nil)) or model.ErrConfig.
 func NewVRACERNet(obsDim, actionDim int, hidden []int, rng *rand.Rand) (*model.Net, error) {
 	if actionDim < 1 {
 		return nil, errorf(ErrConfig, "NewVRACERNet: actionDim = %d (must be >= 1)", actionDim)
+	}
+	if rng == nil {
+		return nil, errorf(ErrConfig, "NewVRACERNet: nil rng (the initialisation draws from it)")
 	}
 	n, err := model.NewNet(VRACERNetConfig(obsDim, actionDim, hidden), rng)
 	if err != nil {
