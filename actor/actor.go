@@ -207,13 +207,17 @@ func (a *Actor) SelectAction(obs []float32) int {
 // left nil (the buffer gives such items its maximum priority); when t
 // already holds prioritised items, unknown ones get sel.Priority(-1).
 //
-// When ctx ends, Fill returns nil at once (within one environment step)
+// A nil ctx or t is an ErrConfig error (nothing stepped). When ctx ends,
+// Fill returns nil at once (within one environment step)
 // after appending the transitions completed so far (a partial batch, with
 // unknown priorities), which the pipeline discards and counts. Errors: an
 // environment that fails a step or returns an observation of the wrong
 // width, a non-finite reward, a non-finite TD error (a diverged network,
 // wrapping model.ErrNonFinite).
 func (a *Actor) Fill(ctx context.Context, t *buffer.Transitions) error {
+	if err := checkFill(ctx, t); err != nil {
+		return err
+	}
 	done := ctx.Done()
 	for a.adder.Out.Len() < a.cfg.LocalBatch {
 		select {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/model"
 )
 
@@ -104,5 +105,27 @@ func TestBadInputReturnsErrors(t *testing.T) {
 	})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Evaluate of MaxInt episodes under a cancelled ctx: %v, want context.Canceled", err)
+	}
+}
+
+// TestFillRefusesNil: Fill with a nil context or batch returns ErrConfig
+// before stepping the environment.
+func TestFillRefusesNil(t *testing.T) {
+	net, st := linear(t, 4, 2, make([]float64, model.DenseParams(4, 2)))
+	a, err := New(Config{}, mustEnv(t, "CartPole-v1"), net, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nilCtx context.Context
+	for name, f := range map[string]func() error{
+		"nil ctx":   func() error { return a.Fill(nilCtx, &buffer.Transitions{}) },
+		"nil batch": func() error { return a.Fill(context.Background(), nil) },
+	} {
+		if err := noPanic(t, name, f); !errors.Is(err, ErrConfig) {
+			t.Errorf("Fill with %s: %v, want ErrConfig", name, err)
+		}
+	}
+	if s := a.Stats(); s.Steps != 0 {
+		t.Fatalf("refused Fills stepped the environment %d times", s.Steps)
 	}
 }

@@ -241,7 +241,8 @@ func (c *Continuous) SelectAction(obs []float32) []float64 {
 // the type's doc). t should be empty (as the pipeline hands it) or hold
 // earlier batches of this actor; a t with priorities is refused.
 //
-// When ctx ends, Fill returns nil at once (within one environment step)
+// A nil ctx or t is an ErrConfig error (nothing stepped). When ctx ends,
+// Fill returns nil at once (within one environment step)
 // after appending the transitions completed so far (a partial batch),
 // which the pipeline discards and counts. Errors: an environment that
 // fails a step or returns an observation of the wrong width, a non-finite
@@ -251,6 +252,9 @@ func (c *Continuous) SelectAction(obs []float32) []float64 {
 // Cost per environment step: SelectAction, the environment's step, and
 // O(n·(observation + action width)) in the adder.
 func (c *Continuous) Fill(ctx context.Context, t *buffer.Transitions) error {
+	if err := checkFill(ctx, t); err != nil {
+		return err
+	}
 	if len(t.Priority) != 0 {
 		return fmt.Errorf("actor %d: Fill: the batch holds %d priorities; a continuous actor gives none (hand it a batch without)", c.cfg.ID, len(t.Priority))
 	}

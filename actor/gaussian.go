@@ -253,12 +253,16 @@ func TruncatedNormal(rng *rand.Rand, k float64) float64 {
 // REFERStdColumn), V(s_T) on the last step of a truncated episode and 0
 // otherwise (REFERBootColumn), zeros in any other. Priority stays nil. t
 // should be empty or hold earlier batches of this actor (with all its
-// float columns); a t with priorities is refused.
+// float columns); a t with priorities is refused, and a nil ctx or t is an
+// ErrConfig error.
 //
 // Errors: an environment that fails a step or returns an observation of
 // the wrong width, a non-finite reward, a non-finite policy (NaN mean or
 // std, wrapping model.ErrNonFinite).
 func (g *Gaussian) Fill(ctx context.Context, t *buffer.Transitions) error {
+	if err := checkFill(ctx, t); err != nil {
+		return err
+	}
 	if len(t.Priority) != 0 {
 		return fmt.Errorf("actor %d: Fill: the batch holds %d priorities; a Gaussian actor gives none (hand it a batch without)", g.cfg.ID, len(t.Priority))
 	}

@@ -1,6 +1,7 @@
 package actor
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
@@ -296,4 +297,16 @@ func splitmix64(x uint64) uint64 {
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	return z ^ z>>31
+}
+
+// checkFill refuses a nil ctx or batch before Fill steps anything
+// (wrapping ErrConfig).
+func checkFill(ctx context.Context, t *buffer.Transitions) error {
+	switch {
+	case ctx == nil:
+		return fmt.Errorf("%w: Fill: nil context", ErrConfig)
+	case t == nil:
+		return fmt.Errorf("%w: Fill: nil *buffer.Transitions", ErrConfig)
+	}
+	return nil
 }
