@@ -21,7 +21,9 @@
 // An embedder's duties:
 //
 //  1. Build the buffer with New(Config{Capacity: ..., ObsDim: ...}); New
-//     validates the config and says which field is wrong.
+//     validates the config and says which field is wrong, and refuses one
+//     that would need more than MaxBytes. Config.MemoryBytes says how much
+//     New will allocate, to compare with the machine's memory first.
 //  2. Insert batches of transitions (Transitions, columnar) from any number
 //     of goroutines. Give each item a priority (Ape-X actors compute their
 //     own) or leave Priority nil for the maximum seen so far.
