@@ -131,7 +131,7 @@ func TestEpsilonSchedule(t *testing.T) {
 		{0, 8, 0.4}, {1, 8, pow(0.4, 2)}, {3, 8, pow(0.4, 4)}, {7, 8, pow(0.4, 8)},
 		{0, 64, 0.4}, {63, 64, pow(0.4, 8)},
 	} {
-		got := Epsilon(DefaultEpsilonBase, DefaultEpsilonAlpha, c.i, c.n)
+		got := mustEpsilon(t, DefaultEpsilonBase, DefaultEpsilonAlpha, c.i, c.n)
 		if math.Abs(got-c.want) > 1e-15*c.want {
 			t.Errorf("Epsilon(0.4, 7, %d, %d) = %v, want %v", c.i, c.n, got, c.want)
 		}
@@ -147,7 +147,7 @@ func TestEpsilonSchedule(t *testing.T) {
 	}
 	// Decreasing in i.
 	for i := 1; i < 8; i++ {
-		if !(Epsilon(0.4, 7, i, 8) < Epsilon(0.4, 7, i-1, 8)) {
+		if !(mustEpsilon(t, 0.4, 7, i, 8) < mustEpsilon(t, 0.4, 7, i-1, 8)) {
 			t.Errorf("epsilon not decreasing at %d", i)
 		}
 	}
@@ -156,12 +156,9 @@ func TestEpsilonSchedule(t *testing.T) {
 	if a.Epsilon() != 0.25 {
 		t.Errorf("FixedEpsilon: %v", a.Epsilon())
 	}
-	defer func() {
-		if recover() == nil {
-			t.Error("Epsilon(i = n) did not panic")
-		}
-	}()
-	Epsilon(0.4, 7, 2, 2)
+	if _, err := Epsilon(0.4, 7, 2, 2); !errors.Is(err, ErrConfig) {
+		t.Errorf("Epsilon(i = n): %v, want ErrConfig", err)
+	}
 }
 
 func TestConfigValidate(t *testing.T) {

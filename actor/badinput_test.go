@@ -129,3 +129,23 @@ func TestFillRefusesNil(t *testing.T) {
 		t.Fatalf("refused Fills stepped the environment %d times", s.Steps)
 	}
 }
+
+// mustEpsilon returns Epsilon(...) and fails the test on error.
+func mustEpsilon(t testing.TB, base, alpha float64, i, n int) float64 {
+	t.Helper()
+	e, err := Epsilon(base, alpha, i, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// mustSigma returns Sigma(...) and fails the test on error.
+func mustSigma(t testing.TB, first, last float64, i, n int) float64 {
+	t.Helper()
+	s, err := Sigma(first, last, i, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

@@ -131,15 +131,15 @@ func ColumnsOf(c buffer.Config) Columns {
 // base^(1 + alpha·i/(n−1)) (Horgan et al. 2018, §4.1): actor 0 gets base,
 // actor n−1 gets base^(1+alpha), and the exponents in between are evenly
 // spaced. For n = 1 it returns base (the exponent's i/(n−1) is taken as 0).
-// It panics unless 0 <= i < n.
-func Epsilon(base, alpha float64, i, n int) float64 {
+// Unless 0 <= i < n it returns an error wrapping ErrConfig. O(1).
+func Epsilon(base, alpha float64, i, n int) (float64, error) {
 	if i < 0 || i >= n {
-		panic(fmt.Sprintf("actor: Epsilon: actor %d of %d", i, n))
+		return math.NaN(), fmt.Errorf("%w: Epsilon: actor %d of %d (want 0 <= i < n)", ErrConfig, i, n)
 	}
 	if n == 1 {
-		return base
+		return base, nil
 	}
-	return math.Pow(base, 1+alpha*float64(i)/float64(n-1))
+	return math.Pow(base, 1+alpha*float64(i)/float64(n-1)), nil
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.
@@ -217,7 +217,8 @@ func (c Config) epsilon() float64 {
 	if c.FixedEpsilon {
 		return c.Epsilon
 	}
-	return Epsilon(c.EpsilonBase, c.EpsilonAlpha, c.ID, c.NumActors)
+	e, _ := Epsilon(c.EpsilonBase, c.EpsilonAlpha, c.ID, c.NumActors) // validated: 0 <= ID < NumActors
+	return e
 }
 
 // DefaultSigma is the standard deviation of a continuous actor's Gaussian
@@ -305,18 +306,19 @@ type ContinuousConfig struct {
 // Sigma returns the exploration noise of actor i among n when the noise
 // spreads geometrically from first (actor 0) to last (actor n−1):
 // first·(last/first)^(i/(n−1)), first for n = 1, first for every actor
-// when last equals first. It panics unless 0 <= i < n.
-func Sigma(first, last float64, i, n int) float64 {
+// when last equals first. Unless 0 <= i < n it returns an error wrapping
+// ErrConfig. O(1).
+func Sigma(first, last float64, i, n int) (float64, error) {
 	if i < 0 || i >= n {
-		panic(fmt.Sprintf("actor: Sigma: actor %d of %d", i, n))
+		return math.NaN(), fmt.Errorf("%w: Sigma: actor %d of %d (want 0 <= i < n)", ErrConfig, i, n)
 	}
 	switch {
 	case i == 0 || first == last:
-		return first
+		return first, nil
 	case i == n-1:
-		return last
+		return last, nil
 	}
-	return first * math.Pow(last/first, float64(i)/float64(n-1))
+	return first * math.Pow(last/first, float64(i)/float64(n-1)), nil
 }
 
 // common returns the fields c shares with Config, as a Config.
@@ -384,5 +386,6 @@ func (c ContinuousConfig) sigma() float64 {
 	if c.NoNoise {
 		return 0
 	}
-	return Sigma(c.Sigma, c.SigmaLast, c.ID, c.NumActors)
+	s, _ := Sigma(c.Sigma, c.SigmaLast, c.ID, c.NumActors) // validated: 0 <= ID < NumActors
+	return s
 }

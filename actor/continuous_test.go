@@ -146,34 +146,29 @@ func fillN(t testing.TB, c *Continuous, fills int) *buffer.Transitions {
 }
 
 func TestSigmaSchedule(t *testing.T) {
-	if Sigma(0.1, 0.1, 5, 8) != 0.1 || Sigma(0.2, 0.9, 0, 1) != 0.2 {
+	if mustSigma(t, 0.1, 0.1, 5, 8) != 0.1 || mustSigma(t, 0.2, 0.9, 0, 1) != 0.2 {
 		t.Fatal("constant schedule")
 	}
 	const n = 6
 	for i := range n {
-		got := Sigma(0.05, 0.8, i, n)
+		got := mustSigma(t, 0.05, 0.8, i, n)
 		want := 0.05 * math.Pow(16, float64(i)/(n-1))
 		if math.Abs(got-want) > 1e-15 {
 			t.Errorf("Sigma(0.05, 0.8, %d, %d) = %v, want %v", i, n, got, want)
 		}
 		if i > 0 {
-			if r := got / Sigma(0.05, 0.8, i-1, n); math.Abs(r-math.Pow(16, 1.0/(n-1))) > 1e-12 {
+			if r := got / mustSigma(t, 0.05, 0.8, i-1, n); math.Abs(r-math.Pow(16, 1.0/(n-1))) > 1e-12 {
 				t.Errorf("ratio %v between actors %d and %d is not the geometric step", r, i-1, i)
 			}
 		}
 	}
-	if Sigma(0.05, 0.8, n-1, n) != 0.8 {
+	if mustSigma(t, 0.05, 0.8, n-1, n) != 0.8 {
 		t.Error("the last actor does not get SigmaLast exactly")
 	}
 	for _, c := range [][2]int{{-1, 2}, {2, 2}} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("Sigma(i=%d, n=%d) did not panic", c[0], c[1])
-				}
-			}()
-			Sigma(0.1, 0.2, c[0], c[1])
-		}()
+		if _, err := Sigma(0.1, 0.2, c[0], c[1]); !errors.Is(err, ErrConfig) {
+			t.Errorf("Sigma(i=%d, n=%d): %v, want ErrConfig", c[0], c[1], err)
+		}
 	}
 }
 
