@@ -158,23 +158,38 @@ func TestTrainOutUnwritable(t *testing.T) {
 			t.Errorf("-out %s: exit %d, stdout %q, stderr %q; want 2 and %q before any training", c.dir, code, out.String(), errb.String(), c.want)
 		}
 	}
+	// The experiments prove their output folder too, before any run.
+	for _, e := range experiments {
+		var out, errb bytes.Buffer
+		want := "apex experiment " + e.name + ": -out /proc: the output folder is not writable"
+		if code := run([]string{"experiment", e.name, "-out", "/proc"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), want) {
+			t.Errorf("experiment %s -out /proc: exit %d, stderr %q; want 1 and %q", e.name, code, errb.String(), want)
+		}
+	}
 	entries, err := os.ReadDir(filepath.Dir(file))
 	if err != nil || len(entries) != 1 {
 		t.Errorf("the probe left files behind: %v %v", entries, err)
 	}
 }
 
-func TestTrainProgressNegative(t *testing.T) {
+// TestTrainNegativeFlags: -progress=-1s is refused (it meant "off"), and
+// so is every negative count or time, naming the flag, before any work.
+func TestTrainNegativeFlags(t *testing.T) {
 	var out, errb bytes.Buffer
 	dir := filepath.Join(t.TempDir(), "out")
 	if code := run([]string{"-progress=-1s", "-out", dir}, &out, &errb); code != 2 ||
 		!strings.Contains(errb.String(), "-progress must not be negative, got -1s") {
 		t.Errorf("-progress=-1s: exit %d, stderr %q", code, errb.String())
 	}
-	for _, a := range []string{"-checkpoint-every=-1s", "-min-replay=-1"} {
+	// Counts and times name their flag (the runtime's own checks name the
+	// TrainConfig field).
+	for _, a := range []string{"-checkpoint-every=-1s", "-min-replay=-1", "-duration=-1s", "-steps=-5", "-batch=-1",
+		"-random-steps=-1", "-epsilon-decay=-1", "-ter-roots=-1", "-ter-preds=-1", "-ners-interval=-1", "-ners-sample=-1"} {
 		errb.Reset()
-		if code := run([]string{a, "-out", dir}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "must not be negative") {
-			t.Errorf("%s: exit %d, stderr %q", a, code, errb.String())
+		name, val, _ := strings.Cut(a, "=")
+		want := "apex: " + name + " must not be negative, got " + val + "\n"
+		if code := run([]string{a, "-out", dir}, &out, &errb); code != 2 || errb.String() != want {
+			t.Errorf("%s: exit %d, stderr %q; want 2 and %q", a, code, errb.String(), want)
 		}
 	}
 	if _, err := os.Stat(dir); err == nil {

@@ -101,8 +101,7 @@ func runCliffwalk(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "apex experiment cliffwalk: %v\n", err)
 		return 2
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		fmt.Fprintf(stderr, "apex experiment cliffwalk: %v\n", err)
+	if !makeOut("apex experiment cliffwalk", *out, stderr) {
 		return 1
 	}
 	names := make([]string, len(cfg.Agents))
@@ -158,10 +157,10 @@ func selectParts(cmd, value string, valid []string, stderr io.Writer) ([]string,
 	return want, true
 }
 
-// makeOut creates the output directory dir, reporting a failure on
-// stderr prefixed by cmd.
+// makeOut creates the output directory dir and proves it writable
+// (prepareOut), reporting a failure on stderr prefixed by cmd.
 func makeOut(cmd, dir string, stderr io.Writer) bool {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := prepareOut(dir); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return false
 	}

@@ -148,8 +148,18 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	for name, v := range map[string]int64{"min-replay": int64(cfg.MinSizeToSample), "checkpoint-every": int64(cfg.CheckpointEvery)} {
-		if v < 0 {
+	for _, name := range []string{"steps", "duration", "batch", "min-replay", "random-steps", "epsilon-decay", "checkpoint-every",
+		"ter-roots", "ter-preds", "ners-interval", "ners-sample"} { // counts and times: 0 means the default or none
+		var n int64
+		switch v := fs.Lookup(name).Value.(flag.Getter).Get().(type) {
+		case int:
+			n = int64(v)
+		case int64:
+			n = v
+		case time.Duration:
+			n = int64(v)
+		}
+		if n < 0 {
 			fmt.Fprintf(stderr, "apex: -%s must not be negative, got %s\n", name, fs.Lookup(name).Value)
 			return 2
 		}
