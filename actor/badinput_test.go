@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -148,4 +149,29 @@ func mustSigma(t testing.TB, first, last float64, i, n int) float64 {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestTruncatedNormalNeverHangs: a tiny, zero, negative or NaN bound
+// returns at once, inside the interval.
+func TestTruncatedNormalNeverHangs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, k := range []float64{1e-300, 1e-12, 0.01, 0.3, 0.49} {
+		var sum float64
+		const n = 20000
+		for range n {
+			z := TruncatedNormal(rng, k)
+			if !(z >= -k && z <= k) {
+				t.Fatalf("k = %v: drew %v", k, z)
+			}
+			sum += z
+		}
+		if m := sum / n; math.Abs(m) > 0.05*k {
+			t.Errorf("k = %v: mean %v, want about 0", k, m)
+		}
+	}
+	for _, k := range []float64{0, -1, math.NaN(), math.Inf(-1)} {
+		if z := TruncatedNormal(rng, k); z != 0 {
+			t.Errorf("k = %v: %v, want 0", k, z)
+		}
+	}
 }

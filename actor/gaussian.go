@@ -232,8 +232,18 @@ func (g *Gaussian) SelectAction(obs []float32) []float64 {
 func (g *Gaussian) Behaviour() (mean, std, a []float64) { return g.mean, g.std, g.a }
 
 // TruncatedNormal draws a standard normal value truncated to [−k, k] by
-// redrawing (k > 0; k = 3 redraws 0.27% of draws).
+// redrawing (k = 3 redraws 0.27% of draws). Below k = 0.5, where most
+// draws would be redrawn (and a tiny k would loop for ever), it inverts
+// the normal CDF over [Φ(−k), Φ(k)] instead. A k that is not > 0 (NaN
+// included) gives 0. rng must not be nil (a per-step kernel).
 func TruncatedNormal(rng *rand.Rand, k float64) float64 {
+	if !(k > 0) {
+		return 0
+	}
+	if k < 0.5 {
+		hi := math.Erf(k / math.Sqrt2) // 2Φ(k) − 1
+		return math.Sqrt2 * math.Erfinv(hi*(2*rng.Float64()-1))
+	}
 	for {
 		if z := rng.NormFloat64(); z >= -k && z <= k {
 			return z
