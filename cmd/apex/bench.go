@@ -23,6 +23,8 @@ against a mutex baseline (a binary float64 sum tree under one sync.Mutex),
 and each learner is also timed alone (solo). Reports inserts/s, sampled
 transitions/s, priority updates/s, learner step latency percentiles, stale
 write-backs dropped, and the ratios under load/solo and apex/baseline.
+A line on stderr marks each phase as it starts; Ctrl-C prints the figures
+measured so far and exits 130 (a second Ctrl-C exits at once).
 
 Typical: GOMAXPROCS=2 apex bench -actors=64 -duration=10s -json
 

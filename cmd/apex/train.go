@@ -35,7 +35,14 @@ Discrete environments train Double DQN (per-actor epsilon-greedy actors that
 compute initial priorities with their copy of the network); continuous ones
 train TD3 (-algo=td3: Gaussian exploration noise, new items at the maximum
 priority). Prints progress every few seconds, evaluates the greedy
-policy periodically, and writes results.json and curve.png to -out.
+policy periodically, and writes results.json and curve.png to -out, and a
+checkpoint every -checkpoint-every and at the end.
+
+SIGINT, SIGTERM and SIGHUP stop the run gracefully (final evaluation,
+results and checkpoint written; exit status 128+signal: 130 for Ctrl-C); a
+second signal exits at once. Exit status 0: stopped as asked (solved,
+-steps or -duration); 1: the run failed or its results or checkpoint could
+not be written; 2: a usage error, found before any training.
 
 flags:
 `
