@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/model"
 	"github.com/apexrl/apex/sampler"
 	"github.com/apexrl/apex/sampler/samplertest"
 )
@@ -266,6 +267,34 @@ func TestConstructorsRefuseHugeCounts(t *testing.T) {
 			if (name == "History" || name == "TrainSize") && err == nil {
 				t.Errorf("NERS %s = %d: accepted", name, v)
 			}
+		}
+	}
+}
+
+// TestNewMethodRefusesNonFinite: NaN in a method's loss or stage config is
+// refused by NewMethod, naming the field.
+func TestNewMethodRefusesNonFinite(t *testing.T) {
+	buf := samplertest.NewBuffer(t, 64)
+	nan := math.NaN()
+	per := sampler.DefaultPERConfig(10)
+	per.Alpha = nan
+	rank := sampler.DefaultRankConfig(10)
+	rank.Beta.End = math.Inf(1)
+	lap := sampler.DefaultLAPConfig()
+	lap.K = math.Inf(-1)
+	for _, c := range []struct {
+		name string
+		cfg  sampler.MethodConfig
+		text string
+	}{
+		{"per", sampler.MethodConfig{Loss: model.Loss{Delta: nan}}, "Delta"},
+		{"per", sampler.MethodConfig{PER: &per}, "Alpha"},
+		{"rank", sampler.MethodConfig{Rank: &rank}, "Beta"},
+		{"lap", sampler.MethodConfig{LAP: &lap}, "K"},
+	} {
+		err := call(t, "NewMethod "+c.name, func() error { _, err := sampler.NewMethod(c.name, buf, c.cfg); return err })
+		if err == nil || !regexp.MustCompile(`\b`+c.text+`\b`).MatchString(err.Error()) {
+			t.Errorf("NewMethod(%s) with a non-finite %s: %v", c.name, c.text, err)
 		}
 	}
 }
