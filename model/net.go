@@ -6,9 +6,14 @@ import (
 	"slices"
 )
 
-// maxParams bounds a network's size (2^28 parameters, 2 GiB of float64):
-// a Config beyond it is refused before anything is allocated.
-const maxParams = 1 << 28
+// MaxParams bounds a network's size (2^28 parameters, 2 GiB of float64
+// each for the parameters and the gradients): Config.Validate computes
+// the count overflow-safely and refuses a Config beyond it before NewNet
+// allocates anything; NewAdam and NewDense apply the same bound.
+const MaxParams = 1 << 28
+
+// maxParams is MaxParams, the name the package's code uses.
+const maxParams = MaxParams
 
 // maxLayers bounds len(Config.Hidden) and len(Config.StreamHidden): far
 // deeper than any MLP this package trains, and small enough that a
@@ -34,7 +39,7 @@ type Config struct {
 	// In is the observation width (> 0).
 	In int `json:"in"`
 	// Hidden are the widths of the hidden layers (each > 0; may be empty;
-	// at most 1024 layers).
+	// at most 1024 layers; the network at most MaxParams parameters).
 	Hidden []int `json:"hidden"`
 	// Out is the output width, the number of actions for a Q network (> 0).
 	Out int `json:"out"`
@@ -186,7 +191,10 @@ type Net struct {
 // CopyFrom (an actor's copy). Errors wrap ErrConfig.
 //
 // Cost: O(parameters) time and memory (parameters and gradients, 16 bytes
-// per parameter); activation buffers are allocated by the first Forward.
+// per parameter, and as much again for the transposed copies of layers at
+// least four times narrower than their input: at most 32 bytes per
+// parameter, so at most 8 GiB under MaxParams); activation buffers are
+// allocated by the first Forward.
 func NewNet(cfg Config, rng *rand.Rand) (*Net, error) {
 	cfg, err := cfg.Validate()
 	if err != nil {
