@@ -167,9 +167,16 @@ func (a *Actor) Stats() Stats {
 // from the network's (or the network has none yet), copies it into the
 // network; it reports whether it did. Fill calls it every RefreshEvery
 // environment steps; call it to refresh now. Without a Store it does
-// nothing. An error means a snapshot of the wrong length (model.ErrShape).
-// Cost: one atomic load, plus O(parameters) when it copies.
-func (a *Actor) Update() (bool, error) { return a.update() }
+// nothing. An error means a snapshot of the wrong length (model.ErrShape). A
+// call that overlaps a Fill or Update of the same actor is refused with
+// ErrBusy. Cost: one atomic load, plus O(parameters) when it copies.
+func (a *Actor) Update() (bool, error) {
+	if err := a.enter("Update"); err != nil {
+		return false, err
+	}
+	defer a.exit()
+	return a.update()
+}
 
 // SelectAction returns the epsilon-greedy action for observation obs
 // (float32, as stored): uniform with probability Epsilon (always, before
@@ -207,10 +214,11 @@ func (a *Actor) SelectAction(obs []float32) int {
 // left nil (the buffer gives such items its maximum priority); when t
 // already holds prioritised items, unknown ones get sel.Priority(-1).
 //
-// A nil ctx or t is an ErrConfig error (nothing stepped). When ctx ends,
-// Fill returns nil at once (within one environment step)
-// after appending the transitions completed so far (a partial batch, with
-// unknown priorities), which the pipeline discards and counts. Errors: an
+// A nil ctx or t is an ErrConfig error (nothing stepped), and a Fill that
+// overlaps another Fill or Update of the same actor an ErrBusy one. When ctx
+// ends, Fill returns nil at once (within one environment step) after
+// appending the transitions completed so far (a partial batch, with unknown
+// priorities), which the pipeline discards and counts. Errors: an
 // environment that fails a step or returns an observation of the wrong
 // width, a non-finite reward, a non-finite TD error (a diverged network,
 // wrapping model.ErrNonFinite).
@@ -218,6 +226,10 @@ func (a *Actor) Fill(ctx context.Context, t *buffer.Transitions) error {
 	if err := checkFill(ctx, t); err != nil {
 		return err
 	}
+	if err := a.enter("Fill"); err != nil {
+		return err
+	}
+	defer a.exit()
 	done := ctx.Done()
 	for a.adder.Out.Len() < a.cfg.LocalBatch {
 		select {

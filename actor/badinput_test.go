@@ -175,3 +175,42 @@ func TestTruncatedNormalNeverHangs(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlappingFillIsRefused: a Fill or Update called while a Fill of
+// the same actor is running returns ErrBusy instead of racing on the
+// environment and the adder; the actor works normally afterwards.
+func TestOverlappingFillIsRefused(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	rec := &recorder{Env: mustEnv(t, "CartPole-v1")}
+	rec.onStep = func(n int) {
+		if n == 1 {
+			entered <- struct{}{}
+			<-release
+		}
+	}
+	net, st := linear(t, 4, 2, make([]float64, model.DenseParams(4, 2)))
+	a, err := New(Config{LocalBatch: 4}, rec, net, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- a.Fill(context.Background(), &buffer.Transitions{}) }()
+	<-entered
+	if err := a.Fill(context.Background(), &buffer.Transitions{}); !errors.Is(err, ErrBusy) {
+		t.Errorf("overlapping Fill: %v, want ErrBusy", err)
+	}
+	if _, err := a.Update(); !errors.Is(err, ErrBusy) {
+		t.Errorf("Update during Fill: %v, want ErrBusy", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the first Fill: %v", err)
+	}
+	var tr buffer.Transitions
+	if err := a.Fill(context.Background(), &tr); err != nil || tr.Len() != 4 {
+		t.Fatalf("a Fill after the overlap: %d transitions, %v", tr.Len(), err)
+	}
+	if _, err := a.Update(); err != nil {
+		t.Fatalf("Update after the overlap: %v", err)
+	}
+}

@@ -40,6 +40,11 @@ const (
 // network do not fit together. Errors from Validate and New wrap it.
 var ErrConfig = errors.New("actor: invalid config")
 
+// ErrBusy: Fill or Update was called while another Fill or Update of the
+// same actor was running (an actor is for one goroutine at a time). The
+// refused call does nothing.
+var ErrBusy = errors.New("actor: already in use")
+
 // Config configures one Ape-X actor. The zero value of each field selects
 // its documented default, so Config{ID: i, NumActors: n, Seed: s} is the
 // paper's setting. Validate reports the first field out of range.

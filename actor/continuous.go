@@ -166,11 +166,18 @@ func (c *Continuous) Stats() Stats {
 // Update reads the Store and, if it holds a snapshot whose version differs
 // from the network's (or the network has none yet), copies it into the
 // policy network; it reports whether it did. Fill calls it every
-// RefreshEvery environment steps; call it to refresh now. Without a Store
-// it does nothing. An error means a snapshot of the wrong length
-// (model.ErrShape). Cost: one atomic load, plus O(parameters) when it
+// RefreshEvery environment steps; call it to refresh now. Without a Store it
+// does nothing. An error means a snapshot of the wrong length
+// (model.ErrShape). A call that overlaps a Fill or Update of the same actor
+// is refused with ErrBusy. Cost: one atomic load, plus O(parameters) when it
 // copies.
-func (c *Continuous) Update() (bool, error) { return c.update() }
+func (c *Continuous) Update() (bool, error) {
+	if err := c.enter("Update"); err != nil {
+		return false, err
+	}
+	defer c.exit()
+	return c.update()
+}
 
 // SelectAction returns the action for observation obs (float32, as
 // stored): uniform in the box before the first snapshot and during the
@@ -241,13 +248,13 @@ func (c *Continuous) SelectAction(obs []float32) []float64 {
 // the type's doc). t should be empty (as the pipeline hands it) or hold
 // earlier batches of this actor; a t with priorities is refused.
 //
-// A nil ctx or t is an ErrConfig error (nothing stepped). When ctx ends,
-// Fill returns nil at once (within one environment step)
-// after appending the transitions completed so far (a partial batch),
-// which the pipeline discards and counts. Errors: an environment that
-// fails a step or returns an observation of the wrong width, a non-finite
-// reward, a non-finite action (a diverged policy, wrapping
-// model.ErrNonFinite).
+// A nil ctx or t is an ErrConfig error (nothing stepped), and a Fill that
+// overlaps another Fill or Update of the same actor an ErrBusy one. When ctx
+// ends, Fill returns nil at once (within one environment step) after
+// appending the transitions completed so far (a partial batch), which the
+// pipeline discards and counts. Errors: an environment that fails a step or
+// returns an observation of the wrong width, a non-finite reward, a
+// non-finite action (a diverged policy, wrapping model.ErrNonFinite).
 //
 // Cost per environment step: SelectAction, the environment's step, and
 // O(n·(observation + action width)) in the adder.
@@ -255,6 +262,10 @@ func (c *Continuous) Fill(ctx context.Context, t *buffer.Transitions) error {
 	if err := checkFill(ctx, t); err != nil {
 		return err
 	}
+	if err := c.enter("Fill"); err != nil {
+		return err
+	}
+	defer c.exit()
 	if len(t.Priority) != 0 {
 		return fmt.Errorf("actor %d: Fill: the batch holds %d priorities; a continuous actor gives none (hand it a batch without)", c.cfg.ID, len(t.Priority))
 	}

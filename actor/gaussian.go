@@ -199,7 +199,13 @@ func (g *Gaussian) Stats() Stats { return g.stats() }
 
 // Update reads the Store and copies a new snapshot into the network (see
 // Continuous.Update). Fill calls it every RefreshEvery steps.
-func (g *Gaussian) Update() (bool, error) { return g.update() }
+func (g *Gaussian) Update() (bool, error) {
+	if err := g.enter("Update"); err != nil {
+		return false, err
+	}
+	defer g.exit()
+	return g.update()
+}
 
 // SelectAction draws the action for observation obs (float32, as stored)
 // from the network's Gaussian policy and returns the action to send to the
@@ -263,8 +269,9 @@ func TruncatedNormal(rng *rand.Rand, k float64) float64 {
 // REFERStdColumn), V(s_T) on the last step of a truncated episode and 0
 // otherwise (REFERBootColumn), zeros in any other. Priority stays nil. t
 // should be empty or hold earlier batches of this actor (with all its
-// float columns); a t with priorities is refused, and a nil ctx or t is an
-// ErrConfig error.
+// float columns); a t with priorities is refused, a nil ctx or t is an
+// ErrConfig error, and a Fill that overlaps another Fill or Update of the
+// same actor an ErrBusy one.
 //
 // Errors: an environment that fails a step or returns an observation of
 // the wrong width, a non-finite reward, a non-finite policy (NaN mean or
@@ -273,6 +280,10 @@ func (g *Gaussian) Fill(ctx context.Context, t *buffer.Transitions) error {
 	if err := checkFill(ctx, t); err != nil {
 		return err
 	}
+	if err := g.enter("Fill"); err != nil {
+		return err
+	}
+	defer g.exit()
 	if len(t.Priority) != 0 {
 		return fmt.Errorf("actor %d: Fill: the batch holds %d priorities; a Gaussian actor gives none (hand it a batch without)", g.cfg.ID, len(t.Priority))
 	}

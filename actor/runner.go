@@ -58,6 +58,7 @@ type runner struct {
 	nVersion                                 atomic.Uint64
 	nLoaded                                  atomic.Bool
 	ep                                       atomic.Pointer[episodeStats]
+	busy                                     atomic.Bool // held by a running Fill or Update
 }
 
 // init sets r up for a validated cfg; actionDim is 0 for discrete actions
@@ -310,3 +311,15 @@ func checkFill(ctx context.Context, t *buffer.Transitions) error {
 	}
 	return nil
 }
+
+// enter claims the actor for op (Fill or Update), or refuses the call with
+// ErrBusy when another is running; exit releases it. One compare-and-swap
+// and one store per call.
+func (r *runner) enter(op string) error {
+	if !r.busy.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: actor %d: %s called while another Fill or Update is running (call an actor from one goroutine at a time)", ErrBusy, r.cfg.ID, op)
+	}
+	return nil
+}
+
+func (r *runner) exit() { r.busy.Store(false) }
