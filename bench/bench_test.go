@@ -189,3 +189,42 @@ func TestNoiseSkipped(t *testing.T) {
 		t.Errorf("noise probe ran: %+v", rep.Noise)
 	}
 }
+
+// TestRunInterruptedKeepsFigures: cancelling a run during the baseline's
+// load returns the context's error with the figures measured so far: apex's
+// whole, the baseline's solo phase, and its load over the time it ran.
+// Progress announces every phase before it runs.
+func TestRunInterruptedKeepsFigures(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := tinyConfig()
+	var lines []string
+	cfg.Progress = func(line string) {
+		lines = append(lines, line)
+		if strings.HasPrefix(line, "mutex baseline: the learner under the load") {
+			cancel()
+		}
+	}
+	rep, err := Run(ctx, cfg)
+	if !errors.Is(err, context.Canceled) || rep == nil || !rep.Interrupted {
+		t.Fatalf("Run: %v, report %v", err, rep)
+	}
+	checkResult(t, "apex", &rep.Result, true)
+	if rep.Baseline == nil || rep.Baseline.SoloSamplesPerSec <= 0 || rep.BaselineSamePath != nil || rep.Targets != nil {
+		t.Errorf("interrupted report: baseline %+v, same path %v, targets %v", rep.Baseline, rep.BaselineSamePath, rep.Targets)
+	}
+	want := []string{"apex: filling 4096 slots", "apex: the learner alone for 100ms", "apex: the learner under the load of 4 actors for 200ms",
+		"machine noise: a CPU-only loop of", "mutex baseline: filling 4096 slots", "mutex baseline: the learner alone for 100ms",
+		"mutex baseline: the learner under the load of 4 actors for 200ms"}
+	if len(lines) != len(want) {
+		t.Fatalf("progress lines %q, want %d", lines, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("progress line %d: %q, want %q", i, lines[i], w)
+		}
+	}
+	if d := cfg.Estimate(); d != 100*time.Millisecond*2+200*time.Millisecond*3+200*time.Millisecond {
+		t.Errorf("Estimate %v", d) // solo and load of apex and the baseline, load of the same path, noise min(duration, 2s)
+	}
+}
