@@ -14,7 +14,7 @@ import (
 // smaller machine compare Config.MemoryBytes with the memory they have.
 const MaxBytes = 1 << 40
 
-// sat is overflow-saturating uint64 arithmetic: once a sum or product
+// satMul and satAdd are overflow-saturating uint64 arithmetic: once a sum or product
 // overflows, the result is math.MaxUint64 (far above MaxBytes).
 func satMul(a, b uint64) uint64 {
 	hi, lo := bits.Mul64(a, b)
@@ -88,9 +88,11 @@ func storageBytes(c *Config) uint64 {
 
 // MemoryBytes validates c (filling defaults as New does) and returns the
 // bytes New(c) allocates for the buffer's columns, trees and stripe
-// headers: a close estimate (within a few kilobytes) that leaves out the
-// Buffer struct and slice headers. The runtime compares it with the
-// machine's memory before it starts training. O(1).
+// headers. It is the sum of the slices' sizes: the heap can take up to a
+// page (8 KiB) more per column for rounding, and the Buffer struct and
+// slice headers are left out, so it is within 1% for any buffer of a few
+// megabytes or more. The runtime compares it with the machine's memory
+// before it starts training. O(len(Floats) + tree levels).
 //
 // Errors: those of Validate (ErrConfig, wrapped), including a configuration
 // that needs more than MaxBytes.
