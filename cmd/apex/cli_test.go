@@ -457,18 +457,10 @@ func TestNewEval(t *testing.T) {
 // while it trains, stops gracefully: results.json says interrupted, the
 // checkpoint is written, and the exit status is 130.
 func TestTrainInterruptSubprocess(t *testing.T) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build the binary with")
-	}
+	bin := apexBinary(t) // kill_test.go
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "apex")
-	if b, err := exec.CommandContext(ctx, gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	out := filepath.Join(dir, "out")
+	out := filepath.Join(t.TempDir(), "out")
 	cmd := exec.CommandContext(ctx, bin, "-actors=2", "-capacity=5000", "-duration=2m", "-stop-when-solved=false",
 		"-progress=50ms", "-log-format=json", "-checkpoint-every=0", "-out", out)
 	var stderr bytes.Buffer

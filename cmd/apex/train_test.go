@@ -164,7 +164,7 @@ func TestTrainCheckpointResumeDeterministic(t *testing.T) {
 		{[]string{"-steps=-5"}, "must not be negative"},
 	} {
 		errb.Reset()
-		if code := run(c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
+		if code := run(append(c.args, "-out", dir), &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%v: exit %d, %q; want 2 and %q", c.args, code, errb.String(), c.want)
 		}
 	}
