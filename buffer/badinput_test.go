@@ -219,6 +219,7 @@ func TestMemoryBytes(t *testing.T) {
 		{Capacity: 100_000, Stripes: 4, ObsDim: 3, Action: Continuous, ActionDim: 2, Episode: true, GlobalStep: true,
 			ActorID: true, StateHash: true, Floats: []FloatColumn{{Name: "mean", Width: 2}, {Name: "std", Width: 2}}},
 		{Capacity: 50_000, ObsDim: 17, NoMinTree: true},
+		{Capacity: 1 << 14, Stripes: 1 << 14, ObsDim: 1}, // trees and stripe headers dominate
 	} {
 		want, err := cfg.MemoryBytes()
 		if err != nil {
