@@ -511,3 +511,48 @@ func TestTrainInterruptSubprocess(t *testing.T) {
 		t.Errorf("last record: %v", last)
 	}
 }
+
+// TestTrainPeriodicCheckpointFailureWarns: a periodic checkpoint that
+// cannot be written is logged as a warning while the run goes on (here the
+// warning interrupts the run; without it the run would last its 60 s).
+func TestTrainPeriodicCheckpointFailureWarns(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	ckDir := filepath.Join(dir, "ck")
+	if err := os.MkdirAll(ckDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var sigs chan<- os.Signal
+	withSignals(t, func(c chan<- os.Signal) {
+		sigs = c
+		if err := os.RemoveAll(ckDir); err != nil {
+			t.Error(err)
+		}
+		if err := os.WriteFile(ckDir, nil, 0o644); err != nil {
+			t.Error(err)
+		}
+	})
+	stdout := &syncBuffer{}
+	sent := false
+	stdout.onWrite = func(p []byte) {
+		if !sent && bytes.Contains(p, []byte(`"msg":"checkpoint failed"`)) {
+			sigs <- os.Interrupt
+			sent = true
+		}
+	}
+	var stderr syncBuffer
+	code := run([]string{"-actors=2", "-capacity=2000", "-duration=60s", "-stop-when-solved=false", "-progress=20ms", "-log-format=json",
+		"-checkpoint", filepath.Join(ckDir, "run.apex"), "-checkpoint-every=50ms", "-out", dir}, stdout, &stderr)
+	if !sent {
+		t.Fatalf("no checkpoint failure warning; exit %d; log:\n%s", code, stdout.String())
+	}
+	if code != 1 || !strings.Contains(stderr.String(), filepath.Join(ckDir, "run.apex")) {
+		t.Errorf("exit %d, stderr %q: want 1 (the final checkpoint fails too) naming the checkpoint", code, stderr.String())
+	}
+	var res struct {
+		StopReason string `json:"stop_reason"`
+	}
+	if raw := readResults(t, dir, &res); res.StopReason != "interrupted" {
+		t.Errorf("results.json: %s", raw)
+	}
+}

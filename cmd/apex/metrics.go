@@ -161,6 +161,15 @@ var trainMetrics = []trainMetric{
 		func(s *runtime.TrainStats) float64 { return s.Limiter.SampleWait.Seconds() }},
 	{"apex_ratelimiter_timeouts_total", "Rate limiter calls that gave up with a timeout.", counter,
 		func(s *runtime.TrainStats) float64 { return float64(s.Limiter.Timeouts) }},
+
+	{"apex_checkpoint_saves_total", "Checkpoints the run wrote (periodic and final).", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Checkpoints.Saved) }},
+	{"apex_checkpoint_failures_total", "Checkpoints that could not be written (the run goes on).", counter,
+		func(s *runtime.TrainStats) float64 { return float64(s.Checkpoints.Failed) }},
+	{"apex_checkpoint_last_duration_seconds", "How long the last written checkpoint took (the inserter and the learner waited that long).", gauge,
+		func(s *runtime.TrainStats) float64 { return s.Checkpoints.LastSeconds }},
+	{"apex_checkpoint_last_size_bytes", "Size of the last written checkpoint.", gauge,
+		func(s *runtime.TrainStats) float64 { return float64(s.Checkpoints.LastBytes) }},
 }
 
 // methodMetrics are the replay methods' own metrics (ReF-ER's controller,

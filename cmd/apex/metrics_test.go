@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,6 +144,27 @@ func TestTrainMetricNames(t *testing.T) {
 		}
 		if (m.kind == counter) != strings.HasSuffix(m.name, "_total") {
 			t.Errorf("%s: counters and only counters end in _total", m.name)
+		}
+	}
+}
+
+// TestREADMEListsEveryMetric: the README's metrics table names every
+// metric the collector exports.
+func TestREADMEListsEveryMetric(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"apex_train_info", "apex_eval_return"}
+	for _, m := range trainMetrics {
+		names = append(names, m.name)
+	}
+	for _, m := range methodMetrics {
+		names = append(names, m.name)
+	}
+	for _, n := range names {
+		if !bytes.Contains(readme, []byte("`"+n)) {
+			t.Errorf("README.md does not list %s", n)
 		}
 	}
 }

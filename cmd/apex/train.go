@@ -441,7 +441,8 @@ func signalExitCode(s os.Signal) int {
 
 // progress reports the run every period until done is closed: a log
 // record (text or JSON) per period, or, on a terminal in text mode, one
-// progress-bar line redrawn in place.
+// progress-bar line redrawn in place; and a warning when a periodic
+// checkpoint failed (the run goes on without it).
 func progress(tr *runtime.Trainer, log *slog.Logger, bar io.Writer, period time.Duration, done <-chan struct{}) {
 	if period <= 0 {
 		return
@@ -466,6 +467,12 @@ func progress(tr *runtime.Trainer, log *slog.Logger, bar io.Writer, period time.
 		dt := st.SegmentSeconds - last.SegmentSeconds
 		envRate := float64(st.EnvSteps-last.EnvSteps) / dt
 		updRate := float64(st.LearnerSteps-last.LearnerSteps) / dt
+		if ck := st.Checkpoints; ck.Failed > last.Checkpoints.Failed { // the run goes on; say so now, not at the end
+			if bar != nil {
+				fmt.Fprintln(bar)
+			}
+			log.Warn("checkpoint failed", "checkpoint", tr.Config().Checkpoint, "failures", ck.Failed, "error", ck.LastError)
+		}
 		last = st
 		if bar != nil {
 			fmt.Fprint(bar, "\r"+progressBar(tr.Config(), st, envRate, updRate))
@@ -473,6 +480,9 @@ func progress(tr *runtime.Trainer, log *slog.Logger, bar io.Writer, period time.
 		}
 		attrs := []any{"elapsed_s", round1(st.SegmentSeconds), "env_steps", st.EnvSteps, "env_steps_per_s", round1(envRate),
 			"learner_steps", st.LearnerSteps, "updates_per_s", round1(updRate), "buffer", st.BufferSize}
+		if tr.Config().Checkpoint != "" {
+			attrs = append(attrs, "checkpoints", st.Checkpoints.Saved)
+		}
 		if newEval(reported, st) {
 			attrs = append(attrs, "eval_return", round1(st.LastEval))
 			reported = st
