@@ -271,3 +271,73 @@ func TestNewBatchBounds(t *testing.T) {
 		t.Fatalf("NewBatch over MaxBytes: %v", err)
 	}
 }
+
+// FuzzInsertShapes inserts Transitions whose column lengths and values
+// come from the input: Insert must accept or refuse each whole, never
+// panic, and leave the buffer consistent.
+func FuzzInsertShapes(f *testing.F) {
+	f.Add([]byte{4, 8, 8, 4, 0, 4, 4, 4, 0, 0, 0, 1, 2, 3, 4})
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{3, 6, 5, 3, 3, 3, 3, 3, 3, 3, 3, 255, 255, 255, 255, 255, 255, 255, 127})
+	cfg := Config{Capacity: 32, Stripes: 2, ObsDim: 2, NumActions: 4, Episode: true, Floats: []FloatColumn{{Name: "m", Width: 2}}}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b := mustNew(t, cfg)
+		at := 0
+		next := func() int {
+			if at >= len(data) {
+				return 0
+			}
+			at++
+			return int(data[at-1] % 24)
+		}
+		val := func() float32 {
+			if at >= len(data) {
+				return 0
+			}
+			at++
+			return float32(int8(data[at-1]))
+		}
+		tr := &Transitions{
+			Obs: make([]float32, next()), NextObs: make([]float32, next()), Action: make([]int32, next()),
+			Reward: make([]float32, next()), Discount: make([]float32, next()), Flags: make([]uint32, next()),
+			EpisodeID: make([]uint64, next()), EpisodeStep: make([]int32, next()),
+		}
+		if n := next(); n > 0 {
+			tr.Floats = [][]float32{make([]float32, n)}
+		}
+		if n := next(); n > 0 {
+			tr.Priority = make([]float64, n)
+			for i := range tr.Priority {
+				tr.Priority[i] = float64(val()) / 4
+			}
+		}
+		for i := range tr.Action {
+			tr.Action[i] = int32(val())
+		}
+		for i := range tr.Obs {
+			tr.Obs[i] = val()
+		}
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("Insert panicked: %v", r)
+				}
+			}()
+			err = b.Insert(tr)
+		}()
+		if err != nil && !errors.Is(err, ErrShape) && !errors.Is(err, ErrPriority) {
+			t.Fatalf("Insert: %v, want ErrShape or ErrPriority", err)
+		}
+		want := 0
+		if err == nil {
+			want = min(tr.Len(), 32)
+		}
+		if got := b.Size(); got > want || (err == nil && tr.Len() <= 16 && got != want) {
+			t.Fatalf("Size = %d after Insert of %d items (%v)", got, tr.Len(), err)
+		}
+		if err := b.CheckInvariants(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
