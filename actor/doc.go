@@ -47,7 +47,8 @@
 //
 //  1. One Actor per goroutine, each with its own Env and its own Net (an
 //     Actor, its Env and its Net are not safe for concurrent use). Only
-//     Stats may be called from other goroutines.
+//     Stats may be called from other goroutines; a Fill or Update that
+//     overlaps another on the same actor is refused with ErrBusy.
 //  2. Give every actor of a run the same NumActors and Seed and a distinct
 //     ID in [0, NumActors): the ID picks the exploration rate (eps_i, or a
 //     continuous actor's σ_i when SigmaLast spreads it), the generator's

@@ -58,8 +58,9 @@
 //  4. Insert transitions as actors produce them: Reward the n-step return,
 //     Discount γ^m (0 at a termination), as actor.NStep writes them.
 //  5. Call Step from one goroutine once the buffer holds at least Batch
-//     items (the runtime's rate limiter waits for its minimum size). A
-//     non-nil error stops the run: a *model.NonFiniteError (errors.Is
+//     items (the runtime's rate limiter waits for its minimum size); a
+//     Step that overlaps another is refused with ErrBusy. A non-nil error
+//     stops the run: a *model.NonFiniteError (errors.Is
 //     model.ErrNonFinite) names the step and the NaN or infinite value.
 //  6. Read Stats from any goroutine for progress and metrics.
 //  7. Checkpoint with Save (together with buffer.Buffer.Save, with the
