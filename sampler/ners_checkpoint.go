@@ -147,7 +147,7 @@ func (s *NERS) Load(r io.Reader) error {
 	// length field cannot make Load allocate more than the stream holds.
 	data, err := io.ReadAll(io.LimitReader(r, int64(n)+4))
 	if err != nil {
-		return fmt.Errorf("%w: ners: reading the state: %w", buffer.ErrCorrupt, err)
+		return fmt.Errorf("ners: reading the state: %w", err) // the reader's own failure, not the data's
 	}
 	if uint64(len(data)) < n+4 {
 		return fmt.Errorf("%w: ners: truncated state: %d of %d bytes: %w", buffer.ErrCorrupt, len(data), n+4, io.ErrUnexpectedEOF)
