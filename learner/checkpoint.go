@@ -205,7 +205,7 @@ func readHead(r io.Reader, magic string, version uint32, what string, h any) err
 	want := int(hdrLen) + 4
 	rest, err := io.ReadAll(io.LimitReader(r, int64(want)))
 	if err != nil {
-		return errorf(ErrCorrupt, "header truncated: %d of %d bytes: %w", len(rest), want, unexpected(err))
+		return fmt.Errorf("learner: reading the checkpoint header: %w", err) // the reader's own failure
 	}
 	if len(rest) < want {
 		return errorf(ErrCorrupt, "header truncated: %d of %d bytes: %w", len(rest), want, io.ErrUnexpectedEOF)
