@@ -330,15 +330,6 @@ func configDiff(a, b any) string {
 	return s
 }
 
-// unexpected turns a clean EOF in the middle of a checkpoint into
-// io.ErrUnexpectedEOF.
-func unexpected(err error) error {
-	if errors.Is(err, io.EOF) {
-		return io.ErrUnexpectedEOF
-	}
-	return err
-}
-
 func floatBits(f float64) uint64 { return math.Float64bits(f) }
 
 // finite0 is f, or 0 when f is NaN or infinite (JSON has no encoding for
