@@ -143,6 +143,9 @@ func methodSettings(c *TrainConfig) []setting {
 	refer := slices.Contains(referMethods, m)
 	adapts := m == "refer" || m == "refer-2" // refer-1 and er fix beta at 1: D steers nothing
 	return []setting{
+		// pal's loss is fixed by alpha and k; its zero value (Huber) cannot
+		// be told from unset further down, so -loss=huber would be ignored.
+		{c.Loss != "", "Loss (-loss)", m != "pal", "the loss of every method but pal (whose loss -lap-alpha and -lap-k fix)", func(c *TrainConfig) { c.Loss = "" }},
 		{c.LAPAlpha != 0, "LAPAlpha (-lap-alpha)", lap, "the lap and pal methods", func(c *TrainConfig) { c.LAPAlpha = 0 }},
 		{c.LAPK != 0, "LAPK (-lap-k)", lap, "the lap and pal methods", func(c *TrainConfig) { c.LAPK = 0 }},
 		{c.REFERC != 0, "REFERC (-refer-c)", refer, "the ReF-ER methods", func(c *TrainConfig) { c.REFERC = 0 }},

@@ -131,14 +131,14 @@ func TestResumeRefusesEditedHeader(t *testing.T) {
 	_, _, data := savedRun(t, t.TempDir())
 	js, rest := splitCheckpoint(t, data)
 	for want, edit := range map[string]func(*ckHeader){
-		"Actors must be at most 16384":    func(h *ckHeader) { h.Config.Actors = 1_000_000 },
-		"widths must be in [1, 65536]":    func(h *ckHeader) { h.Config.Hidden = []int{1 << 30, 1 << 30} },
-		"FinalEpisodes must be at most":   func(h *ckHeader) { h.Config.FinalEpisodes = 1 << 40 },
-		"negative counters":               func(h *ckHeader) { h.Base.LearnerSteps = -1 },
-		"counters.seconds":                func(h *ckHeader) { h.Base.Seconds = -3 },
-		"does not fit":                    func(h *ckHeader) { h.Config.Capacity *= 2 },
-		"negative rate limiter counts":    func(h *ckHeader) { h.Sampled = -5 },
-		"LR must not be negative, got -1": func(h *ckHeader) { h.Config.LR = -1 },
+		"Actors (-actors) must be at most 16384": func(h *ckHeader) { h.Config.Actors = 1_000_000 },
+		"widths must be in [1, 65536]":           func(h *ckHeader) { h.Config.Hidden = []int{1 << 30, 1 << 30} },
+		"FinalEpisodes must be at most":          func(h *ckHeader) { h.Config.FinalEpisodes = 1 << 40 },
+		"negative counters":                      func(h *ckHeader) { h.Base.LearnerSteps = -1 },
+		"counters.seconds":                       func(h *ckHeader) { h.Base.Seconds = -3 },
+		"does not fit":                           func(h *ckHeader) { h.Config.Capacity *= 2 },
+		"negative rate limiter counts":           func(h *ckHeader) { h.Sampled = -5 },
+		"LR (-lr) must not be negative, got -1":  func(h *ckHeader) { h.Config.LR = -1 },
 	} {
 		var h ckHeader
 		if err := json.Unmarshal(js, &h); err != nil {

@@ -392,25 +392,40 @@ const MaxActors = 1 << 14
 // checkConfig refuses settings no run can use, before anything is built:
 // non-finite or negative numbers and absurd sizes, naming the field.
 func checkConfig(c TrainConfig) error {
-	for name, v := range map[string]float64{"TargetReturn": c.TargetReturn, "LR": c.LR, "Gamma": c.Gamma,
-		"ReplayRatio": c.ReplayRatio, "TEREta": c.TEREta, "NERSAlpha": c.NERSAlpha, "REFERC": c.REFERC,
-		"REFERD": c.REFERD, "REFERA": c.REFERA, "LAPAlpha": c.LAPAlpha, "LAPK": c.LAPK, "Tau": c.Tau,
-		"Epsilon": c.Epsilon, "Sigma": c.Sigma, "OUTheta": c.OUTheta} {
-		if !finite(v) {
-			return fmt.Errorf("runtime: train: %s must be a finite number, got %v", name, v)
+	for _, f := range []struct {
+		name string
+		v    float64
+		neg  bool // may be negative
+	}{{"TargetReturn", c.TargetReturn, true}, {"LR", c.LR, false}, {"Gamma", c.Gamma, false},
+		{"ReplayRatio", c.ReplayRatio, false}, {"TEREta", c.TEREta, false}, {"NERSAlpha", c.NERSAlpha, false},
+		{"REFERC", c.REFERC, false}, {"REFERD", c.REFERD, false}, {"REFERA", c.REFERA, false},
+		{"LAPAlpha", c.LAPAlpha, false}, {"LAPK", c.LAPK, false}, {"Tau", c.Tau, false},
+		{"Epsilon", c.Epsilon, false}, {"Sigma", c.Sigma, false}, {"OUTheta", c.OUTheta, false}} {
+		if !finite(f.v) {
+			return fmt.Errorf("runtime: train: %s must be a finite number, got %v", fieldName(f.name), f.v)
 		}
-		if v < 0 && name != "TargetReturn" {
-			return fmt.Errorf("runtime: train: %s must not be negative, got %v", name, v)
+		if f.v < 0 && !f.neg {
+			return fmt.Errorf("runtime: train: %s must not be negative, got %v", fieldName(f.name), f.v)
 		}
 	}
-	for name, v := range map[string]int64{"Actors": int64(c.Actors), "Capacity": int64(c.Capacity), "Batch": int64(c.Batch),
-		"NStep": int64(c.NStep), "MinSizeToSample": int64(c.MinSizeToSample), "RandomSteps": int64(c.RandomSteps),
-		"EvalEpisodes": int64(c.EvalEpisodes), "FinalEpisodes": int64(c.FinalEpisodes), "TERRoots": int64(c.TERRoots),
-		"TERPreds": int64(c.TERPreds), "NERSInterval": int64(c.NERSInterval), "NERSSample": int64(c.NERSSample),
-		"EpsilonDecaySteps": c.EpsilonDecaySteps, "Steps": c.Steps, "Duration": int64(c.Duration),
-		"EvalEvery": int64(c.EvalEvery), "EvalEverySteps": c.EvalEverySteps, "CheckpointEvery": int64(c.CheckpointEvery)} {
-		if v < 0 {
-			return fmt.Errorf("runtime: train: %s must not be negative, got %d", name, v)
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"Actors", int64(c.Actors)}, {"Capacity", int64(c.Capacity)}, {"Batch", int64(c.Batch)},
+		{"NStep", int64(c.NStep)}, {"MinSizeToSample", int64(c.MinSizeToSample)}, {"RandomSteps", int64(c.RandomSteps)},
+		{"EvalEpisodes", int64(c.EvalEpisodes)}, {"FinalEpisodes", int64(c.FinalEpisodes)}, {"TERRoots", int64(c.TERRoots)},
+		{"TERPreds", int64(c.TERPreds)}, {"NERSInterval", int64(c.NERSInterval)}, {"NERSSample", int64(c.NERSSample)},
+		{"EpsilonDecaySteps", c.EpsilonDecaySteps}, {"Steps", c.Steps}, {"EvalEverySteps", c.EvalEverySteps}} {
+		if f.v < 0 {
+			return fmt.Errorf("runtime: train: %s must not be negative, got %d", fieldName(f.name), f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"Duration", c.Duration}, {"EvalEvery", c.EvalEvery}, {"CheckpointEvery", c.CheckpointEvery}} {
+		if f.v < 0 {
+			return fmt.Errorf("runtime: train: %s must not be negative, got %v", fieldName(f.name), f.v)
 		}
 	}
 	if len(c.Hidden) > maxLayers {
@@ -423,11 +438,29 @@ func checkConfig(c TrainConfig) error {
 	}
 	switch {
 	case c.Actors > MaxActors:
-		return fmt.Errorf("runtime: train: Actors must be at most %d, got %d", MaxActors, c.Actors)
+		return fmt.Errorf("runtime: train: %s must be at most %d, got %d", fieldName("Actors"), MaxActors, c.Actors)
 	case c.EvalEpisodes > maxEpisodes || c.FinalEpisodes > maxEpisodes:
 		return fmt.Errorf("runtime: train: EvalEpisodes and FinalEpisodes must be at most %d, got %d and %d", maxEpisodes, c.EvalEpisodes, c.FinalEpisodes)
 	}
 	return nil
+}
+
+// flags names the command-line flag of each TrainConfig field that has
+// one, so errors speak to the CLI's users too.
+var flags = map[string]string{"TargetReturn": "target-return", "LR": "lr", "ReplayRatio": "replay-ratio",
+	"TEREta": "ter-eta", "NERSAlpha": "ners-alpha", "REFERC": "refer-c", "REFERD": "refer-d", "REFERA": "refer-a",
+	"LAPAlpha": "lap-alpha", "LAPK": "lap-k", "Tau": "tau", "Epsilon": "epsilon", "Sigma": "sigma", "OUTheta": "ou-theta",
+	"Actors": "actors", "Capacity": "capacity", "Batch": "batch", "NStep": "n-step", "MinSizeToSample": "min-replay",
+	"RandomSteps": "random-steps", "TERRoots": "ter-roots", "TERPreds": "ter-preds", "NERSInterval": "ners-interval",
+	"NERSSample": "ners-sample", "EpsilonDecaySteps": "epsilon-decay", "Steps": "steps", "Duration": "duration",
+	"CheckpointEvery": "checkpoint-every", "Checkpoint": "checkpoint"}
+
+// fieldName is "Field (-flag)" for a field with a flag, else "Field".
+func fieldName(f string) string {
+	if fl, ok := flags[f]; ok {
+		return f + " (-" + fl + ")"
+	}
+	return f
 }
 
 // maxLayers and maxWidth bound TrainConfig.Hidden.
@@ -535,8 +568,12 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 	// one actor batch may be counted but not yet sampleable: learning must
 	// not start before a learner batch is surely stored.
 	if need := ag.batch + actor.DefaultLocalBatch; cfg.MinSizeToSample < need {
-		return nil, fmt.Errorf("runtime: train: MinSizeToSample must be at least the learner batch plus an actor batch (%d + %d = %d), got %d",
-			ag.batch, actor.DefaultLocalBatch, need, cfg.MinSizeToSample)
+		return nil, fmt.Errorf("runtime: train: %s must be at least the learner batch plus an actor batch (%d + %d = %d), got %d",
+			fieldName("MinSizeToSample"), ag.batch, actor.DefaultLocalBatch, need, cfg.MinSizeToSample)
+	}
+	if cfg.Capacity < cfg.MinSizeToSample {
+		return nil, fmt.Errorf("runtime: train: %s %d cannot hold the %d items learning waits for (%s)",
+			fieldName("Capacity"), cfg.Capacity, cfg.MinSizeToSample, fieldName("MinSizeToSample"))
 	}
 	lim, err := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: cfg.ReplayRatio, MinSizeToSample: int64(cfg.MinSizeToSample),
 		ErrorBuffer: max(cfg.ReplayRatio, 1) * float64(2*ag.batch)})
