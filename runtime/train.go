@@ -312,11 +312,14 @@ type TrainStats struct {
 	BufferSize     int
 	LastEval       float64 // NaN-free: 0 until the first evaluation
 	Evaluated      bool
-	Learner        LearnerStats
-	Buffer         buffer.Stats
-	Pipeline       PipelineStats
-	Limiter        RateLimiterStats
-	Checkpoints    CheckpointStats
+	// Evaluations counts this Run's evaluations (periodic and final): a
+	// reader that keeps the last count it saw knows whether LastEval is new.
+	Evaluations int64
+	Learner     LearnerStats
+	Buffer      buffer.Stats
+	Pipeline    PipelineStats
+	Limiter     RateLimiterStats
+	Checkpoints CheckpointStats
 }
 
 // CheckpointStats counts the checkpoints a Run wrote periodically and at
@@ -371,7 +374,8 @@ type Trainer struct {
 	pipe     Pipeline
 	start    atomic.Pointer[time.Time] // set by Run; read by Stats from any goroutine
 	lastEval atomic.Pointer[EvalPoint]
-	base     counterBase // what earlier segments of a resumed run did
+	evals    atomic.Int64 // evaluations recorded by this Run
+	base     counterBase  // what earlier segments of a resumed run did
 
 	ck checkpointCounters
 
@@ -850,10 +854,11 @@ func (t *Trainer) record(mean float64) {
 	st := t.Stats()
 	p := EvalPoint{Seconds: st.Seconds, LearnerSteps: st.LearnerSteps, EnvSteps: st.EnvSteps, MeanReturn: mean,
 		FarFraction: st.Learner.FarFraction, MeanKL: st.Learner.MeanKL}
-	t.lastEval.Store(&p)
 	t.mu.Lock()
 	t.curve = append(t.curve, p)
 	t.mu.Unlock()
+	t.lastEval.Store(&p)
+	t.evals.Add(1)
 }
 
 // periodic records a periodic evaluation and hands its mean return to a
@@ -886,6 +891,7 @@ func (t *Trainer) Stats() TrainStats {
 	}
 	st.LearnerSteps = t.base.LearnerSteps + st.Pipeline.LearnerSteps
 	st.BufferSize = st.Buffer.Size
+	st.Evaluations = t.evals.Load() // before lastEval: a count never runs ahead of its value
 	if p := t.lastEval.Load(); p != nil {
 		st.LastEval, st.Evaluated = p.MeanReturn, true
 	}

@@ -434,8 +434,9 @@ func TestResumeWritesOwnCheckpoint(t *testing.T) {
 // the records after it (the records before showed it as current).
 func TestNewEval(t *testing.T) {
 	none := runtime.TrainStats{}
-	e1 := runtime.TrainStats{Evaluated: true, LastEval: 12}
-	e2 := runtime.TrainStats{Evaluated: true, LastEval: 31}
+	e1 := runtime.TrainStats{Evaluated: true, LastEval: 12, Evaluations: 1}
+	e2 := runtime.TrainStats{Evaluated: true, LastEval: 31, Evaluations: 2}
+	e3 := runtime.TrainStats{Evaluated: true, LastEval: 31, Evaluations: 3} // the same mean again: still new
 	for _, c := range []struct {
 		name         string
 		reported, st runtime.TrainStats
@@ -446,6 +447,7 @@ func TestNewEval(t *testing.T) {
 		{"the first evaluation again", e1, e1, false},
 		{"a new evaluation", e1, e2, true},
 		{"the new one again", e2, e2, false},
+		{"a new evaluation with the same mean", e2, e3, true},
 	} {
 		if got := newEval(c.reported, c.st); got != c.want {
 			t.Errorf("%s: newEval %v, want %v", c.name, got, c.want)

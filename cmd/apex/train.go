@@ -495,14 +495,11 @@ func progress(tr *runtime.Trainer, log *slog.Logger, bar io.Writer, period time.
 }
 
 // newEval reports whether st holds an evaluation that the progress
-// records have not shown yet (reported holds the last one they showed): a
-// record carries eval_return only after a new evaluation, so it never
-// presents an old one as current. TrainStats has no evaluation counter, so
-// a new evaluation is one whose mean return differs from the last shown
-// (an evaluation that repeats the previous mean exactly is not shown
-// again: the value it would show is the same).
+// records have not shown yet (reported holds the stats of the last one
+// they showed): a record carries eval_return only after a new evaluation,
+// so it never presents an old one as current.
 func newEval(reported, st runtime.TrainStats) bool {
-	return st.Evaluated && (!reported.Evaluated || st.LastEval != reported.LastEval)
+	return st.Evaluations > reported.Evaluations
 }
 
 // progressBar is one terminal line: elapsed against the budget (steps or
