@@ -183,8 +183,10 @@ func WriteChecks(b *strings.Builder, checks []Check) {
 
 // Run trains every (sampler, seed) pair of cfg, Workers at a time,
 // and summarises them. onRun, if not nil, is called after each run (from
-// the goroutine that ran it, one call at a time). It stops at ctx's end or
-// the first failed run, having waited for the runs in flight.
+// the goroutine that ran it, one call at a time), and only for a run that
+// trained all its steps. It stops at ctx's end or the first failed run,
+// having waited for the runs in flight; a run that ctx's end cut short is
+// not reported to onRun, and Run then returns an error that wraps ctx's.
 func Run(ctx context.Context, cfg Config, onRun func(Trial)) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -239,6 +241,12 @@ func trainOne(ctx context.Context, cfg Config, sampler string, seed uint64) (Tri
 	out, err := tr.Run(ctx)
 	if err != nil {
 		return Trial{}, fmt.Errorf("control: %s seed %d: %w", sampler, seed, err)
+	}
+	if out.StopReason == runtime.StopInterrupted {
+		// Cut short: its final evaluation is of a partly trained network,
+		// not the run's result.
+		return Trial{}, fmt.Errorf("control: %s seed %d: cut short after %d of %d steps: %w", sampler, seed,
+			out.LearnerSteps, tc.Steps, context.Cause(ctx))
 	}
 	ls := tr.Stats().Learner
 	tm := ls.Timing

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -125,6 +126,28 @@ func TestControlCancel(t *testing.T) {
 	cancel()
 	if _, err := Run(ctx, cfg, nil); err == nil {
 		t.Fatal("a cancelled Run returned no error")
+	}
+}
+
+// TestControlCutShort: a run that the context's end cuts short is not
+// reported as a finished run (its "final" return would be a partly trained
+// network's), and Run's error wraps the context's.
+func TestControlCutShort(t *testing.T) {
+	cfg := pendulumConfig()
+	cfg.Base.Steps, cfg.Base.Batch, cfg.Base.Hidden = 300, 32, []int{16}
+	cfg.Base.MinSizeToSample, cfg.Base.EvalEverySteps, cfg.Base.EvalEpisodes, cfg.Base.FinalEpisodes = 200, 150, 1, 1
+	cfg.Samplers, cfg.Seeds, cfg.FloorArms, cfg.Workers = []string{"uniform"}, []uint64{1, 2, 3}, nil, 1
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var seen []Trial
+	// One worker: the next run either never starts or starts with the
+	// context already ended and stops at once.
+	_, err := Run(ctx, cfg, func(r Trial) { seen = append(seen, r); cancel() })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v, want an error wrapping context.Canceled", err)
+	}
+	if len(seen) != 1 || seen[0].Seed != 1 || seen[0].Steps != 300 {
+		t.Errorf("finished runs %+v, want only seed 1 with its 300 steps", seen)
 	}
 }
 
