@@ -116,7 +116,7 @@ func runCliffwalk(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.OnRow = func(r cliffwalk.Row) { _ = cliffwalk.WriteTableRow(stdout, r) }
 	start := time.Now()
-	res, err := cliffwalk.Run(cfg)
+	res, err := cliffwalk.Run(context.Background(), cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "apex experiment cliffwalk: %v\n", err)
 		return 1

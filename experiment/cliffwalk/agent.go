@@ -29,6 +29,10 @@ type Task struct {
 	// the runs that finish under it. <= 0: beta is at its end value from the
 	// start. NewTask sets it to maxUpdates.
 	BetaSteps int64
+	// RankRefresh is the rank-based agents' re-sort fraction
+	// (sampler.RankConfig.RefreshFraction). NewTask sets it to
+	// RankRefreshFraction.
+	RankRefresh float64
 }
 
 // NewTask builds the task for a chain of n states. O(2^n · n).
@@ -45,7 +49,8 @@ func NewTask(n int, eta, threshold float64, maxUpdates int64) (*Task, error) {
 	case maxUpdates <= 0:
 		return nil, fmt.Errorf("cliffwalk: max updates must be positive, got %d", maxUpdates)
 	}
-	return &Task{Env: env, Memory: env.Memory(), QStar: env.QStar(), Eta: eta, Threshold: threshold, MaxUpdates: maxUpdates, BetaSteps: maxUpdates}, nil
+	return &Task{Env: env, Memory: env.Memory(), QStar: env.QStar(), Eta: eta, Threshold: threshold, MaxUpdates: maxUpdates, BetaSteps: maxUpdates,
+		RankRefresh: RankRefreshFraction}, nil
 }
 
 // Outcome is the result of one run.

@@ -51,8 +51,8 @@ func Proportional(is bool) Agent {
 
 // RankBased is PER's rank-based variant (sampler.Rank with
 // sampler.DefaultRankConfig: alpha 0.7, eps 1e-6, buffer-normalised
-// weights; rank order re-sorted after 10% of the items changed, see
-// RankRefreshFraction). With is,
+// weights; rank order re-sorted after Task.RankRefresh of the items
+// changed, by default 10%, see RankRefreshFraction). With is,
 // beta rises from 0.5 to 1 over Task.BetaSteps updates; without, it is 0.
 // Alpha and beta are PER's Atari values (ours).
 //
@@ -66,21 +66,27 @@ func RankBased(is bool) Agent {
 	if is {
 		label = "rank+IS"
 	}
-	return rankAgent{Replay{Label: label, New: func(buf *buffer.Buffer, betaSteps int64) (sampler.Selector, error) {
-		c := sampler.DefaultRankConfig(betaSteps)
-		c.RefreshFraction = RankRefreshFraction
-		if !is {
-			c.Beta = sampler.Linear{}
-		}
-		return sampler.NewRank(buf, c)
-	}}}
+	return rankAgent{Replay: Replay{Label: label}, is: is}
 }
 
-// rankAgent sets Replay.Draw from the task's memory size.
-type rankAgent struct{ Replay }
+// rankAgent sets Replay.Draw from the task's memory size and the stage's
+// re-sort fraction from the task's.
+type rankAgent struct {
+	Replay
+	is bool // with importance weights
+}
 
 func (r rankAgent) Learn(task *Task, q Table, rng *rand.Rand) (Outcome, error) {
 	r.Draw = RankSegments(len(task.Memory), sampler.DefaultRankAlpha)
+	refresh := task.RankRefresh
+	r.New = func(buf *buffer.Buffer, betaSteps int64) (sampler.Selector, error) {
+		c := sampler.DefaultRankConfig(betaSteps)
+		c.RefreshFraction = refresh
+		if !r.is {
+			c.Beta = sampler.Linear{}
+		}
+		return sampler.NewRank(buf, c)
+	}
 	return r.Replay.Learn(task, q, rng)
 }
 

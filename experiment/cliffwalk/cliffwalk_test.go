@@ -2,6 +2,8 @@ package cliffwalk
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -227,11 +229,11 @@ func smokeConfig() Config {
 func TestDeterministic(t *testing.T) {
 	cfg := smokeConfig()
 	cfg.NMax = 4
-	a, err := Run(cfg)
+	a, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Run(cfg)
+	b, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +241,7 @@ func TestDeterministic(t *testing.T) {
 		t.Fatalf("seed %d: two runs differ:\n%+v\n%+v", cfg.Seed, a.Rows, b.Rows)
 	}
 	cfg.Seed++
-	c, err := Run(cfg)
+	c, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +259,7 @@ func TestDeterministic(t *testing.T) {
 // variant needs more updates than the unweighted one.
 func TestSmoke(t *testing.T) {
 	cfg := smokeConfig()
-	res, err := Run(cfg)
+	res, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +319,7 @@ func TestRankSegments(t *testing.T) {
 func TestOracleCutoffAndOutputs(t *testing.T) {
 	cfg := smokeConfig()
 	cfg.NMax, cfg.OracleMaxN, cfg.Seeds = 4, 3, 2
-	res, err := Run(cfg)
+	res, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,6 +358,8 @@ func TestConfigValidate(t *testing.T) {
 		"threshold":     func(c *Config) { c.Threshold = math.NaN() },
 		"oracle":        func(c *Config) { c.OracleMaxN = -1 },
 		"beta steps":    func(c *Config) { c.BetaSteps = -1 },
+		"rank refresh":  func(c *Config) { c.RankRefresh = -0.1 },
+		"refresh NaN":   func(c *Config) { c.RankRefresh = math.NaN() },
 		"agents":        func(c *Config) { c.Agents = nil },
 		"duplicate":     func(c *Config) { c.Agents = []Agent{Oracle{}, Oracle{}} },
 	} {
@@ -368,5 +372,65 @@ func TestConfigValidate(t *testing.T) {
 	cfg := DefaultConfig()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRankRefresh: the rank agents' re-sort fraction reaches their stage:
+// re-sorting after every change and after a pass of changes give different
+// update counts, the default gives the committed 0.1's, and the other
+// agents do not depend on it.
+func TestRankRefresh(t *testing.T) {
+	cfg := smokeConfig()
+	cfg.NMin, cfg.NMax, cfg.Seeds, cfg.OracleMaxN = 6, 6, 2, 0
+	cells := func(refresh float64) map[string][]int64 {
+		c := cfg
+		c.RankRefresh = refresh
+		res, err := Run(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]int64{}
+		for _, cell := range res.Rows[0].Cells {
+			out[cell.Agent] = cell.Updates
+		}
+		return out
+	}
+	def, every, pass := cells(RankRefreshFraction), cells(0), cells(1)
+	if cfg.RankRefresh != RankRefreshFraction {
+		t.Fatalf("default RankRefresh %v, want %v", cfg.RankRefresh, RankRefreshFraction)
+	}
+	for _, name := range []string{"uniform", "prop", "prop+IS"} {
+		if !reflect.DeepEqual(def[name], every[name]) || !reflect.DeepEqual(def[name], pass[name]) {
+			t.Errorf("%s depends on the rank refresh: %v, %v, %v", name, def[name], every[name], pass[name])
+		}
+	}
+	if reflect.DeepEqual(every["rank"], pass["rank"]) {
+		t.Errorf("rank: refresh 0 and 1 give the same updates %v", every["rank"])
+	}
+}
+
+// TestRunStopped: a sweep whose context ends keeps the rows that finished,
+// says it is incomplete and lists the chain lengths that did not finish.
+func TestRunStopped(t *testing.T) {
+	cfg := smokeConfig()
+	cfg.NMax = 5
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg.OnRow = func(r Row) {
+		if r.N == 3 {
+			cancel()
+		}
+	}
+	res, err := Run(ctx, cfg)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v, want context.Canceled", err)
+	}
+	if res == nil || res.Status != StatusIncomplete || len(res.Rows) != 2 || res.Rows[1].N != 3 || !reflect.DeepEqual(res.Unfinished, []int{4, 5}) {
+		t.Fatalf("result %+v, want rows n=2,3 and n=4,5 unfinished", res)
+	}
+	cfg.OnRow = nil
+	full, err := Run(context.Background(), cfg)
+	if err != nil || full.Status != StatusComplete || full.Unfinished != nil || !reflect.DeepEqual(full.Rows[:2], res.Rows) {
+		t.Fatalf("complete run %+v, %v: want the stopped run's rows as its first two", full, err)
 	}
 }

@@ -1,6 +1,7 @@
 package cliffwalk
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -29,6 +30,11 @@ type Config struct {
 	// keeps beta within 0.06 of its start in every run that converges under
 	// 10^6 updates. 0: beta = 1 throughout.
 	BetaSteps int64
+	// RankRefresh is the rank-based agents' re-sort fraction
+	// (sampler.RankConfig.RefreshFraction): the rank order is re-sorted
+	// once changes reach this fraction of the ranked items. >= 0; default
+	// RankRefreshFraction.
+	RankRefresh float64
 	// OracleMaxN is the largest n the Oracle agent runs at (its cost per
 	// update is O(N)); larger n are reported as skipped. 0 skips it always.
 	OracleMaxN int
@@ -48,15 +54,16 @@ type Config struct {
 
 // DefaultConfig is the paper's setting: n = 2..12, 10 seeds, eta = 1/4,
 // stop at MSE < 1e-3, initial Q ~ N(0, 0.1²), at most 10^7 updates per run,
-// beta annealed over 10^7 updates, the oracle up to n = 12, and
-// DefaultAgents.
+// beta annealed over 10^7 updates, a rank re-sort after changes to 10% of
+// the items, the oracle up to n = 12, and DefaultAgents.
 func DefaultConfig() Config {
 	return Config{
 		NMin: 2, NMax: 12, Seeds: 10, Seed: 1,
-		MaxUpdates: 10_000_000,
-		BetaSteps:  10_000_000,
-		OracleMaxN: 12,
-		Eta:        0.25, Threshold: 1e-3, InitSD: 0.1,
+		MaxUpdates:  10_000_000,
+		BetaSteps:   10_000_000,
+		RankRefresh: RankRefreshFraction,
+		OracleMaxN:  12,
+		Eta:         0.25, Threshold: 1e-3, InitSD: 0.1,
 		Agents: DefaultAgents(),
 	}
 }
@@ -72,6 +79,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("cliffwalk: max updates must be positive, got %d", c.MaxUpdates)
 	case c.BetaSteps < 0:
 		return fmt.Errorf("cliffwalk: beta steps must not be negative, got %d", c.BetaSteps)
+	case !(c.RankRefresh >= 0):
+		return fmt.Errorf("cliffwalk: rank refresh fraction must be >= 0, got %v", c.RankRefresh)
 	case c.OracleMaxN < 0:
 		return fmt.Errorf("cliffwalk: oracle-max-n must not be negative, got %d", c.OracleMaxN)
 	case !(c.Eta > 0 && c.Eta <= 1):
@@ -93,12 +102,21 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Result is a finished sweep.
+// Result is a sweep, finished or stopped early.
 type Result struct {
 	Config Config
 	// Agents are the agents' names, in column order.
 	Agents []string
-	Rows   []Row
+	// Rows are the finished rows, in n order.
+	Rows []Row
+	// Status is StatusComplete when every row ran, StatusIncomplete when
+	// Run's context ended first: Rows then holds only the rows that
+	// finished, and Unfinished the chain lengths that did not.
+	Status     string
+	Unfinished []int `json:",omitempty"`
+	// Stopped says why an incomplete sweep stopped (the caller's words,
+	// such as "interrupted by SIGINT"); Run leaves it empty.
+	Stopped string `json:",omitempty"`
 	// Notes is free text for readers of the JSON (the command puts the
 	// agents' legend and the wall time here); Run leaves it empty.
 	Notes string `json:",omitempty"`
@@ -130,19 +148,36 @@ type Cell struct {
 	Capped int
 }
 
+// The values of Result.Status.
+const (
+	StatusComplete   = "complete"
+	StatusIncomplete = "incomplete"
+)
+
 // Run runs the sweep: for each n, each agent, each seed, one Agent.Learn.
 // It is sequential and deterministic: equal configs give equal results.
 // Cost: the sum of the runs' costs; see Replay and Oracle.
-func Run(cfg Config) (*Result, error) {
+//
+// ctx is checked before each run (not inside one). When it ends, Run
+// returns the rows finished so far, with Status StatusIncomplete, and an
+// error that wraps ctx's.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	res := &Result{Config: cfg}
+	res := &Result{Config: cfg, Status: StatusComplete}
 	for _, a := range cfg.Agents {
 		res.Agents = append(res.Agents, a.Name())
 	}
 	for n := cfg.NMin; n <= cfg.NMax; n++ {
-		row, err := RunN(&cfg, n)
+		row, err := RunN(ctx, &cfg, n)
+		if err != nil && ctx.Err() != nil {
+			res.Status = StatusIncomplete
+			for m := n; m <= cfg.NMax; m++ {
+				res.Unfinished = append(res.Unfinished, m)
+			}
+			return res, err
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -156,13 +191,14 @@ func Run(cfg Config) (*Result, error) {
 
 // RunN runs every agent and seed of cfg at chain length n (one row of Run).
 // cfg must be valid. Rows are independent, so a caller may run them in
-// parallel.
-func RunN(cfg *Config, n int) (Row, error) {
+// parallel. It checks ctx before each run and returns an error wrapping
+// ctx's when it has ended.
+func RunN(ctx context.Context, cfg *Config, n int) (Row, error) {
 	task, err := NewTask(n, cfg.Eta, cfg.Threshold, cfg.MaxUpdates)
 	if err != nil {
 		return Row{}, err
 	}
-	task.BetaSteps = cfg.BetaSteps
+	task.BetaSteps, task.RankRefresh = cfg.BetaSteps, cfg.RankRefresh
 	row := Row{N: n, Memory: len(task.Memory)}
 	for _, a := range cfg.Agents {
 		cell := Cell{Agent: a.Name()}
@@ -172,6 +208,9 @@ func RunN(cfg *Config, n int) (Row, error) {
 			continue
 		}
 		for k := range cfg.Seeds {
+			if err := ctx.Err(); err != nil {
+				return Row{}, fmt.Errorf("cliffwalk: n=%d stopped before %s seed %d: %w", n, a.Name(), k, err)
+			}
 			q := InitialTable(task.Env, cfg.InitSD, cfg.Seed, n, k)
 			rng := rand.New(rand.NewPCG(mix(cfg.Seed, uint64(n), uint64(k), 2), mix(cfg.Seed, uint64(n), uint64(k), 3)))
 			out, err := a.Learn(task, q, rng)
