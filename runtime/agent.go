@@ -17,8 +17,8 @@ import (
 )
 
 // Algos are the learners TrainConfig.Algo accepts: Double DQN for discrete
-// actions, TD3 and V-RACER (with a ReF-ER method) for continuous ones.
-var Algos = []string{"dqn", "td3", "vracer"}
+// actions, TD3, SAC and V-RACER (with a ReF-ER method) for continuous ones.
+var Algos = []string{"dqn", "td3", "sac", "vracer"}
 
 // referMethods are the replay methods V-RACER needs; TD3 takes them too
 // (TD3 with ReF-ER: fixed-std Gaussian exploration, learner.TD3).
@@ -30,7 +30,8 @@ type LearnerStats struct {
 	Steps uint64 `json:"steps"`
 	// Loss is the last step's loss (TD3: the twin critics' loss).
 	Loss float64 `json:"loss"`
-	// ActorLoss is TD3's last policy loss, −mean Q1(s, π(s)).
+	// ActorLoss is TD3's last policy loss, −mean Q1(s, π(s)) (SAC's:
+	// mean α·log π(ã|s) − min Q(s, ã)).
 	ActorLoss float64 `json:"actor_loss"`
 	MeanAbsTD float64 `json:"mean_abs_td"`
 	MeanQ     float64 `json:"mean_q"`
@@ -49,8 +50,13 @@ type LearnerStats struct {
 	// the mean KL(μ||π) of the last batch, and the penalty's weight
 	// complement beta.
 	FarFraction float64 `json:"far_fraction,omitempty"`
-	MeanKL      float64 `json:"mean_kl,omitempty"`
-	Beta        float64 `json:"beta,omitempty"`
+	// Entropy and Alpha are SAC's: the last batch's policy entropy
+	// estimate −mean log π(ã|s) (nats, in the policy's [−1, 1] units) and
+	// the temperature α.
+	Entropy float64 `json:"entropy,omitempty"`
+	Alpha   float64 `json:"alpha,omitempty"`
+	MeanKL  float64 `json:"mean_kl,omitempty"`
+	Beta    float64 `json:"beta,omitempty"`
 	// Timing is the learner's cumulative time in steps and in the replay's
 	// phases (sample, write-back).
 	Timing learner.Timing `json:"timing"`
@@ -119,6 +125,8 @@ func algoFor(algo, env, method string, space envs.Space) (string, error) {
 		return "", fmt.Errorf("runtime: train: %s has a discrete action space; the %s learner needs continuous actions (use -algo=dqn)", env, algo)
 	case algo == "vracer" && !refer:
 		return "", fmt.Errorf("runtime: train: the vracer learner replays through a ReF-ER method (-sampler one of %v), got %q", referMethods, method)
+	case algo == "sac" && refer:
+		return "", fmt.Errorf("runtime: train: the sac learner does not replay through the ReF-ER method %s: its importance ratios need each step's behaviour density, which sac's actors do not store (use -algo=td3 or -algo=vracer with -sampler=%s, or another -sampler with sac)", method, method)
 	case algo != "vracer" && algo != "td3" && refer:
 		return "", fmt.Errorf("runtime: train: the %s replay method needs the vracer or td3 learner (-algo=vracer or -algo=td3)", method)
 	}
@@ -169,9 +177,9 @@ func learnerSettings(c *TrainConfig, algo string) []setting {
 		{c.Dueling, "Dueling (-dueling)", algo == "dqn", "the dqn learner's network", func(c *TrainConfig) { c.Dueling = false }},
 		{c.Sigma != 0, "Sigma (-sigma)", algo == "td3", "the td3 learner's actors (vracer's actors draw from the policy's own std)", func(c *TrainConfig) { c.Sigma = 0 }},
 		{c.OUTheta != 0, "OUTheta (-ou-theta)", algo == "td3", "the td3 learner's actors", func(c *TrainConfig) { c.OUTheta = 0 }},
-		{c.RandomSteps != 0, "RandomSteps (-random-steps)", algo == "td3", "the td3 learner's actors", func(c *TrainConfig) { c.RandomSteps = 0 }},
-		{c.Tau != 0, "Tau (-tau)", algo != "vracer", "target networks (dqn, td3); vracer has none", func(c *TrainConfig) { c.Tau = 0 }},
-		{c.NStep > 1, "NStep (-n-step) above 1", algo != "vracer", "n-step returns (dqn, td3); vracer's Retrace uses whole episodes of single steps", func(c *TrainConfig) { c.NStep = 1 }},
+		{c.RandomSteps != 0, "RandomSteps (-random-steps)", algo == "td3" || algo == "sac", "the td3 and sac learners' actors", func(c *TrainConfig) { c.RandomSteps = 0 }},
+		{c.Tau != 0, "Tau (-tau)", algo != "vracer", "target networks (dqn, td3, sac); vracer has none", func(c *TrainConfig) { c.Tau = 0 }},
+		{c.NStep > 1, "NStep (-n-step) above 1", algo != "vracer", "n-step returns (dqn, td3, sac); vracer's Retrace uses whole episodes of single steps", func(c *TrainConfig) { c.NStep = 1 }},
 	}
 }
 
@@ -395,6 +403,67 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 			return actor.NewContinuous(actor.ContinuousConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma,
 				Sigma: cfg.Sigma, OUTheta: cfg.OUTheta, RandomSteps: random, Columns: actor.ColumnsOf(buf.Config()), Seed: cfg.Seed + cfg.Resumes<<40,
 				Floats: floats},
+				env, anet, store)
+		},
+	}, nil
+}
+
+// newSACAgent builds the SAC learner and its squashed-Gaussian actors. As
+// for TD3, the action box must be symmetric with the same bound on every
+// dimension.
+func newSACAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *model.Store, obsDim int, space envs.Box) (agent, error) {
+	maxAction := space.High[0]
+	for i := range space.Low {
+		if space.Low[i] != -maxAction || space.High[i] != maxAction {
+			return agent{}, fmt.Errorf("runtime: train: %s: sac needs a symmetric action box with one bound on every dimension, got [%v, %v]",
+				cfg.Env, space.Low, space.High)
+		}
+	}
+	polCfg := learner.SACPolicyConfig(obsDim, space.Dim(), cfg.Hidden)
+	pol, err := model.NewNet(polCfg, rand.New(rand.NewPCG(cfg.Seed, 0x5eed)))
+	if err != nil {
+		return agent{}, err
+	}
+	critic, err := model.NewNet(model.Config{In: obsDim + space.Dim(), Hidden: cfg.Hidden, Out: 1}, rand.New(rand.NewPCG(cfg.Seed, 0xc817)))
+	if err != nil {
+		return agent{}, err
+	}
+	sac, err := learner.NewSAC(learner.SACConfig{Batch: cfg.Batch, PolicyLR: cfg.LR, CriticLR: cfg.LR, AlphaLR: cfg.LR, Tau: cfg.Tau,
+		MaxAction: maxAction, Seed: cfg.Seed}, pol, critic, buf, m, store)
+	if err != nil {
+		return agent{}, err
+	}
+	// Uniform warm-up steps (SAC's start_steps), shared by the actors.
+	random := (cfg.RandomSteps + cfg.Actors - 1) / cfg.Actors
+	return agent{
+		Stepper: sac,
+		impl:    sac,
+		batch:   sac.Config().Batch,
+		lr:      sac.Config().PolicyLR,
+		steps:   sac.Steps,
+		save:    sac.Save,
+		load:    sac.Load,
+		first:   func() *model.Params { return sac.Policy().Snapshot(0) },
+		stats: func() LearnerStats {
+			s := sac.Stats()
+			return withNERS(LearnerStats{Steps: s.Steps, Loss: s.CriticLoss, ActorLoss: s.PolicyLoss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ,
+				GradNorm: s.CriticGradNorm, WriteBacks: s.WriteBacks, StaleWriteBacks: s.StaleWriteBacks, Publishes: s.Publishes,
+				Version: s.Version, TargetUpdates: s.TargetUpdates, ActorUpdates: s.Steps, Entropy: s.Entropy, Alpha: s.Alpha,
+				Timing: s.Timing, Sampled: s.Sampled}, m)
+		},
+		policy:   polCfg,
+		method:   m,
+		evaluate: actor.EvaluateSquashed,
+		actor: func(i int, env envs.Env) (actorSource, error) {
+			anet, err := model.NewNet(polCfg, nil)
+			if err != nil {
+				return nil, err
+			}
+			if cfg.Resumes > 0 {
+				random = 0 // the replay already holds the warm-up
+			}
+			return actor.NewSquashed(actor.SquashedConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma,
+				RandomSteps: random, Columns: actor.ColumnsOf(buf.Config()), Seed: cfg.Seed + cfg.Resumes<<40},
 				env, anet, store)
 		},
 	}, nil

@@ -208,6 +208,13 @@ func (c TrainConfig) withDefaults(algo string, maxEpisode int) TrainConfig {
 		orDefault(&c.Batch, learner.DefaultVRACERBatch)
 		orDefault(&c.NStep, 1) // Retrace over whole episodes: the actors store single steps
 		orDefault(&c.ReplayRatio, float64(c.Batch))
+	case "sac":
+		orDefault(&c.Batch, learner.DefaultSACBatch)
+		orDefault(&c.NStep, 1)
+		orDefault(&c.ReplayRatio, float64(c.Batch))
+		if c.Sampler != "lap" && c.Sampler != "pal" {
+			orDefault(&c.Loss, "mse") // SAC's critic loss, as TD3's (lap and pal fix their own)
+		}
 	case "td3":
 		orDefault(&c.Batch, learner.DefaultTD3Batch)
 		orDefault(&c.NStep, 1)
@@ -225,7 +232,7 @@ func (c TrainConfig) withDefaults(algo string, maxEpisode int) TrainConfig {
 	orDefault(&c.FinalEpisodes, d.FinalEpisodes)
 	orDefault(&c.EvalEverySteps, 1000)
 	refer := slices.Contains(referMethods, c.Sampler)
-	if algo == "td3" && !refer { // under ReF-ER every stored step is drawn from the recorded Gaussian
+	if (algo == "td3" && !refer) || algo == "sac" { // under ReF-ER every stored step is drawn from the recorded Gaussian
 		orDefault(&c.RandomSteps, c.MinSizeToSample)
 	}
 	if algo == "td3" && refer {
@@ -559,9 +566,12 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 	case envs.Discrete:
 		ag, err = newDQNAgent(cfg, buf, method, store, obsDim, space)
 	case envs.Box:
-		if cfg.Algo == "vracer" {
+		switch cfg.Algo {
+		case "vracer":
 			ag, err = newVRACERAgent(cfg, buf, method, store, obsDim, space)
-		} else {
+		case "sac":
+			ag, err = newSACAgent(cfg, buf, method, store, obsDim, space)
+		default:
 			ag, err = newTD3Agent(cfg, buf, method, store, obsDim, space)
 		}
 	}
