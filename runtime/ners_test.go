@@ -17,24 +17,31 @@ import (
 
 // TestNERSTrainsTD3: a lockstep TD3 run under ners trains end to end: the
 // scorer is updated at evaluations (the first only sets the baseline),
-// its scores stay in (0, 1], every sampled row's |δ| and Q are summed, and
-// the run repeats bit for bit.
+// its scores stay in (0, 1], every sampled row's |δ| and Q are summed
+// (each evaluation point holds the sums up to its step), and the run
+// repeats bit for bit.
 func TestNERSTrainsTD3(t *testing.T) {
 	cfg := TrainConfig{Env: "SparsePendulum-v1", Algo: "td3", Sampler: "ners", Actors: 1, Deterministic: true, Steps: 500, Batch: 32,
 		Hidden: []int{16}, Capacity: 4000, MinSizeToSample: 300, EvalEverySteps: 100, EvalEpisodes: 1, FinalEpisodes: 1,
 		NERSInterval: 100, NERSSample: 32, Seed: 5}
+	var out *TrainResult
 	run := func() (*Trainer, TrainStats) {
 		tr, err := NewTrainer(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tr.Run(context.Background()); err != nil {
+		if out, err = tr.Run(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		return tr, tr.Stats()
 	}
 	tr, a := run()
 	_, b := run()
+	for i, p := range out.Curve {
+		if p.Sampled == nil || p.Sampled.N != uint64(p.LearnerSteps)*32 || p.Sampled.N > b.Learner.Sampled.N {
+			t.Errorf("curve[%d] at step %d: sampled sums %+v, want %d rows", i, p.LearnerSteps, p.Sampled, p.LearnerSteps*32)
+		}
+	}
 	n := a.Learner.NERS
 	if n == nil {
 		t.Fatal("no NERS stats")

@@ -271,6 +271,11 @@ type EvalPoint struct {
 	// method); 0 otherwise.
 	FarFraction float64 `json:"far_fraction,omitempty"`
 	MeanKL      float64 `json:"mean_kl,omitempty"`
+	// Sampled is LearnerStats.Sampled when the evaluation ran: the sums of
+	// |δ| and Q over every row sampled so far, so the difference of two
+	// points gives the statistics of the rows sampled between them (NERS's
+	// Table 3 "at 10,000 steps"); nil for learners that keep none.
+	Sampled *learner.Moments `json:"sampled,omitempty"`
 }
 
 // Why a run stopped (TrainResult.StopReason).
@@ -864,6 +869,9 @@ func (t *Trainer) record(mean float64) {
 	st := t.Stats()
 	p := EvalPoint{Seconds: st.Seconds, LearnerSteps: st.LearnerSteps, EnvSteps: st.EnvSteps, MeanReturn: mean,
 		FarFraction: st.Learner.FarFraction, MeanKL: st.Learner.MeanKL}
+	if m := st.Learner.Sampled; m.N > 0 {
+		p.Sampled = &m
+	}
 	t.mu.Lock()
 	t.curve = append(t.curve, p)
 	t.mu.Unlock()
