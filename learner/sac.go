@@ -482,17 +482,7 @@ func (l *SAC) Step(ctx context.Context) error {
 	for i := range l.epsN {
 		l.epsN[i] = l.rng.NormFloat64()
 	}
-	l.sample(l.xn, l.next, l.epsN, l.u, l.logp)
-	qt := l.criticTarg[0].Forward(l.xn)
-	copy(l.y, qt)
-	qt = l.criticTarg[1].Forward(l.xn)
-	for i := range l.y {
-		y := float64(b.Reward[i])
-		if d := b.Discount[i]; d != 0 {
-			y += float64(d) * (min(l.y[i], qt[i]) - alpha*l.logp[i])
-		}
-		l.y[i] = y
-	}
+	l.targets(alpha)
 	if err := model.CheckFinite("critic target", l.y); err != nil {
 		return l.fail(step, nil, err)
 	}
@@ -511,15 +501,9 @@ func (l *SAC) Step(ctx context.Context) error {
 	if weight, err = normalize(l.m, l.wts, weight, l.absTD, step); err != nil {
 		return err
 	}
-	var loss float64
-	for k := range l.critic {
-		loss += l.m.Loss.Value(l.grad[k], l.q[k], l.y, weight)
-	}
+	loss := l.criticGrad(weight)
 	if err := model.CheckFiniteValue("critic loss", loss); err != nil {
 		return l.fail(step, nil, err)
-	}
-	for k, c := range l.critic {
-		c.Backward(l.grad[k])
 	}
 	for _, c := range l.critic { // before either update, so a refusal changes nothing
 		if err := c.CheckGrads(); err != nil {
@@ -601,6 +585,37 @@ func (l *SAC) Step(ctx context.Context) error {
 	st.timing.add(time.Since(t0), t1.Sub(t0), t3.Sub(t2))
 	st.steps.Store(step)
 	return nil
+}
+
+// targets fills l.y with the soft targets R + D·(min_k Q'_k(s', a') −
+// α·log π(a'|s')) for the batch's rows (s' in l.next), a' drawn with the
+// noise in l.epsN; l.xn holds [s', a'] and l.logp log π(a'|s') after it.
+func (l *SAC) targets(alpha float64) {
+	b := l.batch
+	l.sample(l.xn, l.next, l.epsN, l.u, l.logp)
+	qt := l.criticTarg[0].Forward(l.xn)
+	copy(l.y, qt)
+	qt = l.criticTarg[1].Forward(l.xn)
+	for i := range l.y {
+		y := float64(b.Reward[i])
+		if d := b.Discount[i]; d != 0 {
+			y += float64(d) * (min(l.y[i], qt[i]) - alpha*l.logp[i])
+		}
+		l.y[i] = y
+	}
+}
+
+// criticGrad returns the critics' loss Σ_k (1/B) Σ_i w_i ρ(Q_k(s_i, a_i) −
+// y_i) for the critics' last forward pass (on l.xa, outputs in l.q) and
+// the targets l.y, weight nil meaning 1, and leaves each critic's
+// gradient in its Grads.
+func (l *SAC) criticGrad(weight []float64) float64 {
+	var loss float64
+	for k, c := range l.critic {
+		loss += l.m.Loss.Value(l.grad[k], l.q[k], l.y, weight)
+		c.Backward(l.grad[k])
+	}
+	return loss
 }
 
 // sacAlphaLoss returns the temperature loss J = −α·(meanLogp + hbar), α =
