@@ -34,7 +34,8 @@ batches through the -sampler method, learns and writes priorities back.
 Discrete environments train Double DQN (per-actor epsilon-greedy actors that
 compute initial priorities with their copy of the network); continuous ones
 train TD3 (-algo=td3: Gaussian exploration noise, new items at the maximum
-priority). Prints progress every few seconds, evaluates the greedy
+priority) or, with -algo=sac, SAC (a squashed-Gaussian policy that explores
+with its own noise, its temperature tuned toward entropy -|A|). Prints progress every few seconds, evaluates the greedy
 policy periodically, and writes results.json and curve.png to -out, and a
 checkpoint every -checkpoint-every and at the end.
 
@@ -56,8 +57,8 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Actors, "actors", def.Actors, "actor goroutines (>= 1)")
 	fs.StringVar(&cfg.Env, "env", def.Env, "environment: "+strings.Join(envs.Names(), ", "))
 	fs.StringVar(&cfg.Sampler, "sampler", def.Sampler, "replay method (a selection stage paired with its loss): "+strings.Join(runtime.Samplers, ", "))
-	fs.StringVar(&cfg.Algo, "algo", "", "learner: "+strings.Join(runtime.Algos, ", ")+" (empty: dqn for discrete actions; for continuous ones vracer under a ReF-ER -sampler, else td3)")
-	fs.StringVar(&cfg.Loss, "loss", "", "per-sample loss of the uniform, per, rank, ter and ners methods and of td3's critics under ReF-ER: huber, mse or l1 (empty: dqn huber, td3 mse; lap and pal fix theirs; vracer has its own)")
+	fs.StringVar(&cfg.Algo, "algo", "", "learner: "+strings.Join(runtime.Algos, ", ")+" (empty: dqn for discrete actions; for continuous ones vracer under a ReF-ER -sampler, else td3; sac on request, with any -sampler but the ReF-ER ones)")
+	fs.StringVar(&cfg.Loss, "loss", "", "per-sample loss of the uniform, per, rank, ter and ners methods and of td3's critics under ReF-ER: huber, mse or l1 (empty: dqn huber, td3 and sac mse; lap and pal fix theirs; vracer has its own)")
 	fs.BoolVar(&cfg.NoIS, "no-is", false, "per, rank, ter and ners without importance weights (with -loss=mse a biased pairing: allowed, with a warning)")
 	fs.Float64Var(&cfg.LAPAlpha, "lap-alpha", 0, "alpha of lap and pal (0: 0.4)")
 	fs.Float64Var(&cfg.REFERC, "refer-c", 0, "ReF-ER: C in c_max = 1 + C/(1 + A·k), the near-policy bound on rho (0: 4)")
@@ -70,12 +71,12 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.NERSInterval, "ners-interval", 0, "ners: fewest learner steps between two updates of the scorer, each at an evaluation (0: 1000)")
 	fs.IntVar(&cfg.NERSSample, "ners-sample", 0, "ners: sampled items each update of the scorer trains on (0: 128)")
 	fs.Float64Var(&cfg.LAPK, "lap-k", 0, "k of lap and pal (0: 1)")
-	fs.Float64Var(&cfg.Tau, "tau", 0, "Polyak rate of the target networks (0: dqn hard copies every 500 steps, td3 0.005)")
+	fs.Float64Var(&cfg.Tau, "tau", 0, "Polyak rate of the target networks (0: dqn hard copies every 500 steps, td3 and sac 0.005)")
 	fs.Float64Var(&cfg.Epsilon, "epsilon", 0, "every dqn actor's exploration rate (0: Ape-X's per-actor schedule 0.4^(1+7i/(N-1)))")
 	fs.Int64Var(&cfg.EpsilonDecaySteps, "epsilon-decay", 0, "dqn: anneal each actor's exploration rate from 1 to its rate over its first N environment steps (0: no annealing)")
 	fs.Float64Var(&cfg.Sigma, "sigma", 0, "td3 actors' Gaussian exploration noise, in units of the action half-range (0: 0.1; 0.2 under a ReF-ER -sampler)")
 	fs.Float64Var(&cfg.OUTheta, "ou-theta", 0, "td3: Ornstein-Uhlenbeck exploration noise with this mean reversion (e.g. 0.15 with -sigma=0.5 for MountainCarContinuous; 0: independent Gaussian noise)")
-	fs.IntVar(&cfg.RandomSteps, "random-steps", 0, "td3: uniformly random actions taken first, shared by the actors (0: the minimum replay size before learning)")
+	fs.IntVar(&cfg.RandomSteps, "random-steps", 0, "td3 and sac: uniformly random actions taken first, shared by the actors (0: the minimum replay size before learning)")
 	fs.Int64Var(&cfg.Steps, "steps", 0, "stop after this many learner steps (0: no limit)")
 	fs.DurationVar(&cfg.Duration, "duration", def.Duration, "stop after this much wall time (0: no limit)")
 	fs.Float64Var(&cfg.TargetReturn, "target-return", 0, "stop once solved: a periodic evaluation and a confirming final evaluation reach this mean return (0: the environment's published threshold, if -stop-when-solved)")
@@ -83,8 +84,8 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&cfg.Seed, "seed", def.Seed, "random seed")
 	fs.IntVar(&cfg.Batch, "batch", 0, "learner batch size (0: the learner's default)")
 	fs.Float64Var(&cfg.LR, "lr", 0, "Adam learning rate (0: the learner's default)")
-	fs.IntVar(&cfg.NStep, "n-step", 0, "n-step return length (0: dqn 3, td3 1)")
-	fs.Float64Var(&cfg.ReplayRatio, "replay-ratio", 0, "sampled transitions per inserted transition, kept by the rate limiter (0: dqn 4, td3 the batch size: one learner step per environment step)")
+	fs.IntVar(&cfg.NStep, "n-step", 0, "n-step return length (0: dqn 3, td3 and sac 1)")
+	fs.Float64Var(&cfg.ReplayRatio, "replay-ratio", 0, "sampled transitions per inserted transition, kept by the rate limiter (0: dqn 4, td3 and sac the batch size: one learner step per environment step)")
 	fs.IntVar(&cfg.Capacity, "capacity", def.Capacity, "replay capacity in transitions")
 	fs.BoolVar(&cfg.Dueling, "dueling", false, "dueling Q head")
 	fs.BoolVar(&cfg.Deterministic, "deterministic", false, "one actor and the learner in lockstep on one goroutine: the same -seed and -steps give the same run (needs -actors=1 -steps=N -duration=0)")
