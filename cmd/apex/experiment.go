@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,17 +82,22 @@ func runCliffwalk(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.NMin, "n-min", cfg.NMin, "smallest chain length n")
 	fs.IntVar(&cfg.NMax, "n-max", cfg.NMax, fmt.Sprintf("largest chain length n (at most %d; the memory holds 2^(n+1)-2 transitions)", cliffwalk.MaxN))
 	fs.IntVar(&cfg.Seeds, "seeds", cfg.Seeds, "runs per agent and n (the table shows the median)")
-	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "base seed (initial Q tables and sampling streams derive from it)")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "base seed: run k at chain length n draws its initial Q table and sampling stream from seeds derived from (seed, n, k)")
+	fs.Float64Var(&cfg.RankRefresh, "rank-refresh", cfg.RankRefresh, "rank-based PER's re-sort fraction: the rank order is re-sorted once changes reach this fraction of the items (>= 0; 0 re-sorts after every change)")
 	fs.Int64Var(&cfg.MaxUpdates, "max-updates", cfg.MaxUpdates, "cap on the updates of one run; capped runs are reported")
 	fs.Int64Var(&cfg.BetaSteps, "beta-steps", cfg.BetaSteps, "updates over which the IS exponent beta anneals to 1 (prop, rank)")
 	fs.IntVar(&cfg.OracleMaxN, "oracle-max-n", cfg.OracleMaxN, "largest n the oracle runs at (it costs O(memory size) per update)")
+	timeout := fs.Duration("timeout", 0, "stop after this wall time and report the sweep as incomplete (0: no limit)")
 	out := fs.String("out", "out/cliffwalk", "directory for cliffwalk.png and cliffwalk.json")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: apex experiment cliffwalk [flags]\n\n"+
 			"Blind Cliffwalk (PER, Schaul et al. 2016, Figure 1 and Appendix B.1): tabular\n"+
 			"Q-learning (eta 1/4, gamma 1-1/n) replaying one transition per update from a\n"+
 			"memory of all 2^n action sequences, until MSE(Q, Q*) < 1e-3. Prints the median\n"+
-			"number of updates per agent and writes a log-log plot.\n\nflags:\n")
+			"number of updates per agent and writes a log-log plot.\n\n"+
+			"A sweep stopped by SIGINT, SIGTERM or SIGHUP (a second signal exits at once) or\n"+
+			"by -timeout writes the rows that finished to cliffwalk.json, marked incomplete\n"+
+			"(no plot), and exits 128+signal (1 for the timeout).\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
@@ -99,6 +105,10 @@ func runCliffwalk(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "apex experiment cliffwalk: %v\n", err)
+		return 2
+	}
+	if *timeout < 0 {
+		fmt.Fprintf(stderr, "apex experiment cliffwalk: -timeout must not be negative, got %v\n", *timeout)
 		return 2
 	}
 	if !makeOut("apex experiment cliffwalk", *out, stderr) {
@@ -116,8 +126,10 @@ func runCliffwalk(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.OnRow = func(r cliffwalk.Row) { _ = cliffwalk.WriteTableRow(stdout, r) }
 	start := time.Now()
-	res, err := cliffwalk.Run(context.Background(), cfg)
-	if err != nil {
+	stop := watchExperiment("apex experiment cliffwalk", *timeout, stderr)
+	res, err := cliffwalk.Run(stop.ctx, cfg)
+	stop.done()
+	if err != nil && (res == nil || res.Status != cliffwalk.StatusIncomplete) {
 		fmt.Fprintf(stderr, "apex experiment cliffwalk: %v\n", err)
 		return 1
 	}
@@ -126,6 +138,26 @@ func runCliffwalk(args []string, stdout, stderr io.Writer) int {
 	res.Notes = fmt.Sprintf("%swall time %.1fs", cliffwalk.DefaultLegend, elapsed.Seconds())
 	jsonPath := filepath.Join(*out, "cliffwalk.json")
 	pngPath := filepath.Join(*out, "cliffwalk.png")
+	if res.Status == cliffwalk.StatusIncomplete {
+		res.Stopped = stop.why()
+		if err := cliffwalk.WriteJSON(res, jsonPath); err != nil {
+			fmt.Fprintf(stderr, "apex experiment cliffwalk: %v\n", err)
+			return 1
+		}
+		done := make([]string, len(res.Rows))
+		for i, r := range res.Rows {
+			done[i] = strconv.Itoa(r.N)
+		}
+		left := make([]string, len(res.Unfinished))
+		for i, n := range res.Unfinished {
+			left[i] = strconv.Itoa(n)
+		}
+		fmt.Fprintf(stdout, "INCOMPLETE: %s after %.0fs. Finished rows: n = %s. Not finished (dropped, no medians): n = %s. No plot written.\n",
+			res.Stopped, elapsed.Seconds(), listOrNone(done), listOrNone(left))
+		fmt.Fprintf(stdout, "wrote %s, marked incomplete (%.1fs)\n", jsonPath, elapsed.Seconds())
+		fmt.Fprintf(stderr, "apex experiment cliffwalk: %s after %.1fs: the finished rows are written to %s, marked incomplete\n", res.Stopped, elapsed.Seconds(), jsonPath)
+		return stop.exitCode()
+	}
 	if err := cliffwalk.WriteJSON(res, jsonPath); err != nil {
 		fmt.Fprintf(stderr, "apex experiment cliffwalk: %v\n", err)
 		return 1
@@ -167,25 +199,18 @@ func makeOut(cmd, dir string, stderr io.Writer) bool {
 	return true
 }
 
-// seedList is the seeds 1..n.
-func seedList(n int) []uint64 {
-	out := make([]uint64, n)
-	for i := range out {
-		out[i] = uint64(i + 1)
-	}
-	return out
-}
-
 // runControlPart trains cfg's runs (experiment/control), printing a line
-// per finished run and then control's table, and saves the return plot to
-// png.
-func runControlPart(ctx context.Context, stdout io.Writer, title string, cfg control.Config, png string) (*control.Result, error) {
+// per finished run (and recording it with c.record) and then control's
+// table, and saves the return plot to png.
+func (c *partsCmd) runControlPart(ctx context.Context, title string, cfg control.Config, png string) (*control.Result, error) {
+	stdout := c.stdout
 	fmt.Fprintf(stdout, "== %s: %s on %s, %d methods x %d seeds, %d steps each\n", title, cfg.Base.Algo, cfg.Base.Env,
 		len(cfg.Samplers), len(cfg.Seeds), cfg.Base.Steps)
 	start := time.Now()
 	res, err := control.Run(ctx, cfg, func(r control.Trial) {
 		fmt.Fprintf(stdout, "  %-8s seed %d: final %.1f (%.0fs, replay %.1f%% of learner time)\n", r.Sampler, r.Seed, r.Final,
 			r.Seconds, 100*(r.SampleShare+r.WriteBackShare))
+		c.record(r.Sampler, r.Seed, r)
 	})
 	if err != nil {
 		return nil, err

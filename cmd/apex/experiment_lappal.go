@@ -26,54 +26,68 @@ func runLAPPAL(args []string, stdout, stderr io.Writer) int {
 			"under uniform, per and lap. Control runs are deterministic (one actor in\n"+
 			"lockstep with the learner). Prints the tables and the acceptance checks;\n"+
 			"writes lap-pal.json, pendulum.png and cartpole.png.", stdout, stderr)
-	seeds := c.fs.Int("seeds", 5, "seeds per method in the control parts (>= 2)")
+	seeds := c.fs.Int("seeds", len(lappal.DefaultPendulumConfig().Seeds), "seeds per method in the control parts, from -seed on (>= 2); -seed alone seeds the regression")
 	pendSteps := c.fs.Int64("pendulum-steps", lappal.DefaultPendulumConfig().Base.Steps, "learner (= environment) steps per Pendulum run")
 	cartSteps := c.fs.Int64("cartpole-steps", lappal.DefaultCartPoleConfig().Base.Steps, "learner (= environment) steps per CartPole run")
-	ctx, cancel, code, ok := c.start(args, func() string {
-		if *seeds < 2 || *pendSteps <= 0 || *cartSteps <= 0 {
-			return "-seeds must be >= 2 and the step counts > 0"
+	ctx, done, code, ok := c.start(args, func() string {
+		switch {
+		case *seeds < 2:
+			return fmt.Sprintf("-seeds must be >= 2, got %d", *seeds)
+		case *pendSteps <= 0:
+			return fmt.Sprintf("-pendulum-steps must be > 0, got %d", *pendSteps)
+		case *cartSteps <= 0:
+			return fmt.Sprintf("-cartpole-steps must be > 0, got %d", *cartSteps)
 		}
-		return ""
+		return c.seedsFit("-seeds", *seeds)
 	})
 	if !ok {
 		return code
 	}
-	defer cancel()
+	defer done()
 	fail, out, workers := c.fail, c.out, c.workers
 	report := map[string]any{}
 	failed := false
-	if c.has("regression") {
+	// The regression takes seconds and does not watch ctx: a stop during
+	// it takes effect when it ends.
+	if err := c.part("regression", 0, func() error {
 		start := time.Now()
-		res, err := lappal.RunRegression(lappal.DefaultRegressionConfig())
+		cfg := lappal.DefaultRegressionConfig()
+		cfg.Seed = *c.seed
+		res, err := lappal.RunRegression(cfg)
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		fmt.Fprintln(stdout, "== (1) regression: each method's fixed point")
 		if err := lappal.WriteRegressionTable(stdout, res); err != nil {
-			return fail(err)
+			return err
 		}
 		fmt.Fprintf(stdout, "(%.1fs)\n\n", time.Since(start).Seconds())
 		failed = failed || !res.AllWithin()
 		report["regression"] = res
+		return nil
+	}); err != nil {
+		return fail(err)
 	}
 	for _, part := range []struct {
 		name  string
 		cfg   control.Config
 		steps int64
 	}{{"pendulum", lappal.DefaultPendulumConfig(), *pendSteps}, {"cartpole", lappal.DefaultCartPoleConfig(), *cartSteps}} {
-		if !c.has(part.name) {
-			continue
-		}
 		cfg := part.cfg
-		cfg.Base.Steps, cfg.Workers, cfg.Seeds = part.steps, *workers, seedList(*seeds)
-		res, err := runControlPart(ctx, stdout, part.name, cfg, filepath.Join(*out, part.name+".png"))
-		if err != nil {
+		cfg.Base.Steps, cfg.Workers, cfg.Seeds = part.steps, *workers, c.seeds(*seeds)
+		if err := c.part(part.name, len(cfg.Samplers)*len(cfg.Seeds), func() error {
+			res, err := c.runControlPart(ctx, part.name, cfg, filepath.Join(*out, part.name+".png"))
+			if err != nil {
+				return err
+			}
+			for _, c := range res.Checks {
+				failed = failed || !c.OK
+			}
+			report[part.name] = res
+			return nil
+		}); err != nil {
 			return fail(err)
 		}
-		for _, c := range res.Checks {
-			failed = failed || !c.OK
-		}
-		report[part.name] = res
 	}
 	return c.finish("lap-pal.json", report, failed)
 }

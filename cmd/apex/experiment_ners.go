@@ -28,26 +28,36 @@ func runNERS(args []string, stdout, stderr io.Writer) int {
 			"returns, mean ± 95% CI, of TD3 on Pendulum-v1 and Double DQN on CartPole-v1\n"+
 			"under the same three. Runs are deterministic (one actor in lockstep with the\n"+
 			"learner). Writes ners.json, sparse-pendulum.png, pendulum.png, cartpole.png.", stdout, stderr)
-	statSeeds := c.fs.Int("stats-seeds", len(st.Seeds), "seeds per method in the statistics part (>= 2)")
-	seeds := c.fs.Int("seeds", len(pend.Seeds), "seeds per method in the return parts (>= 2)")
+	statSeeds := c.fs.Int("stats-seeds", len(st.Seeds), "seeds per method in the statistics part, from -seed on (>= 2)")
+	seeds := c.fs.Int("seeds", len(pend.Seeds), "seeds per method in the return parts, from -seed on (>= 2)")
 	statSteps := c.fs.Int64("stats-steps", st.Base.Steps, "learner steps per SparsePendulum run")
 	pendSteps := c.fs.Int64("pendulum-steps", pend.Base.Steps, "learner steps per Pendulum run")
 	cartSteps := c.fs.Int64("cartpole-steps", cart.Base.Steps, "learner steps per CartPole run")
-	ctx, cancel, code, ok := c.start(args, func() string {
-		if *statSeeds < 2 || *seeds < 2 || *statSteps <= 0 || *pendSteps <= 0 || *cartSteps <= 0 {
-			return "-seeds and -stats-seeds must be >= 2 and the step counts > 0"
+	ctx, done, code, ok := c.start(args, func() string {
+		for _, f := range []struct {
+			name string
+			v    int64
+			min  int64
+		}{{"-stats-seeds", int64(*statSeeds), 2}, {"-seeds", int64(*seeds), 2}, {"-stats-steps", *statSteps, 1},
+			{"-pendulum-steps", *pendSteps, 1}, {"-cartpole-steps", *cartSteps, 1}} {
+			if f.v < f.min {
+				return fmt.Sprintf("%s must be >= %d, got %d", f.name, f.min, f.v)
+			}
 		}
-		return ""
+		if msg := c.seedsFit("-stats-seeds", *statSeeds); msg != "" {
+			return msg
+		}
+		return c.seedsFit("-seeds", *seeds)
 	})
 	if !ok {
 		return code
 	}
-	defer cancel()
+	defer done()
 	fail, out, workers := c.fail, c.out, c.workers
 	report := map[string]any{}
-	st.Base.Steps, st.Seeds = *statSteps, seedList(*statSeeds)
-	pend.Base.Steps, pend.Seeds = *pendSteps, seedList(*seeds)
-	cart.Base.Steps, cart.Seeds = *cartSteps, seedList(*seeds)
+	st.Base.Steps, st.Seeds = *statSteps, c.seeds(*statSeeds)
+	pend.Base.Steps, pend.Seeds = *pendSteps, c.seeds(*seeds)
+	cart.Base.Steps, cart.Seeds = *cartSteps, c.seeds(*seeds)
 	for _, part := range []struct {
 		name, title, png string
 		cfg              control.Config
@@ -56,21 +66,23 @@ func runNERS(args []string, stdout, stderr io.Writer) int {
 		{"pendulum", "(2) pendulum", "pendulum.png", pend},
 		{"cartpole", "(2) cartpole", "cartpole.png", cart},
 	} {
-		if !c.has(part.name) {
-			continue
-		}
 		cfg := part.cfg
 		cfg.Workers = *workers
-		res, err := runControlPart(ctx, stdout, part.title, cfg, filepath.Join(*out, part.png))
-		if err != nil {
+		if err := c.part(part.name, len(cfg.Samplers)*len(cfg.Seeds), func() error {
+			res, err := c.runControlPart(ctx, part.title, cfg, filepath.Join(*out, part.png))
+			if err != nil {
+				return err
+			}
+			sr := &ners.StatsResult{Control: res, Stats: ners.Summarise(res)}
+			if err := ners.WriteStatsTable(stdout, sr); err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout)
+			report[part.name] = sr
+			return nil
+		}); err != nil {
 			return fail(err)
 		}
-		sr := &ners.StatsResult{Control: res, Stats: ners.Summarise(res)}
-		if err := ners.WriteStatsTable(stdout, sr); err != nil {
-			return fail(err)
-		}
-		fmt.Fprintln(stdout)
-		report[part.name] = sr
 	}
 	report["seconds"] = time.Since(c.begin).Seconds()
 	return c.finish("ners.json", report, false)

@@ -31,21 +31,31 @@ func runREFER(args []string, stdout, stderr io.Writer) int {
 			"(refer), the paper's DDPG arm. Runs are deterministic (one actor in lockstep\n"+
 			"with the learner). Prints the tables and the acceptance checks; writes\n"+
 			"refer.json, pendulum-{return,far,kl}.png, lqr.png and td3-{return,far,kl}.png.", stdout, stderr)
-	seeds := c.fs.Int("seeds", len(pend.Seeds), "seeds per method on Pendulum, both learners (>= 2)")
+	seeds := c.fs.Int("seeds", len(pend.Seeds), "seeds per method on Pendulum, both learners, from -seed on (>= 2)")
 	steps := c.fs.Int64("steps", pend.Base.Steps, "learner (= environment) steps per Pendulum run; A = 5/steps")
-	lqrSeeds := c.fs.Int("lqr-seeds", len(lqr.Seeds), "seeds on the LQR (>= 1)")
+	lqrSeeds := c.fs.Int("lqr-seeds", len(lqr.Seeds), "seeds on the LQR, from -seed on (>= 1)")
 	lqrSteps := c.fs.Int64("lqr-steps", lqr.Steps, "learner (= environment) steps per LQR run")
 	td3Steps := c.fs.Int64("td3-steps", td3.Base.Steps, "learner (= environment) steps per TD3 run (A is the paper's 5e-7)")
-	ctx, cancel, code, ok := c.start(args, func() string {
-		if *seeds < 2 || *lqrSeeds < 1 || *steps <= 0 || *lqrSteps <= 0 || *td3Steps <= 0 {
-			return "-seeds must be >= 2, -lqr-seeds >= 1 and the step counts > 0"
+	ctx, done, code, ok := c.start(args, func() string {
+		for _, f := range []struct {
+			name string
+			v    int64
+			min  int64
+		}{{"-seeds", int64(*seeds), 2}, {"-lqr-seeds", int64(*lqrSeeds), 1}, {"-steps", *steps, 1},
+			{"-lqr-steps", *lqrSteps, 1}, {"-td3-steps", *td3Steps, 1}} {
+			if f.v < f.min {
+				return fmt.Sprintf("%s must be >= %d, got %d", f.name, f.min, f.v)
+			}
 		}
-		return ""
+		if msg := c.seedsFit("-seeds", *seeds); msg != "" {
+			return msg
+		}
+		return c.seedsFit("-lqr-seeds", *lqrSeeds)
 	})
 	if !ok {
 		return code
 	}
-	defer cancel()
+	defer done()
 	fail, out, workers := c.fail, c.out, c.workers
 	report := map[string]any{}
 	failed := false
@@ -60,6 +70,7 @@ func runREFER(args []string, stdout, stderr io.Writer) int {
 			last := r.Curve[len(r.Curve)-1]
 			fmt.Fprintf(stdout, "  %-8s seed %d: final %.1f, far %.3f, KL %.3g (%.0fs)\n", r.Sampler, r.Seed, r.Final,
 				last.FarFraction, last.MeanKL, r.Seconds)
+			c.record(r.Sampler, r.Seed, r)
 		})
 		if err != nil {
 			return err
@@ -84,38 +95,42 @@ func runREFER(args []string, stdout, stderr io.Writer) int {
 		report[name] = res
 		return nil
 	}
-	if c.has("pendulum") {
-		pend.Base.Steps, pend.Workers, pend.Seeds = *steps, *workers, seedList(*seeds)
-		if err := controlPart("pendulum", "(1) pendulum", "pendulum", pend, refer.RunPendulum); err != nil {
-			return fail(err)
-		}
+	pend.Base.Steps, pend.Workers, pend.Seeds = *steps, *workers, c.seeds(*seeds)
+	if err := c.part("pendulum", len(pend.Samplers)*len(pend.Seeds), func() error {
+		return controlPart("pendulum", "(1) pendulum", "pendulum", pend, refer.RunPendulum)
+	}); err != nil {
+		return fail(err)
 	}
-	if c.has("lqr") {
-		lqr.Steps, lqr.Workers, lqr.Seeds = *lqrSteps, *workers, seedList(*lqrSeeds)
+	lqr.Steps, lqr.Workers, lqr.Seeds = *lqrSteps, *workers, c.seeds(*lqrSeeds)
+	if err := c.part("lqr", len(lqr.Seeds), func() error {
 		fmt.Fprintf(stdout, "== (2) lqr: V-RACER + ReF-ER on LQR-v0, %d seeds, %d steps each\n", len(lqr.Seeds), lqr.Steps)
 		t0 := time.Now()
 		res, err := refer.RunLQR(ctx, lqr, func(r refer.LQRRun) {
 			fmt.Fprintf(stdout, "  seed %d: slope %.4f, final %.3f (%.0fs)\n", r.Seed, r.Slope, r.Final, r.Seconds)
+			c.record("", r.Seed, r)
 		})
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		if err := refer.WriteLQRTable(stdout, res); err != nil {
-			return fail(err)
+			return err
 		}
 		png := filepath.Join(*out, "lqr.png")
 		if err := refer.SaveLQRPlot(res, png); err != nil {
-			return fail(fmt.Errorf("plot: %w", err))
+			return fmt.Errorf("plot: %w", err)
 		}
 		fmt.Fprintf(stdout, "wrote %s (%.0fs)\n\n", png, time.Since(t0).Seconds())
 		failed = failed || !res.OK()
 		report["lqr"] = res
+		return nil
+	}); err != nil {
+		return fail(err)
 	}
-	if c.has("td3") {
-		td3.Base.Steps, td3.Workers, td3.Seeds = *td3Steps, *workers, seedList(*seeds)
-		if err := controlPart("td3", "(3) td3", "td3", td3, refer.RunTD3); err != nil {
-			return fail(err)
-		}
+	td3.Base.Steps, td3.Workers, td3.Seeds = *td3Steps, *workers, c.seeds(*seeds)
+	if err := c.part("td3", len(td3.Samplers)*len(td3.Seeds), func() error {
+		return controlPart("td3", "(3) td3", "td3", td3, refer.RunTD3)
+	}); err != nil {
+		return fail(err)
 	}
 	report["seconds"] = time.Since(c.begin).Seconds()
 	return c.finish("refer.json", report, failed)
