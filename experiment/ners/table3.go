@@ -93,6 +93,25 @@ type Table3Run struct {
 	Seconds        float64 `json:"seconds"`
 	// NERS is the stage's state at the end (nil for other methods).
 	NERS *sampler.NERSStats `json:"ners,omitempty"`
+	// Returns are the periodic evaluations' mean returns, in order: under
+	// ners each one after the first is the replay reward's minuend (r_re =
+	// Returns[k] − Returns[k−1], when an update follows it).
+	Returns []float64 `json:"returns"`
+}
+
+// ZeroRewards counts, among the replay rewards r_re = Returns[k] −
+// Returns[k−1] (k >= 1) of the evaluations before the run's last step
+// (the scorer updates the learner's next step applies), those that are
+// exactly 0, and returns that count and the total. A zero reward gives
+// the scorer a zero gradient.
+func (r Table3Run) ZeroRewards() (zero, total int) {
+	for k := 1; k < len(r.Returns)-1; k++ {
+		total++
+		if r.Returns[k] == r.Returns[k-1] {
+			zero++
+		}
+	}
+	return zero, total
 }
 
 // Table3Result holds every run, in arm-major order.
@@ -168,6 +187,7 @@ func table3One(ctx context.Context, cfg Table3Config, a Arm, seed uint64) (Table
 		if p.LearnerSteps == cfg.WindowFrom {
 			w = p.Sampled
 		}
+		r.Returns = append(r.Returns, p.MeanReturn)
 	}
 	if w == nil {
 		return r, fmt.Errorf("ners: %s seed %d: no evaluation recorded the learner's sums at step %d (EvalEverySteps %d)",
@@ -190,6 +210,9 @@ type Table3Row struct {
 	DSDTD, DSDQ, DSDTDAll, DSDQAll [2]float64 // paired difference to uniform (same seed)
 	ScoreMin, ScoreMax             float64    // NERS: last batch's scores, mean over seeds
 	Updates                        float64    // NERS: scorer updates, mean over seeds
+	// ZeroRewards of Rewards replay rewards were exactly 0 (NERS arms,
+	// summed over seeds; Table3Run.ZeroRewards).
+	ZeroRewards, Rewards int
 }
 
 // MeanCI95 returns the mean of xs and the half-width of its 95% confidence
@@ -247,6 +270,8 @@ func SummariseTable3(res *Table3Result) []Table3Row {
 				dtd, dq, dtdA, dqA = append(dtd, s1-us1), append(dq, s2-us2), append(dtdA, s3-us3), append(dqA, s4-us4)
 			}
 			if r.NERS != nil {
+				z, n := r.ZeroRewards()
+				row.ZeroRewards, row.Rewards = row.ZeroRewards+z, row.Rewards+n
 				row.ScoreMin += r.NERS.ScoreMin
 				row.ScoreMax += r.NERS.ScoreMax
 				row.Updates += float64(r.NERS.Updates)
@@ -281,14 +306,15 @@ func WriteTable3(w io.Writer, res *Table3Result) error {
 	}
 	control.WriteColumns(&b, t, "  ", "  ")
 	b.WriteString("whole run: every sampled row\n")
-	t = [][]string{{"arm", "sd(|TD|)", "sd(Q)", "Δsd(|TD|) vs uniform", "Δsd(Q) vs uniform", "ms/learner step", "replay share", "scorer updates", "last scores"}}
+	t = [][]string{{"arm", "sd(|TD|)", "sd(Q)", "Δsd(|TD|) vs uniform", "Δsd(Q) vs uniform", "ms/learner step", "replay share", "scorer updates", "r_re = 0", "last scores"}}
 	for _, r := range rows {
-		sc, up := "-", "-"
+		sc, up, z := "-", "-", "-"
 		if r.Updates > 0 || r.ScoreMax > 0 {
 			sc, up = fmt.Sprintf("[%.3f, %.3f]", r.ScoreMin, r.ScoreMax), fmt.Sprintf("%.0f", r.Updates)
+			z = fmt.Sprintf("%d of %d", r.ZeroRewards, r.Rewards)
 		}
 		t = append(t, []string{r.Arm, pm(r.SDTDAll), pm(r.SDQAll), pm(r.DSDTDAll), pm(r.DSDQAll), pm(r.MsPerStep),
-			fmt.Sprintf("%.1f%% ± %.1f", 100*r.Replay[0], 100*r.Replay[1]), up, sc})
+			fmt.Sprintf("%.1f%% ± %.1f", 100*r.Replay[0], 100*r.Replay[1]), up, z, sc})
 	}
 	control.WriteColumns(&b, t, "  ", "  ")
 	b.WriteString("paper (Table 3, SAC on Pendulum, 10k steps, no error bars): sd(TD) NERS 723 > RANDOM 529, PER 1257 highest; sd(Q) NERS 65.2 > RANDOM 60.5 > PER 49.8\n")

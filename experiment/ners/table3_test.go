@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/apexrl/apex/learner"
+	"github.com/apexrl/apex/sampler"
 )
 
 // TestMeanCI95: 1..5 have mean 3, sample sd √2.5 and t(0.975, 4) =
@@ -54,7 +55,8 @@ func TestSummariseTable3(t *testing.T) {
 		// sd of |δ| over the window: 1 (values 1, 3) and 0 (2, 2); Q = 2·v.
 		{Arm: "uniform", Seed: 1, Window: m(1, 3), All: m(1, 3), Final: 1},
 		{Arm: "uniform", Seed: 2, Window: m(2, 2), All: m(2, 2), Final: 3},
-		{Arm: "ners", Seed: 1, Window: m(0, 4), All: m(0, 4), Final: 2},
+		{Arm: "ners", Seed: 1, Window: m(0, 4), All: m(0, 4), Final: 2, NERS: &sampler.NERSStats{Updates: 3},
+			Returns: []float64{0, 0, 1, 1, 5}}, // r_re 0, 1, 0 (the last return is applied by no step)
 		{Arm: "ners", Seed: 2, Window: m(1, 3), All: m(1, 3), Final: 2},
 	}}
 	rows := SummariseTable3(res)
@@ -66,7 +68,7 @@ func TestSummariseTable3(t *testing.T) {
 		t.Errorf("uniform %+v", u)
 	}
 	// ners: sd 2 and 1, mean 1.5; paired differences 2−1 = 1 and 1−0 = 1.
-	if n.SDTD[0] != 1.5 || n.DSDTD[0] != 1 || n.DSDTD[1] != 0 || n.DSDQ[0] != 2 {
+	if n.SDTD[0] != 1.5 || n.DSDTD[0] != 1 || n.DSDTD[1] != 0 || n.DSDQ[0] != 2 || n.ZeroRewards != 2 || n.Rewards != 3 {
 		t.Errorf("ners %+v", n)
 	}
 	var b strings.Builder
@@ -100,8 +102,8 @@ func TestTable3Smoke(t *testing.T) {
 		switch r.Arm {
 		case "ners":
 			// Evaluations at 100..400: the first is the baseline.
-			if r.NERS == nil || r.NERS.Updates != 2 {
-				t.Errorf("ners seed %d: %+v, want 2 scorer updates", r.Seed, r.NERS)
+			if _, n := r.ZeroRewards(); r.NERS == nil || r.NERS.Updates != 2 || n != 2 {
+				t.Errorf("ners seed %d: %+v, %d replay rewards; want 2 scorer updates and 2 rewards", r.Seed, r.NERS, n)
 			}
 		case "ners-frozen":
 			if r.NERS == nil || r.NERS.Updates != 0 {
