@@ -71,3 +71,39 @@ func BenchmarkTD3Step(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSACStep: one full SAC step on the same Pendulum-sized networks
+// as BenchmarkTD3Step (policy 3→64→64→2, critics 4→64→64→1) over 2^16
+// stored transitions, uniform MSE and LAP: targets from the policy, both
+// critics, the policy through both critics, the temperature and both
+// Polyak updates every step. Run it beside BenchmarkTD3Step (-bench
+// 'TD3Step|SACStep') to compare the two on one machine.
+func BenchmarkSACStep(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		batch  int
+		method string
+	}{
+		{"B=64/uniform", 64, "uniform"},
+		{"B=256/uniform", 256, "uniform"},
+		{"B=256/lap", 256, "lap"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			buf := contBuffer(b, 1<<16, 3, 1, 0)
+			fillContinuous(b, buf, rand.New(rand.NewPCG(1, 1)), 1<<16, 2)
+			policy, critic := sacNets(b, 3, 1, []int{64, 64}, model.ReLU, 1)
+			l, err := NewSAC(SACConfig{Batch: bc.batch, MaxAction: 2}, policy, critic, buf, td3Method(b, bc.method, buf, nil), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sacSteps(b, l, 2)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := l.Step(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
+		})
+	}
+}
