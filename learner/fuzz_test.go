@@ -228,6 +228,9 @@ func FuzzDQNLoad(f *testing.F) {
 	}
 	addSeeds(f, ck.Bytes())
 	target := fuzzDQN(f, 9)
+	if err := target.Load(bytes.NewReader(ck.Bytes())); err != nil {
+		f.Fatalf("the real checkpoint does not load: %v", err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte, fix bool) {
 		if fix {
 			data = fixFrames(data)
@@ -246,6 +249,9 @@ func FuzzTD3Load(f *testing.F) {
 		}
 		addSeeds(f, ck.Bytes(), refer)
 		targets[i] = fuzzTD3(f, refer, 9)
+		if err := targets[i].Load(bytes.NewReader(ck.Bytes())); err != nil {
+			f.Fatalf("the real checkpoint does not load: %v", err)
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte, fix, refer bool) {
 		if fix {
@@ -267,6 +273,9 @@ func FuzzVRACERLoad(f *testing.F) {
 	}
 	addSeeds(f, ck.Bytes())
 	target := fuzzVRACER(f)
+	if err := target.Load(bytes.NewReader(ck.Bytes())); err != nil {
+		f.Fatalf("the real checkpoint does not load: %v", err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte, fix bool) {
 		if fix {
 			data = fixFrames(data)
