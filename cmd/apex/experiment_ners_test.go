@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestExperimentNERSTable3: a reduced table3-td3 part trains every arm,
+// prints the window and whole-run tables and writes the runs to
+// ners.json; an unknown arm is refused with exit 2.
+func TestExperimentNERSTable3(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ners")
+	var out, errb bytes.Buffer
+	code := run([]string{"experiment", "ners", "-parts", "table3-td3", "-table3-seeds", "2", "-table3-steps", "400",
+		"-table3-arms", "uniform,ners,ners-frozen", "-out", dir}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s\nstdout:\n%s", code, errb.String(), out.String())
+	}
+	for _, want := range []string{"window: rows sampled in learner steps (200, 400]", "whole run", "\n  uniform ", "\n  ners-frozen ", "r_re = 0"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "ners.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Table3 struct {
+			Runs []struct {
+				Arm    string `json:"arm"`
+				Window struct {
+					N uint64 `json:"n"`
+				} `json:"window"`
+			} `json:"runs"`
+		} `json:"table3-td3"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Table3.Runs) != 6 {
+		t.Fatalf("ners.json holds %d table3 runs, want 6", len(rep.Table3.Runs))
+	}
+	for _, r := range rep.Table3.Runs {
+		if r.Window.N != 200*128 {
+			t.Errorf("%s: window of %d rows, want 200 steps of 128", r.Arm, r.Window.N)
+		}
+	}
+	errb.Reset()
+	if code := run([]string{"experiment", "ners", "-parts", "table3-td3", "-table3-arms", "uniform,bogus", "-out", t.TempDir()}, &out, &errb); code != 2 {
+		t.Errorf("unknown arm: exit %d, want 2; stderr:\n%s", code, errb.String())
+	}
+}
