@@ -21,6 +21,12 @@
 // learner shares with it; Evaluate plays the policy without noise
 // (EvaluateContinuous).
 //
+// Squashed (NewSquashed) is the actor of a SAC learner: a squashed-Gaussian
+// policy network (2A linear outputs, the means and log stds), a =
+// ScaleAction(tanh(μ(s) + σ(s)·z)), the policy's own noise as exploration,
+// the same warm-up, storage and priorities as Continuous; EvaluateSquashed
+// plays ScaleAction(tanh(μ(s))).
+//
 // The package starts no goroutines, reads no clock and uses no global
 // random source: an Actor draws from its own PCG generator seeded from
 // (Config.Seed, Config.ID), so a run is reproducible from its seed.

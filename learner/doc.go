@@ -1,6 +1,6 @@
 // Package learner holds apex's learners: the update rules that replay
 // sampled batches, train a network, write priorities back through the
-// sampler stage and publish parameters to the actors. It holds three:
+// sampler stage and publish parameters to the actors. It holds four:
 //
 //   - DQN, the Ape-X learner for discrete actions: Double DQN with n-step
 //     targets and a target network (Horgan et al. 2018, arXiv:1803.00933;
@@ -18,6 +18,15 @@
 //     in the paper) is theirs. An embedder builds it like a DQN (below),
 //     with NewTD3(cfg, actor, critic, buf, method, store), a buffer of
 //     continuous actions and TD3Config.MaxAction set.
+//   - SAC for continuous actions, with automatic entropy tuning (Haarnoja
+//     et al. 2018, arXiv:1812.05905): a tanh-squashed Gaussian policy
+//     (SACPolicyConfig: means and clamped log stds), twin critics and
+//     their Polyak targets, soft targets with the policy's log-probability,
+//     a reparameterised policy loss through the smaller critic, and the
+//     temperature α learned toward the target entropy −A. It writes back
+//     max(|δ1|, |δ2|) as TD3 does and takes every method but the ReF-ER
+//     ones; its actors (actor.Squashed) explore with the policy's own
+//     noise. NewSAC(cfg, policy, critic, buf, method, store).
 //   - VRACER for continuous actions with Remember and Forget Experience
 //     Replay (Novati & Koumoutsakos 2019, arXiv:1807.05827): one network
 //     gives V(s) and a Gaussian policy's mean, with a learned
@@ -35,8 +44,8 @@
 // RawNode: it starts no goroutines and draws from its own seeded random
 // stream; it reads the monotonic clock only to measure its Timing (the
 // time in steps, sampling and write-back), which never affects what it
-// computes. The runtime calls Step from its learner goroutine (DQN, TD3
-// and VRACER implement runtime.Stepper); everything else (pacing against
+// computes. The runtime calls Step from its learner goroutine (DQN, TD3,
+// SAC and VRACER implement runtime.Stepper); everything else (pacing against
 // inserts, stopping, checkpoint files) is the runtime's.
 //
 // # Usage
