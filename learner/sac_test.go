@@ -652,8 +652,9 @@ func TestSACBusy(t *testing.T) {
 // TestSACLearnsBandit: SAC on a one-step continuous bandit, s ~ U[−1, 1],
 // reward −(a − f(s))² with f(s) = 0.6·s − 0.2 and discount 0: the soft
 // optimum's mean action tanh(μ(s)) approaches f(s). The buffer holds 1024
-// uniformly random actions. After 600 steps the greedy action must be
-// within 0.15 RMS of f on a grid of 41 states, from above 0.3.
+// uniformly random actions. After 400 steps of batches of 32 the greedy
+// action must be within 0.15 RMS of f on a grid of 41 states, and at most
+// half its initial error. (Seeds 1–8 tried: 0.038–0.060 from 0.21–0.53.)
 func TestSACLearnsBandit(t *testing.T) {
 	const seed = 4
 	buf := contBuffer(t, 1024, 1, 1, 0)
@@ -676,11 +677,11 @@ func TestSACLearnsBandit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	critic, err := model.NewNet(model.Config{In: 2, Hidden: []int{32, 32}, Out: 1}, nrng)
+	critic, err := model.NewNet(model.Config{In: 2, Hidden: []int{16, 16}, Out: 1}, nrng)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := NewSAC(SACConfig{Batch: 64, PolicyLR: 3e-3, CriticLR: 3e-3, AlphaLR: 3e-3, Alpha: 0.05, MaxAction: 1, Seed: seed},
+	l, err := NewSAC(SACConfig{Batch: 32, PolicyLR: 3e-3, CriticLR: 3e-3, AlphaLR: 3e-3, Alpha: 0.05, MaxAction: 1, Seed: seed},
 		policy, critic, buf, td3Method(t, "uniform", buf, nil), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -694,11 +695,11 @@ func TestSACLearnsBandit(t *testing.T) {
 		}
 		return math.Sqrt(sum / 41)
 	}
-	if r := rms(); r < 0.1 {
-		t.Logf("seed %d: initial RMS error %v is already small", seed, r)
-	}
-	sacSteps(t, l, 600)
-	if r := rms(); r > 0.15 {
-		t.Errorf("seed %d: RMS error of tanh(μ(s)) from f(s) after 600 steps: %v (α %v, entropy %v)", seed, r, l.Alpha(), l.Stats().Entropy)
+	r0 := rms()
+	sacSteps(t, l, 400)
+	r := rms()
+	t.Logf("seed %d: RMS error %.3f before, %.3f after", seed, r0, r)
+	if r > 0.15 || r0 < 2*r {
+		t.Errorf("seed %d: RMS error of tanh(μ(s)) from f(s) after 400 steps: %v (α %v, entropy %v)", seed, r, l.Alpha(), l.Stats().Entropy)
 	}
 }
