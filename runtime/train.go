@@ -33,9 +33,10 @@ type TrainConfig struct {
 	// Algo is the learner: "dqn" (Double DQN, discrete actions), "td3"
 	// (continuous actions; with a ReF-ER Sampler, TD3 with ReF-ER: the
 	// actors' fixed-std Gaussian behaviour is stored and no uniform
-	// warm-up is taken unless RandomSteps asks) or "vracer" (a ReF-ER
-	// Sampler); empty picks dqn for discrete actions, vracer under a
-	// ReF-ER Sampler, td3 otherwise.
+	// warm-up is taken unless RandomSteps asks), "sac" (continuous
+	// actions, Soft Actor-Critic with automatic entropy tuning; any Sampler
+	// but the ReF-ER ones) or "vracer" (a ReF-ER Sampler); empty picks dqn
+	// for discrete actions, vracer under a ReF-ER Sampler, td3 otherwise.
 	Algo string `json:"algo"`
 	// Steps stops the run after this many learner steps; Duration after
 	// this much wall time; whichever comes first (at least one is needed).
@@ -644,7 +645,8 @@ func (t *Trainer) Config() TrainConfig { return t.cfg }
 // learner's latest published parameters (every learner publishes its
 // initial parameters when it is built): for dqn the Q-network (act with model.Argmax), for td3 the
 // actor (tanh outputs in [−1, 1], scaled by the action box's half-range),
-// for vracer the network whose outputs are V, the action mean and the std
+// for sac the squashed-Gaussian policy (means and log stds; act with
+// tanh of the means, actor.EvaluateSquashed), for vracer the network whose outputs are V, the action mean and the std
 // pre-activations (actor.EvaluateGaussian shows how it acts). The network
 // is the caller's: later publications do not change it. Safe for
 // concurrent use with Run. Cost: one network allocation and copy.
