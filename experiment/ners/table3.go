@@ -173,6 +173,10 @@ func table3One(ctx context.Context, cfg Table3Config, a Arm, seed uint64) (Table
 	if err != nil {
 		return Table3Run{}, fmt.Errorf("ners: %s seed %d: %w", a.Name, seed, err)
 	}
+	if out.StopReason == runtime.StopInterrupted {
+		// Cut short: not a finished run (as control.Run treats it).
+		return Table3Run{}, fmt.Errorf("ners: %s seed %d: cut short after %d of %d steps: %w", a.Name, seed, out.LearnerSteps, tc.Steps, context.Cause(ctx))
+	}
 	st := tr.Stats()
 	all := st.Learner.Sampled
 	r := Table3Run{Arm: a.Name, Seed: seed, Final: out.FinalReturn, All: all, Steps: out.LearnerSteps,
