@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -129,6 +130,27 @@ func TestExperimentNERS(t *testing.T) {
 	for _, f := range []string{"ners.json", "sparse-pendulum.png"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
+		}
+	}
+	// -seed moves the seeds: another run with -seed 3 uses seeds 3 and 4
+	// and gets other finals.
+	var def, moved struct {
+		Status string
+		Stats  struct{ Control controlSeeds }
+	}
+	readJSON(t, dir, "ners.json", &def)
+	dir3 := t.TempDir()
+	if code, o, e := runExp(t, dir3, "ners", "-parts", "stats", "-stats-seeds", "2", "-stats-steps", "200", "-seed", "3"); code != 0 {
+		t.Fatalf("-seed 3: exit %d\n%s\n%s", code, o, e)
+	}
+	readJSON(t, dir3, "ners.json", &moved)
+	if def.Status != "complete" || !slices.Equal(def.Stats.Control.seedsOf(), []uint64{1, 2}) || !slices.Equal(moved.Stats.Control.seedsOf(), []uint64{3, 4}) ||
+		!slices.Equal(moved.Stats.Control.Config.Seeds, []uint64{3, 4}) {
+		t.Fatalf("seeds: default %+v, -seed 3 %+v", def, moved)
+	}
+	for i, r := range def.Stats.Control.Runs {
+		if m := moved.Stats.Control.Runs[i]; m.Sampler == r.Sampler && m.Final == r.Final {
+			t.Errorf("%s: seed %d and seed %d give the same final %v", r.Sampler, r.Seed, m.Seed, r.Final)
 		}
 	}
 	for _, args := range [][]string{{"-seeds", "1"}, {"-parts", "nope"}, {"-stats-steps", "0"}} {
