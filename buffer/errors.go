@@ -12,6 +12,10 @@ var (
 	ErrShape = errors.New("buffer: mismatched dimensions")
 	// ErrPriority: a priority is NaN, infinite or negative.
 	ErrPriority = errors.New("buffer: invalid priority")
+	// ErrNonFinite: Insert was given a NaN or infinite observation,
+	// action, reward, discount or float column value (it would poison
+	// learning, and a checkpoint could not hold it).
+	ErrNonFinite = errors.New("buffer: non-finite value")
 	// ErrEmpty: sampling a buffer that holds no items.
 	ErrEmpty = errors.New("buffer: empty")
 	// ErrZeroMass: proportional sampling while every stored priority is 0.

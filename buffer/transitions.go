@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"fmt"
+	"math"
 )
 
 // Flag bits stored per item.
@@ -125,7 +126,43 @@ func (t *Transitions) check(cfg *Config) error {
 			return fmt.Errorf("%w: Priority[%d] = %v (priorities must be finite and >= 0)", ErrPriority, i, p)
 		}
 	}
+	for _, c := range [...]struct {
+		name  string
+		v     []float32
+		width int
+	}{{"Obs", t.Obs, cfg.ObsDim}, {"NextObs", t.NextObs, cfg.ObsDim}, {"ActionVec", t.ActionVec, cfg.ActionDim},
+		{"Reward", t.Reward, 1}, {"Discount", t.Discount, 1}} {
+		if i := firstNonFinite(c.v); i >= 0 {
+			return fmt.Errorf("%w: %s[%d] (item %d) is %v", ErrNonFinite, c.name, i, i/max(c.width, 1), c.v[i])
+		}
+	}
+	for k, f := range t.Floats {
+		if i := firstNonFinite(f); i >= 0 {
+			return fmt.Errorf("%w: Floats[%s][%d] (item %d) is %v", ErrNonFinite, cfg.Floats[k].Name, i, i/cfg.Floats[k].Width, f[i])
+		}
+	}
 	return nil
+}
+
+// firstNonFinite returns the index of v's first NaN or infinity, or -1.
+// Cost: one pass over v, four values a step with no branch inside the step
+// (an all-ones exponent marks NaN and ±Inf).
+func firstNonFinite(v []float32) int {
+	const exp = 0x7f800000
+	i := 0
+	for ; i+4 <= len(v); i += 4 {
+		a, b := math.Float32bits(v[i])&exp, math.Float32bits(v[i+1])&exp
+		c, d := math.Float32bits(v[i+2])&exp, math.Float32bits(v[i+3])&exp
+		if a == exp || b == exp || c == exp || d == exp {
+			break
+		}
+	}
+	for ; i < len(v); i++ {
+		if math.Float32bits(v[i])&exp == exp {
+			return i
+		}
+	}
+	return -1
 }
 
 // Ref names one stored item: its slot and the generation of the occupant.
