@@ -192,7 +192,10 @@ func TestExperimentBadFlagsRefused(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"cliffwalk", "-rank-refresh", "-0.5"}, "rank refresh fraction must be >= 0"},
+		{[]string{"cliffwalk", "-rank-refresh", "-0.5"}, "RankRefresh (-rank-refresh) must be >= 0, got -0.5"},
+		{[]string{"cliffwalk", "-seeds", "-1"}, "Seeds (-seeds) must be positive, got -1"},
+		{[]string{"cliffwalk", "-max-updates", "-1"}, "(-max-updates) must be positive"},
+		{[]string{"cliffwalk", "-n-min", "4", "-n-max", "3"}, "(-n-min, -n-max)"},
 		{[]string{"cliffwalk", "-timeout", "-1s"}, "-timeout must not be negative"},
 		{[]string{"cliffwalk", "-seed", "-1"}, "-seed"},
 		{[]string{"ter", "-n", "0"}, "-n"},

@@ -27,7 +27,7 @@
 // # Usage
 //
 //	cfg := cliffwalk.DefaultConfig() // n = 2..12, 10 seeds
-//	res, err := cliffwalk.Run(cfg)
+//	res, err := cliffwalk.Run(ctx, cfg) // ctx's end stops it between runs
 //	...
 //	cliffwalk.WriteTable(os.Stdout, res)
 //	cliffwalk.SavePlot(res, "cliffwalk.png")

@@ -72,17 +72,17 @@ func DefaultConfig() Config {
 func (c *Config) Validate() error {
 	switch {
 	case c.NMin < 1 || c.NMax > MaxN || c.NMin > c.NMax:
-		return fmt.Errorf("cliffwalk: need 1 <= n-min <= n-max <= %d, got n-min %d, n-max %d", MaxN, c.NMin, c.NMax)
+		return fmt.Errorf("cliffwalk: need 1 <= NMin <= NMax <= %d (-n-min, -n-max), got %d and %d", MaxN, c.NMin, c.NMax)
 	case c.Seeds < 1:
-		return fmt.Errorf("cliffwalk: seeds must be positive, got %d", c.Seeds)
+		return fmt.Errorf("cliffwalk: Seeds (-seeds) must be positive, got %d", c.Seeds)
 	case c.MaxUpdates < 1:
-		return fmt.Errorf("cliffwalk: max updates must be positive, got %d", c.MaxUpdates)
+		return fmt.Errorf("cliffwalk: MaxUpdates (-max-updates) must be positive, got %d", c.MaxUpdates)
 	case c.BetaSteps < 0:
-		return fmt.Errorf("cliffwalk: beta steps must not be negative, got %d", c.BetaSteps)
+		return fmt.Errorf("cliffwalk: BetaSteps (-beta-steps) must not be negative, got %d", c.BetaSteps)
 	case !(c.RankRefresh >= 0):
-		return fmt.Errorf("cliffwalk: rank refresh fraction must be >= 0, got %v", c.RankRefresh)
+		return fmt.Errorf("cliffwalk: RankRefresh (-rank-refresh) must be >= 0, got %v", c.RankRefresh)
 	case c.OracleMaxN < 0:
-		return fmt.Errorf("cliffwalk: oracle-max-n must not be negative, got %d", c.OracleMaxN)
+		return fmt.Errorf("cliffwalk: OracleMaxN (-oracle-max-n) must not be negative, got %d", c.OracleMaxN)
 	case !(c.Eta > 0 && c.Eta <= 1):
 		return fmt.Errorf("cliffwalk: eta must be in (0, 1], got %v", c.Eta)
 	case !(c.Threshold > 0) || math.IsInf(c.Threshold, 0):
