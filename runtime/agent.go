@@ -94,7 +94,9 @@ type actorSource interface {
 // algoFor returns the algorithm for an action space and replay method:
 // cfg's if set (checked against both), else dqn for discrete actions,
 // vracer for continuous ones under a ReF-ER method, td3 otherwise. td3
-// takes every method, the ReF-ER ones included.
+// takes every method, the ReF-ER ones included; sac every method but the
+// ReF-ER ones (their ratios need a behaviour density its actors do not
+// store).
 func algoFor(algo, env, method string, space envs.Space) (string, error) {
 	_, discrete := space.(envs.Discrete)
 	refer := slices.Contains(referMethods, method)
