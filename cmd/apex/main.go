@@ -18,7 +18,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // run dispatches a subcommand and returns the exit status: 0 success, 1
 // failure, 2 usage error, 128+signal when a signal (SIGINT 130, SIGTERM 143,
-// SIGHUP 129) stopped a training run or apex bench.
+// SIGHUP 129) stopped a training run, apex bench or an experiment.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") && args[0] != "-h" && args[0] != "-help" && args[0] != "--help" {
 		return runTrain(args, stdout, stderr)
