@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/apexrl/apex/experiment/control"
@@ -84,10 +85,34 @@ func runLAPPAL(args []string, stdout, stderr io.Writer) int {
 				failed = failed || !c.OK
 			}
 			report[part.name] = res
+			if part.name == "pendulum" && hasSamplers(cfg, "uniform", "per", "lap", "pal") {
+				// Issue 14: how many runs end below -250, per method and LAP or
+				// PAL pooled against uniform or PER pooled.
+				rows, err := lappal.FailureRates(res.Runs, lappal.PendulumFailureFloor, "uniform",
+					[]string{"lap", "pal"}, []string{"uniform", "per"})
+				if err != nil {
+					return err
+				}
+				if err := lappal.WriteFailureTable(stdout, rows, lappal.PendulumFailureFloor); err != nil {
+					return err
+				}
+				fmt.Fprintln(stdout)
+				report["pendulum_failures"] = rows
+			}
 			return nil
 		}); err != nil {
 			return fail(err)
 		}
 	}
 	return c.finish("lap-pal.json", report, failed)
+}
+
+// hasSamplers reports whether cfg compares every one of names.
+func hasSamplers(cfg control.Config, names ...string) bool {
+	for _, n := range names {
+		if !slices.Contains(cfg.Samplers, n) {
+			return false
+		}
+	}
+	return true
 }

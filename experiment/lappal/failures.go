@@ -220,12 +220,21 @@ func FisherExact(a, b, c, d int) float64 {
 	logP := func(x int) float64 {
 		return lf(r1) + lf(n-r1) + lf(c1) + lf(n-c1) - lf(n) - lf(x) - lf(r1-x) - lf(c1-x) - lf(n-r1-c1+x)
 	}
-	obs := logP(a)
-	var p float64
-	for x := max(0, r1+c1-n); x <= min(r1, c1); x++ {
-		if lp := logP(x); lp <= obs+1e-7 {
-			p += math.Exp(lp)
+	// The sums are taken relative to the likeliest table's probability and
+	// divided by their total, so a p-value over every table is exactly 1.
+	lo, hi := max(0, r1+c1-n), min(r1, c1)
+	obs, top := logP(a), math.Inf(-1)
+	for x := lo; x <= hi; x++ {
+		top = max(top, logP(x))
+	}
+	var p, all float64
+	for x := lo; x <= hi; x++ {
+		lp := logP(x)
+		v := math.Exp(lp - top)
+		all += v
+		if lp <= obs+1e-7 {
+			p += v
 		}
 	}
-	return min(p, 1)
+	return min(p/all, 1)
 }

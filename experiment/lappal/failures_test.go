@@ -117,3 +117,13 @@ func TestFailureRates(t *testing.T) {
 		t.Error("a baseline without runs was accepted")
 	}
 }
+
+// TestFisherExactLarge: large counts neither overflow nor lose the total.
+func TestFisherExactLarge(t *testing.T) {
+	if p := FisherExact(500, 500, 500, 500); p != 1 {
+		t.Errorf("equal rates of 1000 each: p = %v, want 1", p)
+	}
+	if p := FisherExact(1000, 0, 0, 1000); !(p >= 0 && p < 1e-300) {
+		t.Errorf("all against none of 1000: p = %v, want about 0", p)
+	}
+}
