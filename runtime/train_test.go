@@ -78,7 +78,7 @@ func TestTrainerConfigErrors(t *testing.T) {
 		{Env: "CartPole-v1", Sampler: "refer", Algo: "dqn", Steps: 1}:    "needs the vracer or td3 learner",
 		{Env: "Pendulum-v1", Sampler: "per", Algo: "vracer", Steps: 1}:   "replays through a ReF-ER method",
 		{Env: "CartPole-v1", Sampler: "refer", Algo: "vracer", Steps: 1}: "discrete action space",
-		{Algo: "sac", Steps: 1}:                                          "valid: [dqn td3 vracer]",
+		{Algo: "ppo", Steps: 1}:                                          "valid: [dqn td3 sac vracer]",
 		{Sampler: "lap", Loss: "mse", Steps: 1}:                          "pairs with the huber(k=1) loss",
 		{Sampler: "per", Loss: "l2", Steps: 1}:                           "unknown loss",
 		{}:                                                               "Steps or Duration",
