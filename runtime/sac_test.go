@@ -165,3 +165,29 @@ func TestSACConcurrent(t *testing.T) {
 		t.Errorf("resumed run ended at %d learner steps, want 200", got)
 	}
 }
+
+// TestSACMethods: sac trains through every replay method it takes (all
+// but the ReF-ER ones), writing priorities back where the method keeps
+// them.
+func TestSACMethods(t *testing.T) {
+	for _, s := range Samplers {
+		if slices.Contains(referMethods, s) {
+			continue
+		}
+		t.Run(s, func(t *testing.T) {
+			cfg := smallSAC(s)
+			cfg.Steps, cfg.EvalEverySteps = 60, 60
+			tr, err := NewTrainer(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tr.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			st := tr.Stats().Learner
+			if st.Steps != 60 || (s != "uniform" && s != "pal" && st.WriteBacks == 0) {
+				t.Errorf("learner stats %+v", st)
+			}
+		})
+	}
+}
