@@ -88,10 +88,10 @@ const maxLogAlpha = 700
 //
 // # Cost
 //
-// A Step is a sample of Batch items, seven forward passes of Batch rows
+// A Step is a sample of Batch items, eight forward passes of Batch rows
 // (the policy at s' and s, the two target critics, the two critics on the
-// stored actions, the two critics on the policy's actions; the second
-// pair's are the critics'), two critic backward passes, two critic
+// stored actions, the two critics again on the policy's actions), two
+// critic backward passes, two critic
 // backward passes to their inputs, a policy backward pass, four Adam
 // updates (one of a single parameter), 2·Batch·A normal draws and as many
 // tanh and exp evaluations, finiteness checks of every gradient and
