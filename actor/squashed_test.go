@@ -25,7 +25,7 @@ func squashedPolicy(t testing.TB, mu, logStd [2]float64) (*model.Net, *model.Sto
 	p := src.Params()
 	clear(p)
 	copy(p[len(p)-4:], []float64{mu[0], mu[1], logStd[0], logStd[1]}) // the biases
-	if out := src.Forward([]float64{3, 1}); out[0] != mu[0] || out[3] != logStd[1] {
+	if out := src.Forward([]float64{3, 1}); (out[0] != mu[0] && !math.IsNaN(mu[0])) || out[3] != logStd[1] {
 		t.Fatalf("the biases are not the last parameters: outputs %v", out)
 	}
 	net, _ := model.NewNet(cfg, nil)
@@ -222,5 +222,64 @@ func TestEvaluateSquashed(t *testing.T) {
 	}
 	if _, _, err := EvaluateSquashed(context.Background(), env, td, nil, 1, 1); !errors.Is(err, ErrConfig) {
 		t.Errorf("a tanh policy: %v, want ErrConfig", err)
+	}
+}
+
+// TestSquashedFillRefuses: a nil ctx or batch, a batch with priorities, a
+// Fill or Update during another Fill, and a policy that returns NaN are
+// errors; the actor works normally after the overlap.
+func TestSquashedFillRefuses(t *testing.T) {
+	env := newBoxEnv()
+	net, st := squashedPolicy(t, [2]float64{0.1, 0.2}, [2]float64{-1, -1})
+	s, err := NewSquashed(SquashedConfig{LocalBatch: 4}, env, net, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nilCtx context.Context
+	if err := s.Fill(nilCtx, &buffer.Transitions{}); !errors.Is(err, ErrConfig) {
+		t.Errorf("nil ctx: %v", err)
+	}
+	if err := s.Fill(context.Background(), nil); !errors.Is(err, ErrConfig) {
+		t.Errorf("nil batch: %v", err)
+	}
+	if err := s.Fill(context.Background(), &buffer.Transitions{Priority: []float64{1}}); err == nil {
+		t.Error("a batch with priorities was accepted")
+	}
+	if s.Stats().Steps != 0 {
+		t.Fatal("refused Fills stepped the environment")
+	}
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	env.onStep = func(n int) {
+		if n == 1 {
+			entered <- struct{}{}
+			<-release
+		}
+	}
+	done := make(chan error)
+	go func() { done <- s.Fill(context.Background(), &buffer.Transitions{}) }()
+	<-entered
+	if err := s.Fill(context.Background(), &buffer.Transitions{}); !errors.Is(err, ErrBusy) {
+		t.Errorf("overlapping Fill: %v, want ErrBusy", err)
+	}
+	if _, err := s.Update(); !errors.Is(err, ErrBusy) {
+		t.Errorf("Update during Fill: %v, want ErrBusy", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var tr buffer.Transitions
+	if err := s.Fill(context.Background(), &tr); err != nil || tr.Len() != 4 {
+		t.Fatalf("a Fill after the overlap: %d transitions, %v", tr.Len(), err)
+	}
+
+	nan, nst := squashedPolicy(t, [2]float64{math.NaN(), 0}, [2]float64{0, 0})
+	bad, err := NewSquashed(SquashedConfig{LocalBatch: 4}, newBoxEnv(), nan, nst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bad.Fill(context.Background(), &buffer.Transitions{}); !errors.Is(err, model.ErrNonFinite) {
+		t.Errorf("a NaN policy: %v, want model.ErrNonFinite", err)
 	}
 }
