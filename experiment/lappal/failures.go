@@ -31,6 +31,12 @@ type FailureRow struct {
 	Median float64 `json:"median"`
 	Q1     float64 `json:"q1"`
 	Q3     float64 `json:"q3"`
+	// TailFailures counts the runs whose Tail (the mean of the last
+	// periodic evaluations, control.Config.TailEvals of them) is below the
+	// floor: the paper's measure is such a mean (the last 10 evaluations);
+	// TailP is its Fisher test against the baseline's.
+	TailFailures int     `json:"tail_failures"`
+	TailP        float64 `json:"tail_p"`
 	// LateBelow of LateEvals periodic evaluations in the second half of
 	// the runs (learner steps >= half the last one) scored below the
 	// floor: the dips a run goes through while it trains, of which the
@@ -70,6 +76,9 @@ func FailureRates(runs []control.Trial, floor float64, baseline string, pools ..
 			if r.Final < floor {
 				fr.Failures++
 			}
+			if r.Tail < floor {
+				fr.TailFailures++
+			}
 			b, n := lateBelow(r.Curve, floor)
 			fr.LateBelow += b
 			fr.LateEvals += n
@@ -83,7 +92,7 @@ func FailureRates(runs []control.Trial, floor float64, baseline string, pools ..
 	for _, name := range order {
 		fr := row(name, by[name])
 		fr.Against = baseline
-		fr.FisherP = FisherExact(fr.Failures, len(fr.Finals)-fr.Failures, base.Failures, len(base.Finals)-base.Failures)
+		fr.FisherP, fr.TailP = fisherRows(fr, base)
 		out = append(out, fr)
 	}
 	baseRow := base
@@ -99,10 +108,17 @@ func FailureRates(runs []control.Trial, floor float64, baseline string, pools ..
 		}
 		fr := row(strings.Join(p, "+"), rs)
 		fr.Against = baseRow.Method
-		fr.FisherP = FisherExact(fr.Failures, len(fr.Finals)-fr.Failures, baseRow.Failures, len(baseRow.Finals)-baseRow.Failures)
+		fr.FisherP, fr.TailP = fisherRows(fr, baseRow)
 		out = append(out, fr)
 	}
 	return out, nil
+}
+
+// fisherRows tests r's final and tail failure counts against base's.
+func fisherRows(r, base FailureRow) (final, tail float64) {
+	n, m := len(r.Finals), len(base.Finals)
+	return FisherExact(r.Failures, n-r.Failures, base.Failures, m-base.Failures),
+		FisherExact(r.TailFailures, n-r.TailFailures, base.TailFailures, m-base.TailFailures)
 }
 
 func pool(by map[string][]control.Trial, methods []string) []control.Trial {
@@ -142,12 +158,14 @@ func WriteFailureTable(w io.Writer, rows []FailureRow, floor float64) error {
 		return errors.New("lappal: no failure rows to write")
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "failed: final evaluation's mean return < %g; late evals: periodic evaluations in the runs' second half below it; p: two-sided Fisher exact test of the failure counts against the row named in vs\n", floor)
-	tab := [][]string{{"method", "seeds", "failed", "median", "IQR [Q1, Q3]", "late evals < floor", "p", "vs"}}
+	fmt.Fprintf(&b, "failed: final evaluation's mean return < %g (median and IQR of the final returns); tail failed: mean of the last periodic evaluations < %g;\n"+
+		"late evals: periodic evaluations in the runs' second half below it; p: two-sided Fisher exact test of the counts against the row named in vs\n", floor, floor)
+	tab := [][]string{{"method", "seeds", "failed", "p", "median", "IQR [Q1, Q3]", "tail failed", "p", "late evals < floor", "vs"}}
 	for _, r := range rows {
-		tab = append(tab, []string{r.Method, seedRange(r.Seeds), fmt.Sprintf("%d/%d", r.Failures, len(r.Finals)),
+		tab = append(tab, []string{r.Method, seedRange(r.Seeds), fmt.Sprintf("%d/%d", r.Failures, len(r.Finals)), fmt.Sprintf("%.3f", r.FisherP),
 			fmt.Sprintf("%.1f", r.Median), fmt.Sprintf("%.1f [%.1f, %.1f]", r.Q3-r.Q1, r.Q1, r.Q3),
-			fmt.Sprintf("%d/%d", r.LateBelow, r.LateEvals), fmt.Sprintf("%.3f", r.FisherP), r.Against})
+			fmt.Sprintf("%d/%d", r.TailFailures, len(r.Finals)), fmt.Sprintf("%.3f", r.TailP),
+			fmt.Sprintf("%d/%d", r.LateBelow, r.LateEvals), r.Against})
 	}
 	width := make([]int, len(tab[0]))
 	for _, r := range tab {

@@ -70,7 +70,7 @@ func TestFailureRates(t *testing.T) {
 			if i == 0 {
 				late = -400 // one dip per method, in its first seed
 			}
-			runs = append(runs, control.Trial{Sampler: m, Seed: uint64(i + 1), Final: f, Curve: curve(late, f)})
+			runs = append(runs, control.Trial{Sampler: m, Seed: uint64(i + 1), Final: f, Tail: (late - 300) / 2, Curve: curve(late, f)})
 		}
 	}
 	add("uniform", -130, -140, -150, -160, -170)
@@ -94,6 +94,11 @@ func TestFailureRates(t *testing.T) {
 	}
 	if want := FisherExact(2, 3, 0, 5); lap.FisherP != want {
 		t.Errorf("lap p = %v, want %v", lap.FisherP, want)
+	}
+	// Tails: (−400 − 300)/2 = −350 in the first seed, −225 in the others.
+	if lap.TailFailures != 1 || lap.TailP != 1 || pooled.TailFailures != 2 || base.TailFailures != 2 || pooled.TailP != 1 {
+		t.Errorf("tail failures lap %d (p %v), pooled %d against %d (p %v): want 1 (p 1), 2 against 2 (p 1)",
+			lap.TailFailures, lap.TailP, pooled.TailFailures, base.TailFailures, pooled.TailP)
 	}
 	if lap.LateBelow != 1 || lap.LateEvals != 15 {
 		t.Errorf("lap late evaluations below the floor %d of %d, want 1 of 15", lap.LateBelow, lap.LateEvals)
