@@ -18,8 +18,9 @@ const runMax = 128
 
 // Insert stores every transition of t, or none: t is validated first
 // (column lengths against the Config, priorities finite and >= 0, discrete
-// actions in range) and an invalid batch is rejected whole with an error
-// wrapping ErrShape or ErrPriority (ErrNil for a nil t).
+// actions in range, every float value finite) and an invalid batch is
+// rejected whole with an error wrapping ErrShape, ErrPriority or
+// ErrNonFinite (ErrNil for a nil t).
 //
 // Items get t.Priority, or the maximum priority seen so far when t.Priority
 // is nil. The batch goes to the next stripe in round-robin order as one run
