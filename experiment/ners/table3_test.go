@@ -2,6 +2,7 @@ package ners
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -110,5 +111,26 @@ func TestTable3Smoke(t *testing.T) {
 				t.Errorf("ners-frozen seed %d: %+v, want no scorer update", r.Seed, r.NERS)
 			}
 		}
+	}
+}
+
+// TestTable3CutShort: a run the context's end cuts short is not reported
+// as finished (its final would be a partly trained network's), and
+// RunTable3's error wraps the context's.
+func TestTable3CutShort(t *testing.T) {
+	cfg := DefaultTable3Config("td3", "SparsePendulum-v1")
+	cfg.Base.Steps, cfg.Base.MinSizeToSample, cfg.Base.Hidden, cfg.Base.Batch = 250, 200, []int{16}, 32
+	cfg.Base.EvalEverySteps, cfg.Base.FinalEpisodes, cfg.Base.NERSInterval, cfg.Base.NERSSample = 100, 1, 100, 16
+	cfg.Arms, cfg.Seeds, cfg.WindowFrom, cfg.Workers = cfg.Arms[:1], []uint64{1, 2, 3}, 200, 1
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var seen []Table3Run
+	// One worker: the next run never starts or starts with ctx ended.
+	_, err := RunTable3(ctx, cfg, func(r Table3Run) { seen = append(seen, r); cancel() })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("RunTable3: %v, want an error wrapping context.Canceled", err)
+	}
+	if len(seen) != 1 || seen[0].Seed != 1 || seen[0].Steps != 250 {
+		t.Errorf("finished runs %+v, want only seed 1 with its 250 steps", seen)
 	}
 }
