@@ -137,7 +137,8 @@ type SAC struct {
 	u     []float64    // B×A: the policy loss's pre-squash actions
 	logp  []float64    // B: log π of the target actions, then of the policy's
 	y     []float64    // B: targets
-	q     [2][]float64 // B: Q_k(s, a), then Q_k(s, ã)
+	q     [2][]float64 // B: Q_k(s, a)
+	qp    [2][]float64 // B: Q_k(s, ã)
 	grad  [2][]float64 // B: dL_Q/dQ_k, then dL_π/dQ_k
 	absTD []float64    // B: max_k |δ_k|
 	wts   []float64    // B: weights scaled by the Normalizer
@@ -359,6 +360,7 @@ func NewSAC(cfg SACConfig, policy *model.Net, critic *model.Net, buf *buffer.Buf
 		logp:       make([]float64, b),
 		y:          make([]float64, b),
 		q:          [2][]float64{make([]float64, b), make([]float64, b)},
+		qp:         [2][]float64{make([]float64, b), make([]float64, b)},
 		grad:       [2][]float64{make([]float64, b), make([]float64, b)},
 		absTD:      make([]float64, b),
 		wts:        make([]float64, b),
@@ -530,8 +532,6 @@ func (l *SAC) Step(ctx context.Context) error {
 	}
 	t3 := time.Now()
 	st := &l.stats
-	st.sampled.add(l.absTD, l.q[0]) // before q is reused by the policy's loss
-	meanQ := sumQ / float64(len(l.y))
 
 	// Policy, through the updated critics, then the temperature.
 	for i := range l.epsP {
@@ -576,13 +576,14 @@ func (l *SAC) Step(ctx context.Context) error {
 	st.alpha.Store(math.Float64bits(l.alpha()))
 	st.entropy.Store(math.Float64bits(-meanLogp))
 	st.meanAbsTD.Store(math.Float64bits(sumTD * inv))
-	st.meanQ.Store(math.Float64bits(meanQ))
+	st.meanQ.Store(math.Float64bits(sumQ * inv))
 	st.criticGradNorm.Store(math.Float64bits(norm))
 	st.policyGradNorm.Store(math.Float64bits(pnorm))
 	st.writeBacks.Add(uint64(res.Applied))
 	st.stale.Add(uint64(res.Stale))
 	st.targetUpdates.Add(1)
 	st.timing.add(time.Since(t0), t1.Sub(t0), t3.Sub(t2))
+	st.sampled.add(l.absTD, l.q[0])
 	st.steps.Store(step)
 	return nil
 }
@@ -677,7 +678,7 @@ func (l *SAC) policyGrad(alpha float64) float64 {
 	}
 	for i := range b {
 		k := 0
-		if l.q[1][i] < l.q[0][i] {
+		if l.qp[1][i] < l.qp[0][i] {
 			k = 1
 		}
 		l.grad[k][i] = -inv
@@ -716,15 +717,15 @@ func (l *SAC) policyGrad(alpha float64) float64 {
 
 // policyLoss computes L_π on l.obs with the noise in l.epsP (forward only):
 // it leaves the actions in l.xp and l.u, log π in l.logp and Q_k(s, ã) in
-// l.q[k], and returns the loss.
+// l.qp[k], and returns the loss.
 func (l *SAC) policyLoss(alpha float64) float64 {
 	l.pout = l.sample(l.xp, l.obs, l.epsP, l.u, l.logp)
 	for k, c := range l.critic {
-		copy(l.q[k], c.Forward(l.xp))
+		copy(l.qp[k], c.Forward(l.xp))
 	}
 	var sum float64
 	for i, lp := range l.logp {
-		sum += alpha*lp - min(l.q[0][i], l.q[1][i])
+		sum += alpha*lp - min(l.qp[0][i], l.qp[1][i])
 	}
 	return sum / float64(len(l.logp))
 }

@@ -703,3 +703,32 @@ func TestSACLearnsBandit(t *testing.T) {
 		t.Errorf("seed %d: RMS error of tanh(μ(s)) from f(s) after 400 steps: %v (α %v, entropy %v)", seed, r, l.Alpha(), l.Stats().Entropy)
 	}
 }
+
+// TestSACNonFinite: a NaN in the policy (its targets) or in a critic (its
+// loss) fails the step with model.ErrNonFinite before any update: the
+// step does not count and no network moved.
+func TestSACNonFinite(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		net  func(l *SAC) *model.Net
+		want string
+	}{
+		{"policy", func(l *SAC) *model.Net { return l.policy }, "critic target"},
+		{"critic 2", func(l *SAC) *model.Net { return l.critic[1] }, "critic loss"},
+	} {
+		l, _, _ := newSACRig(t, SACConfig{Batch: 16}, "uniform", 64, 1)
+		sacSteps(t, l, 2)
+		tc.net(l).Params()[0] = math.NaN()
+		before := sacState(l)
+		err := l.Step(ctx)
+		if !errors.Is(err, model.ErrNonFinite) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "step 3") {
+			t.Errorf("%s: %v, want ErrNonFinite naming %q at step 3", tc.name, err, tc.want)
+		}
+		sameBits := slices.EqualFunc(before, sacState(l), func(x, y []float64) bool {
+			return slices.EqualFunc(x, y, func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) })
+		})
+		if l.Steps() != 2 || l.Stats().Steps != 2 || !sameBits {
+			t.Errorf("%s: the failed step counted or changed the learner", tc.name)
+		}
+	}
+}
