@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/apexrl/apex/experiment/ners"
+	"github.com/apexrl/apex/runtime"
 )
 
 // TestExperimentNERSTable3: a reduced table3-td3 part trains every arm,
@@ -53,5 +56,25 @@ func TestExperimentNERSTable3(t *testing.T) {
 	errb.Reset()
 	if code := run([]string{"experiment", "ners", "-parts", "table3-td3", "-table3-arms", "uniform,bogus", "-out", t.TempDir()}, &out, &errb); code != 2 {
 		t.Errorf("unknown arm: exit %d, want 2; stderr:\n%s", code, errb.String())
+	}
+}
+
+// TestTable3ArmsBuild: every arm of both table3 parts builds its trainer
+// (no arm carries a setting its learner or method refuses).
+func TestTable3ArmsBuild(t *testing.T) {
+	for _, algo := range []string{"td3", "sac"} {
+		for _, env := range []string{"SparsePendulum-v1", "Pendulum-v1"} {
+			cfg := ners.DefaultTable3Config(algo, env)
+			for _, a := range cfg.Arms {
+				tc := cfg.Base.ForMethod(a.Sampler)
+				if a.Tweak != nil {
+					a.Tweak(&tc)
+				}
+				tc.Seed, tc.Actors, tc.Deterministic = 1, 1, true
+				if _, err := runtime.NewTrainer(tc); err != nil {
+					t.Errorf("%s on %s, arm %s: %v", algo, env, a.Name, err)
+				}
+			}
+		}
 	}
 }
