@@ -111,13 +111,15 @@ const tmpInfix = ".tmp"
 // pipeline held. Each section's length is written as a placeholder and
 // patched once the section is written.
 func (t *Trainer) writeCheckpoint(f *os.File) error {
-	admitted, sampling, release := t.pipe.hold()
+	release := t.pipe.hold()
 	defer release()
 	st := t.Stats()
-	ls := t.limiter.snapshot()
+	// The limiter's balance in the terms of what this checkpoint holds:
+	// its own counts include admissions whose operation has not run.
 	h := ckHeader{Config: t.cfg, Base: counterBase{Seconds: st.Seconds, EnvSteps: st.EnvSteps,
 		Episodes: st.Episodes, LearnerSteps: int64(t.agent.steps())},
-		Inserted: ls.inserted - admitted, Sampled: ls.sampled - sampling}
+		Inserted: t.limBase.inserted + t.pipe.limited.Load(),
+		Sampled:  t.limBase.sampled + t.pipe.steps.Load()*int64(t.agent.batch)}
 	t.mu.Lock()
 	h.Curve = append([]EvalPoint(nil), t.curve...)
 	t.mu.Unlock()
@@ -361,6 +363,7 @@ func ResumeTrainer(path string, override func(*TrainConfig)) (*Trainer, error) {
 	t.base = h.Base
 	t.curve = h.Curve
 	t.limiter.restore(h.Inserted, h.Sampled)
+	t.limBase = limiterState{h.Inserted, h.Sampled}
 	return t, nil
 }
 

@@ -72,6 +72,9 @@ func TestPeriodicCheckpoints(t *testing.T) {
 		if got, want := re.limiter.snapshot().inserted, int64(re.buf.Stats().Inserts); got != want {
 			t.Errorf("mid-run checkpoint %d: the limiter counts %d inserted items, its buffer holds %d inserts", i, got, want)
 		}
+		if got, want := re.limiter.snapshot().sampled, int64(re.agent.steps())*int64(re.agent.batch); got != want {
+			t.Errorf("mid-run checkpoint %d: the limiter counts %d sampled items, its learner took %d steps of %d", i, got, re.agent.steps(), re.agent.batch)
+		}
 		if re.Stats().LearnerSteps != int64(re.agent.steps()) {
 			t.Errorf("mid-run checkpoint %d: counters say %d learner steps, the learner %d", i, re.Stats().LearnerSteps, re.agent.steps())
 		}

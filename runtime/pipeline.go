@@ -67,22 +67,22 @@ type Pipeline struct {
 	// by hold, so a holder sees the buffer, the learner and the limiter at
 	// rest.
 	gate sync.RWMutex
-	// admitted and sampling are the items the rate limiter has admitted
-	// for an insert or a learner step that has not yet run (the operation
-	// waits for the gate). Invariant: each is 0 or one operation's items,
-	// and is non-zero only between the limiter's admission and the end of
-	// the operation; hold subtracts them from the limiter's counts so a
-	// checkpoint's balance matches what it holds.
-	admitted, sampling atomic.Int64
+	// limited counts the items inserted after the rate limiter admitted
+	// them (inserts that drain the queue at shutdown bypass it), and steps
+	// the completed learner steps; both change only with the gate held
+	// shared, in the same critical section as the operation they count. So a
+	// holder of the gate can state the limiter's balance in the terms of
+	// what the buffer and the learner hold, which the limiter's own counts
+	// (taken at admission, before the operation) cannot.
+	limited atomic.Int64
 }
 
-// hold blocks until no insert and no learner step is in progress, keeps
-// new ones from starting until release is called, and returns the items the
-// rate limiter admitted for operations that have not run (they will run
-// after release). Cost: waits for at most one insert and one step.
-func (p *Pipeline) hold() (admitted, sampling int64, release func()) {
+// hold blocks until no insert and no learner step is in progress and keeps
+// new ones from starting until release is called. Cost: waits for at most
+// one insert and one step.
+func (p *Pipeline) hold() (release func()) {
 	p.gate.Lock()
-	return p.admitted.Load(), p.sampling.Load(), p.gate.Unlock
+	return p.gate.Unlock
 }
 
 // Stats returns a snapshot of the counters. Safe for concurrent use.
@@ -168,22 +168,23 @@ func (p *Pipeline) Run(ctx context.Context, buf *buffer.Buffer, sources []Source
 		defer recoverTo(&err, "inserter")
 		for t := range work {
 			n := t.Len()
+			admitted := false
 			if cfg.Limiter != nil && gctx.Err() == nil {
 				err := cfg.Limiter.AwaitInsert(gctx, n)
 				if err != nil && gctx.Err() == nil {
 					return err
 				}
-				if err == nil {
-					p.admitted.Store(int64(n))
-				}
+				admitted = err == nil
 			}
 			p.gate.RLock()
 			err := buf.Insert(t)
 			if err == nil {
 				p.batches.Add(1)
 				p.items.Add(int64(n))
+				if admitted {
+					p.limited.Add(int64(n))
+				}
 			}
-			p.admitted.Store(0)
 			p.gate.RUnlock()
 			if err != nil {
 				return fmt.Errorf("inserter: %w", err)
@@ -202,7 +203,6 @@ func (p *Pipeline) Run(ctx context.Context, buf *buffer.Buffer, sources []Source
 					}
 					return err
 				}
-				p.sampling.Store(int64(cfg.LearnerBatch))
 			} else if gctx.Err() != nil {
 				return nil
 			}
@@ -211,7 +211,6 @@ func (p *Pipeline) Run(ctx context.Context, buf *buffer.Buffer, sources []Source
 			if err == nil {
 				p.steps.Add(1)
 			}
-			p.sampling.Store(0)
 			p.gate.RUnlock()
 			if err != nil {
 				if gctx.Err() != nil {

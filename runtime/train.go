@@ -388,7 +388,11 @@ type Trainer struct {
 	start    atomic.Pointer[time.Time] // set by Run; read by Stats from any goroutine
 	lastEval atomic.Pointer[EvalPoint]
 	evals    atomic.Int64 // evaluations recorded by this Run
-	base     counterBase  // what earlier segments of a resumed run did
+	// limBase is the rate limiter's balance before this Trainer's first
+	// operation (zero, or restored from a checkpoint): checkpoints state
+	// the balance as limBase plus the pipeline's completed operations.
+	limBase limiterState
+	base    counterBase // what earlier segments of a resumed run did
 
 	ck checkpointCounters
 
@@ -951,8 +955,6 @@ func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalE
 	step := func(f func() error) error {
 		t.pipe.gate.RLock()
 		err := f()
-		t.pipe.admitted.Store(0)
-		t.pipe.sampling.Store(0)
 		t.pipe.gate.RUnlock()
 		if every := t.cfg.CheckpointEvery; t.cfg.Checkpoint != "" && every > 0 && time.Since(lastSave) >= every {
 			_ = t.save() // counted in Stats; the run goes on
@@ -968,11 +970,15 @@ func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalE
 			if err := t.limiter.AwaitSample(ctx, n); err != nil {
 				return stopped(err)
 			}
-			t.pipe.sampling.Store(int64(n))
-			if err := step(func() error { return t.agent.Step(ctx) }); err != nil {
+			if err := step(func() error {
+				if err := t.agent.Step(ctx); err != nil {
+					return err
+				}
+				t.pipe.steps.Add(1)
+				return nil
+			}); err != nil {
 				return stopped(fmt.Errorf("learner step %d: %w", steps, err))
 			}
-			t.pipe.steps.Add(1)
 			steps++
 			if steps < nextEval {
 				continue
@@ -1016,13 +1022,13 @@ func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalE
 		if err := t.limiter.AwaitInsert(ctx, batch.Len()); err != nil {
 			return stopped(err)
 		}
-		t.pipe.admitted.Store(int64(batch.Len()))
 		if err := step(func() error {
 			if err := t.buf.Insert(batch); err != nil {
 				return err
 			}
 			t.pipe.batches.Add(1)
 			t.pipe.items.Add(int64(batch.Len()))
+			t.pipe.limited.Add(int64(batch.Len()))
 			return nil
 		}); err != nil {
 			return fmt.Errorf("inserter: %w", err)
