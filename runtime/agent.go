@@ -325,7 +325,7 @@ func newDQNAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 			if err != nil {
 				return nil, err
 			}
-			ac := actor.Config{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma,
+			ac := actor.Config{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
 				Columns: actor.ColumnsOf(buf.Config()), Seed: cfg.Seed + cfg.Resumes<<40}
 			if cfg.Epsilon > 0 {
 				ac.FixedEpsilon, ac.Epsilon = true, cfg.Epsilon
@@ -402,7 +402,7 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 			if cfg.Resumes > 0 {
 				random = 0 // the replay already holds the warm-up
 			}
-			return actor.NewContinuous(actor.ContinuousConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma,
+			return actor.NewContinuous(actor.ContinuousConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
 				Sigma: cfg.Sigma, OUTheta: cfg.OUTheta, RandomSteps: random, Columns: actor.ColumnsOf(buf.Config()), Seed: cfg.Seed + cfg.Resumes<<40,
 				Floats: floats},
 				env, anet, store)
@@ -464,7 +464,7 @@ func newSACAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 			if cfg.Resumes > 0 {
 				random = 0 // the replay already holds the warm-up
 			}
-			return actor.NewSquashed(actor.SquashedConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma,
+			return actor.NewSquashed(actor.SquashedConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
 				RandomSteps: random, Columns: actor.ColumnsOf(buf.Config()), Seed: cfg.Seed + cfg.Resumes<<40},
 				env, anet, store)
 		},
@@ -506,7 +506,7 @@ func newVRACERAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store
 			if err != nil {
 				return nil, err
 			}
-			return actor.NewGaussian(actor.GaussianConfig{ID: i, NumActors: cfg.Actors, Gamma: cfg.Gamma,
+			return actor.NewGaussian(actor.GaussianConfig{ID: i, NumActors: cfg.Actors, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
 				Columns: actor.ColumnsOf(buf.Config()), Floats: buf.Config().Floats, Seed: cfg.Seed + cfg.Resumes<<40},
 				env, anet, store)
 		},

@@ -121,6 +121,15 @@ type TrainConfig struct {
 	// take first, shared among them (TD3's start_timesteps); 0 means
 	// MinSizeToSample. Unused by dqn.
 	RandomSteps int `json:"random_steps,omitempty"`
+	// RefreshEvery is the number of environment steps between two reads of
+	// the learner's latest parameters by each dqn, td3 or sac actor; 0
+	// derives it so that the actors' policy lags the learner by about
+	// refreshLag learner steps: clamp(refreshLag·Batch/(ReplayRatio·Actors),
+	// 1, 400). Ape-X's 400 (the most) holds for dqn's defaults; td3 and sac,
+	// whose learner takes a step per environment step, get 25 with 64 actors
+	// (with 400, 64 actors would replay the initial policy for 25,600
+	// learner steps). vracer's actors read every 20 steps unless it is set.
+	RefreshEvery int `json:"refresh_every,omitempty"`
 	// MinSizeToSample is the replay size before learning starts; 0 means
 	// max(1000, Batch + actor.DefaultLocalBatch).
 	MinSizeToSample int `json:"min_size_to_sample"`
@@ -158,6 +167,11 @@ type TrainConfig struct {
 // killed without warning (SIGKILL, the OOM killer) loses at most this much
 // work.
 const DefaultCheckpointEvery = time.Minute
+
+// refreshLag is the learner steps the actors' parameters may lag behind
+// by default (TrainConfig.RefreshEvery): what Ape-X's refresh every 400
+// environment steps gives dqn's defaults with 64 actors.
+const refreshLag = 1600
 
 // defaultMinSizeToSample is the smallest default MinSizeToSample.
 const defaultMinSizeToSample = 1000
@@ -226,6 +240,12 @@ func (c TrainConfig) withDefaults(algo string, maxEpisode int) TrainConfig {
 	default:
 		orDefault(&c.NStep, 3)
 		orDefault(&c.ReplayRatio, 4)
+	}
+	if c.RefreshEvery == 0 && algo != "vracer" {
+		batch := c.Batch
+		orDefault(&batch, learner.DefaultBatch) // dqn's default is the learner's
+		lag := refreshLag * float64(batch) / (c.ReplayRatio * float64(c.Actors))
+		c.RefreshEvery = int(min(max(lag, 1), actor.DefaultRefreshEvery))
 	}
 	orDefault(&c.MinSizeToSample, max(defaultMinSizeToSample, c.Batch+actor.DefaultLocalBatch))
 	orDefault(&c.EvalEvery, d.EvalEvery)
@@ -436,7 +456,8 @@ func checkConfig(c TrainConfig) error {
 		{"NStep", int64(c.NStep)}, {"MinSizeToSample", int64(c.MinSizeToSample)}, {"RandomSteps", int64(c.RandomSteps)},
 		{"EvalEpisodes", int64(c.EvalEpisodes)}, {"FinalEpisodes", int64(c.FinalEpisodes)}, {"TERRoots", int64(c.TERRoots)},
 		{"TERPreds", int64(c.TERPreds)}, {"NERSInterval", int64(c.NERSInterval)}, {"NERSSample", int64(c.NERSSample)},
-		{"EpsilonDecaySteps", c.EpsilonDecaySteps}, {"Steps", c.Steps}, {"EvalEverySteps", c.EvalEverySteps}} {
+		{"EpsilonDecaySteps", c.EpsilonDecaySteps}, {"Steps", c.Steps}, {"EvalEverySteps", c.EvalEverySteps},
+		{"RefreshEvery", int64(c.RefreshEvery)}} {
 		if f.v < 0 {
 			return fmt.Errorf("runtime: train: %s must not be negative, got %d", fieldName(f.name), f.v)
 		}
@@ -474,7 +495,7 @@ var flags = map[string]string{"TargetReturn": "target-return", "LR": "lr", "Repl
 	"Actors": "actors", "Capacity": "capacity", "Batch": "batch", "NStep": "n-step", "MinSizeToSample": "min-replay",
 	"RandomSteps": "random-steps", "TERRoots": "ter-roots", "TERPreds": "ter-preds", "NERSInterval": "ners-interval",
 	"NERSSample": "ners-sample", "EpsilonDecaySteps": "epsilon-decay", "Steps": "steps", "Duration": "duration",
-	"CheckpointEvery": "checkpoint-every", "Checkpoint": "checkpoint"}
+	"CheckpointEvery": "checkpoint-every", "Checkpoint": "checkpoint", "RefreshEvery": "refresh-every"}
 
 // fieldName is "Field (-flag)" for a field with a flag, else "Field".
 func fieldName(f string) string {

@@ -239,3 +239,31 @@ func TestTrainerRefusesBufferBeyondMemory(t *testing.T) {
 		t.Fatalf("64 actors with 4096-wide layers and 1 GiB: got %v, want an error about the networks", err)
 	}
 }
+
+// TestRefreshEveryDerived: the actors' refresh period keeps their policy
+// within about refreshLag learner steps of the learner's: Ape-X's 400 for
+// dqn's defaults, 25 for td3 and sac with 64 actors (with 400 they would
+// replay the initial policy for a whole 20k-step run), 400 for one actor.
+func TestRefreshEveryDerived(t *testing.T) {
+	for _, c := range []struct {
+		cfg  TrainConfig
+		want int
+	}{
+		{TrainConfig{Steps: 1}, 400},
+		{TrainConfig{Steps: 1, Env: "Pendulum-v1", Algo: "td3"}, 25},
+		{TrainConfig{Steps: 1, Env: "Pendulum-v1", Algo: "sac"}, 25},
+		{TrainConfig{Steps: 1, Env: "Pendulum-v1", Algo: "sac", Actors: 1}, 400},
+		{TrainConfig{Steps: 1, Env: "Pendulum-v1", Algo: "td3", Actors: 4096, Capacity: 1 << 23}, 1},
+		{TrainConfig{Steps: 1, Env: "Pendulum-v1", Algo: "td3", RefreshEvery: 7}, 7},
+		{TrainConfig{Steps: 1, Env: "Pendulum-v1", Sampler: "refer"}, 0}, // vracer: its actors' own 20
+	} {
+		c.cfg.Hidden = []int{8}
+		tr, err := NewTrainer(c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tr.Config().RefreshEvery; got != c.want {
+			t.Errorf("%s with %d actors: RefreshEvery %d, want %d", tr.Config().Algo, tr.Config().Actors, got, c.want)
+		}
+	}
+}

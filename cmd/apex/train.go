@@ -89,6 +89,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Capacity, "capacity", def.Capacity, "replay capacity in transitions")
 	fs.BoolVar(&cfg.Dueling, "dueling", false, "dueling Q head")
 	fs.BoolVar(&cfg.Deterministic, "deterministic", false, "one actor and the learner in lockstep on one goroutine: the same -seed and -steps give the same run (needs -actors=1 -steps=N -duration=0)")
+	fs.IntVar(&cfg.RefreshEvery, "refresh-every", 0, "environment steps between two reads of the learner's parameters by each actor (0: Ape-X's 400 for dqn's defaults, fewer for td3 and sac so that the actors lag the learner by about 1600 steps; vracer 20)")
 	fs.IntVar(&cfg.MinSizeToSample, "min-replay", def.MinSizeToSample, "replay size before learning starts (0: max(1000, batch+50))")
 	fs.StringVar(&cfg.Checkpoint, "checkpoint", "", "write a checkpoint (replay, learner, counters) to this file every -checkpoint-every and when the run ends (default <out>/checkpoint.apex, also on -resume; \"none\": no checkpoint)")
 	fs.DurationVar(&cfg.CheckpointEvery, "checkpoint-every", def.CheckpointEvery, "time between periodic checkpoints while the run trains (0: only when the run ends)")
@@ -156,7 +157,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	for _, name := range []string{"steps", "duration", "batch", "min-replay", "random-steps", "epsilon-decay", "checkpoint-every",
+	for _, name := range []string{"steps", "duration", "batch", "min-replay", "refresh-every", "random-steps", "epsilon-decay", "checkpoint-every",
 		"ter-roots", "ter-preds", "ners-interval", "ners-sample"} { // counts and times: 0 means the default or none
 		var n int64
 		switch v := fs.Lookup(name).Value.(flag.Getter).Get().(type) {
@@ -204,8 +205,8 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 				"batch": func() { c.Batch = cfg.Batch }, "lr": func() { c.LR = cfg.LR }, "n-step": func() { c.NStep = cfg.NStep },
 				"capacity": func() { c.Capacity = cfg.Capacity }, "dueling": func() { c.Dueling = cfg.Dueling },
 				"replay-ratio": func() { c.ReplayRatio = cfg.ReplayRatio }, "deterministic": func() { c.Deterministic = cfg.Deterministic },
-				"min-replay": func() { c.MinSizeToSample = cfg.MinSizeToSample },
-				"algo":       func() { c.Algo = cfg.Algo }, "loss": func() { c.Loss = cfg.Loss }, "lap-alpha": func() { c.LAPAlpha = cfg.LAPAlpha },
+				"min-replay": func() { c.MinSizeToSample = cfg.MinSizeToSample }, "refresh-every": func() { c.RefreshEvery = cfg.RefreshEvery },
+				"algo": func() { c.Algo = cfg.Algo }, "loss": func() { c.Loss = cfg.Loss }, "lap-alpha": func() { c.LAPAlpha = cfg.LAPAlpha },
 				"lap-k": func() { c.LAPK = cfg.LAPK }, "tau": func() { c.Tau = cfg.Tau }, "no-is": func() { c.NoIS = cfg.NoIS },
 				"ter-eta": func() { c.TEREta = cfg.TEREta }, "ter-roots": func() { c.TERRoots = cfg.TERRoots }, "ter-preds": func() { c.TERPreds = cfg.TERPreds },
 				"ners-alpha": func() { c.NERSAlpha = cfg.NERSAlpha }, "ners-interval": func() { c.NERSInterval = cfg.NERSInterval },
