@@ -288,6 +288,10 @@ func SummariseTable3(res *Table3Result) []Table3Row {
 		row.SDTD, row.SDQ, row.MeanTD, row.MeanQ = MeanCI95(sdtd), MeanCI95(sdq), MeanCI95(mtd), MeanCI95(mq)
 		row.SDTDAll, row.SDQAll, row.Final, row.MsPerStep, row.Replay = MeanCI95(sdtdA), MeanCI95(sdqA), MeanCI95(fin), MeanCI95(ms), MeanCI95(rep)
 		row.DSDTD, row.DSDQ, row.DSDTDAll, row.DSDQAll = MeanCI95(dtd), MeanCI95(dq), MeanCI95(dtdA), MeanCI95(dqA)
+		if len(dtd) == 0 { // no uniform run to pair with
+			nan := [2]float64{math.NaN(), math.NaN()}
+			row.DSDTD, row.DSDQ, row.DSDTDAll, row.DSDQAll = nan, nan, nan, nan
+		}
 		rows = append(rows, row)
 	}
 	return rows
@@ -300,6 +304,9 @@ func WriteTable3(w io.Writer, res *Table3Result) error {
 	fmt.Fprintf(&b, "%s: %s on %s, %d learner steps, batch %d, hidden %v, eval every %d steps (%d episode), NERS interval %d; seeds %v\n",
 		c.Name, c.Base.Algo, c.Base.Env, c.Base.Steps, c.Base.Batch, c.Base.Hidden, c.Base.EvalEverySteps, c.Base.EvalEpisodes, c.Base.NERSInterval, c.Seeds)
 	pm := func(v [2]float64) string {
+		if math.IsNaN(v[0]) {
+			return "-"
+		}
 		return fmt.Sprintf("%.3g ± %.2g", v[0], v[1])
 	}
 	rows := SummariseTable3(res)
