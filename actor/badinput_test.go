@@ -3,62 +3,21 @@ package actor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/internal/badinput"
 	"github.com/apexrl/apex/model"
 )
 
-// noPanic runs f and turns a panic into a test failure and an error.
-func noPanic(t *testing.T, name string, f func() error) (err error) {
-	t.Helper()
-	defer func() {
-		if r := recover(); r != nil {
-			t.Errorf("%s panicked: %v", name, r)
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	return f()
-}
-
-// checkNonFinite sets each float field of cfg to NaN, +Inf and -Inf in turn
-// and requires validate to fail with ErrConfig naming the field.
-func checkNonFinite(t *testing.T, cfg any, validate func(any) error) {
-	t.Helper()
-	typ := reflect.TypeOf(cfg)
-	n := 0
-	for i := range typ.NumField() {
-		f := typ.Field(i)
-		if f.Type.Kind() != reflect.Float64 {
-			continue
-		}
-		n++
-		for _, x := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
-			c := reflect.New(typ).Elem()
-			c.Set(reflect.ValueOf(cfg))
-			c.Field(i).SetFloat(x)
-			name := fmt.Sprintf("%s.%s = %v", typ.Name(), f.Name, x)
-			err := noPanic(t, name, func() error { return validate(c.Interface()) })
-			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), f.Name) {
-				t.Errorf("%s: %v, want ErrConfig naming the field", name, err)
-			}
-		}
-	}
-	if n == 0 {
-		t.Fatalf("%s: no float fields", typ.Name())
-	}
-}
-
 func TestConfigsRefuseNonFinite(t *testing.T) {
-	checkNonFinite(t, Config{}, func(v any) error { return v.(Config).Validate() })
-	checkNonFinite(t, Config{FixedEpsilon: true}, func(v any) error { return v.(Config).Validate() })
-	checkNonFinite(t, ContinuousConfig{}, func(v any) error { return v.(ContinuousConfig).Validate() })
-	checkNonFinite(t, GaussianConfig{Columns: Columns{Episode: true}}, func(v any) error { return v.(GaussianConfig).Validate() })
+	badinput.CheckNonFinite(t, Config{}, ErrConfig, Config.Validate)
+	badinput.CheckNonFinite(t, Config{FixedEpsilon: true}, ErrConfig, Config.Validate)
+	badinput.CheckNonFinite(t, ContinuousConfig{}, ErrConfig, ContinuousConfig.Validate)
+	badinput.CheckNonFinite(t, GaussianConfig{Columns: Columns{Episode: true}}, ErrConfig, GaussianConfig.Validate)
 }
 
 // TestBadInputReturnsErrors: constructors refuse nil parts, sizes that
@@ -93,14 +52,14 @@ func TestBadInputReturnsErrors(t *testing.T) {
 		{"Evaluate nil env", func() error { _, _, err := Evaluate(canceled, nil, net, nil, 1, 1); return err }, "environment"},
 		{"Evaluate 0 episodes", func() error { _, _, err := Evaluate(canceled, env, net, nil, 0, 1); return err }, "episodes"},
 	} {
-		err := noPanic(t, c.name, c.f)
+		err := badinput.NoPanic(t, c.name, c.f)
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.text) {
 			t.Errorf("%s: %v, want ErrConfig saying %q", c.name, err, c.text)
 		}
 	}
 	// A huge episode count is not preallocated: a cancelled evaluation
 	// returns at once with ctx's error.
-	err := noPanic(t, "Evaluate MaxInt episodes", func() error {
+	err := badinput.NoPanic(t, "Evaluate MaxInt episodes", func() error {
 		_, _, err := Evaluate(canceled, env, net, nil, math.MaxInt, 1)
 		return err
 	})
@@ -122,7 +81,7 @@ func TestFillRefusesNil(t *testing.T) {
 		"nil ctx":   func() error { return a.Fill(nilCtx, &buffer.Transitions{}) },
 		"nil batch": func() error { return a.Fill(context.Background(), nil) },
 	} {
-		if err := noPanic(t, name, f); !errors.Is(err, ErrConfig) {
+		if err := badinput.NoPanic(t, name, f); !errors.Is(err, ErrConfig) {
 			t.Errorf("Fill with %s: %v, want ErrConfig", name, err)
 		}
 	}

@@ -8,18 +8,9 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-)
 
-// noPanic runs f and fails the test if it panics.
-func noPanic(t *testing.T, name string, f func() error) (err error) {
-	t.Helper()
-	defer func() {
-		if r := recover(); r != nil {
-			t.Fatalf("%s panicked: %v", name, r)
-		}
-	}()
-	return f()
-}
+	"github.com/apexrl/apex/internal/badinput"
+)
 
 // TestBadInputReturnsErrors calls every exported entry point that takes
 // caller input with bad input and checks it returns the documented error,
@@ -124,7 +115,7 @@ func TestBadInputReturnsErrors(t *testing.T) {
 		{"MemoryBytes huge", func() error { _, err := Config{Capacity: MaxCapacity, ObsDim: MaxWidth}.MemoryBytes(); return err }, ErrConfig, "above the size limit MaxBytes"},
 	}
 	for _, c := range cases {
-		err := noPanic(t, c.name, c.f)
+		err := badinput.NoPanic(t, c.name, c.f)
 		if err == nil {
 			t.Errorf("%s: no error", c.name)
 			continue
@@ -149,7 +140,7 @@ func TestBadInputReturnsErrors(t *testing.T) {
 func TestBadInputNilSafeReaders(t *testing.T) {
 	var tr *Transitions
 	var bt *Batch
-	_ = noPanic(t, "nil readers", func() error {
+	_ = badinput.NoPanic(t, "nil readers", func() error {
 		if tr.Len() != 0 || bt.Len() != 0 {
 			t.Errorf("Len of nil = %d, %d, want 0", tr.Len(), bt.Len())
 		}
@@ -162,7 +153,7 @@ func TestBadInputNilSafeReaders(t *testing.T) {
 	if err := b.Insert(items(cfg, 0, 5, nil)); err != nil {
 		t.Fatal(err)
 	}
-	_ = noPanic(t, "Poll(nil)", func() error {
+	_ = badinput.NoPanic(t, "Poll(nil)", func() error {
 		if n := w.Poll(nil); n != 5 {
 			t.Errorf("Poll(nil) = %d, want 5", n)
 		}
@@ -200,7 +191,7 @@ func TestConfigRefusesNonFiniteFloats(t *testing.T) {
 		for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
 			c := base
 			reflect.ValueOf(&c).Elem().Field(i).SetFloat(v)
-			err := noPanic(t, f.Name, c.Validate)
+			err := badinput.NoPanic(t, f.Name, c.Validate)
 			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), f.Name) {
 				t.Errorf("%s = %v: Validate gave %v, want ErrConfig naming the field", f.Name, v, err)
 			}

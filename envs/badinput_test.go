@@ -9,19 +9,8 @@ import (
 	"testing"
 
 	"github.com/apexrl/apex/envs"
+	"github.com/apexrl/apex/internal/badinput"
 )
-
-// noPanic runs f and turns a panic into a test failure and an error.
-func noPanic(t *testing.T, name string, f func() error) (err error) {
-	t.Helper()
-	defer func() {
-		if r := recover(); r != nil {
-			t.Errorf("%s panicked: %v", name, r)
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	return f()
-}
 
 // TestStepRefusesBadActions: every registered environment refuses a Step
 // before Reset and every malformed action with an error, never a panic,
@@ -32,7 +21,7 @@ func TestStepRefusesBadActions(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if err := noPanic(t, name+" Step before Reset", func() error { _, err := e.Step(envs.Action{}); return err }); !errors.Is(err, envs.ErrNeedsReset) {
+		if err := badinput.NoPanic(t, name+" Step before Reset", func() error { _, err := e.Step(envs.Action{}); return err }); !errors.Is(err, envs.ErrNeedsReset) {
 			t.Errorf("%s: Step before Reset: %v, want ErrNeedsReset", name, err)
 		}
 		e.Reset(1)
@@ -50,7 +39,7 @@ func TestStepRefusesBadActions(t *testing.T) {
 			}
 		}
 		for _, a := range bad {
-			err := noPanic(t, fmt.Sprintf("%s Step(%+v)", name, a), func() error { _, err := e.Step(a); return err })
+			err := badinput.NoPanic(t, fmt.Sprintf("%s Step(%+v)", name, a), func() error { _, err := e.Step(a); return err })
 			if !errors.Is(err, envs.ErrInvalidAction) {
 				t.Errorf("%s: Step(%+v): %v, want ErrInvalidAction", name, a, err)
 			}
@@ -78,7 +67,7 @@ func TestMakeRefusesBadOptions(t *testing.T) {
 		{"CartPole-v1", envs.WithSize(4), "does not accept"},
 	} {
 		name := fmt.Sprintf("Make(%s, %s)", c.env, c.text)
-		err := noPanic(t, name, func() error { _, err := envs.Make(c.env, c.opt); return err })
+		err := badinput.NoPanic(t, name, func() error { _, err := envs.Make(c.env, c.opt); return err })
 		if !errors.Is(err, envs.ErrBadOption) || !strings.Contains(err.Error(), c.text) {
 			t.Errorf("%s: %v, want ErrBadOption", name, err)
 		}
@@ -102,7 +91,7 @@ func TestLQRParamsRefuseNonFinite(t *testing.T) {
 			p := base
 			reflect.ValueOf(&p).Elem().Field(i).SetFloat(x)
 			name := fmt.Sprintf("LQRParams.%s = %v", f.Name, x)
-			err := noPanic(t, name, p.Validate)
+			err := badinput.NoPanic(t, name, p.Validate)
 			if !errors.Is(err, envs.ErrBadOption) || !strings.Contains(err.Error(), f.Name) {
 				t.Errorf("%s: %v, want ErrBadOption naming the field", name, err)
 			}
@@ -117,7 +106,7 @@ func TestLQRParamsRefuseNonFinite(t *testing.T) {
 // nothing and prints, without an index panic.
 func TestMalformedBox(t *testing.T) {
 	b := envs.Box{Low: []float64{0, 0}, High: []float64{1}}
-	_ = noPanic(t, "malformed Box", func() error {
+	_ = badinput.NoPanic(t, "malformed Box", func() error {
 		if b.Contains([]float64{0.5, 0.5}) || b.ContainsAction(envs.Action{Vec: []float64{0.5, 0.5}}) {
 			t.Error("a malformed box contains a point")
 		}

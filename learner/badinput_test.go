@@ -3,91 +3,22 @@ package learner
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/internal/badinput"
 	"github.com/apexrl/apex/model"
 	"github.com/apexrl/apex/sampler"
 )
 
-// noPanic runs f and turns a panic into a test failure and an error.
-func noPanic(t *testing.T, name string, f func() error) (err error) {
-	t.Helper()
-	defer func() {
-		if r := recover(); r != nil {
-			t.Errorf("%s panicked: %v", name, r)
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	return f()
-}
-
-// checkNonFinite sets each float field of cfg (and of its nested structs)
-// to NaN, +Inf and -Inf in turn and requires validate to fail with
-// ErrConfig, naming the field (or its parent) as a word.
-func checkNonFinite(t *testing.T, cfg any, validate func(any) error) {
-	t.Helper()
-	type field struct {
-		path []string
-		idx  []int
-	}
-	var fields []field
-	var walk func(typ reflect.Type, idx []int, path []string)
-	walk = func(typ reflect.Type, idx []int, path []string) {
-		for i := range typ.NumField() {
-			f := typ.Field(i)
-			if !f.IsExported() {
-				continue
-			}
-			ix := append(append([]int(nil), idx...), i)
-			p := append(append([]string(nil), path...), f.Name)
-			switch f.Type.Kind() {
-			case reflect.Float64:
-				fields = append(fields, field{p, ix})
-			case reflect.Struct:
-				walk(f.Type, ix, p)
-			}
-		}
-	}
-	typ := reflect.TypeOf(cfg)
-	walk(typ, nil, nil)
-	if len(fields) == 0 {
-		t.Fatalf("%T: no float fields", cfg)
-	}
-	for _, f := range fields {
-		quoted := make([]string, len(f.path))
-		for i, p := range f.path {
-			quoted[i] = regexp.QuoteMeta(p)
-		}
-		re := regexp.MustCompile(`\b(` + strings.Join(quoted, "|") + `)\b`)
-		for _, x := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
-			c := reflect.New(typ).Elem()
-			c.Set(reflect.ValueOf(cfg))
-			c.FieldByIndex(f.idx).SetFloat(x)
-			name := fmt.Sprintf("%s.%s = %v", typ.Name(), strings.Join(f.path, "."), x)
-			err := noPanic(t, name, func() error { return validate(c.Interface()) })
-			switch {
-			case err == nil:
-				t.Errorf("%s: accepted", name)
-			case !errors.Is(err, ErrConfig):
-				t.Errorf("%s: %v, want ErrConfig", name, err)
-			case !re.MatchString(err.Error()):
-				t.Errorf("%s: %q does not name the field", name, err)
-			}
-		}
-	}
-}
-
 func TestConfigsRefuseNonFinite(t *testing.T) {
-	checkNonFinite(t, DQNConfig{}, func(v any) error { _, err := v.(DQNConfig).Validate(); return err })
-	checkNonFinite(t, TD3Config{MaxAction: 1}, func(v any) error { _, err := v.(TD3Config).Validate(); return err })
-	checkNonFinite(t, VRACERConfig{}, func(v any) error { _, err := v.(VRACERConfig).Validate(); return err })
+	badinput.CheckNonFinite(t, DQNConfig{}, ErrConfig, func(c DQNConfig) error { _, err := c.Validate(); return err })
+	badinput.CheckNonFinite(t, TD3Config{MaxAction: 1}, ErrConfig, func(c TD3Config) error { _, err := c.Validate(); return err })
+	badinput.CheckNonFinite(t, VRACERConfig{}, ErrConfig, func(c VRACERConfig) error { _, err := c.Validate(); return err })
 }
 
 // TestConstructorsRefuseNil: the constructors refuse missing parts with
@@ -108,7 +39,7 @@ func TestConstructorsRefuseNil(t *testing.T) {
 		"NewDQN huge batch":    func() error { _, err := NewDQN(DQNConfig{Batch: math.MaxInt}, net, buf, uni, nil); return err },
 	} {
 		// The package's own ErrConfig, or model's for a network it builds.
-		if err := noPanic(t, name, f); !errors.Is(err, ErrConfig) && !errors.Is(err, model.ErrConfig) {
+		if err := badinput.NoPanic(t, name, f); !errors.Is(err, ErrConfig) && !errors.Is(err, model.ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
 		}
 	}
@@ -117,7 +48,7 @@ func TestConstructorsRefuseNil(t *testing.T) {
 // TestStepNilContext: a nil context is refused, not dereferenced.
 func TestStepNilContext(t *testing.T) {
 	r := newRig(t, DQNConfig{Batch: 4}, model.Config{In: 2, Out: 2}, 16)
-	err := noPanic(t, "Step(nil)", func() error { return r.l.Step(nilContext()) })
+	err := badinput.NoPanic(t, "Step(nil)", func() error { return r.l.Step(nilContext()) })
 	if err == nil || !strings.Contains(err.Error(), "nil context") {
 		t.Fatalf("Step(nil): %v, want an error about the nil context", err)
 	}
@@ -196,7 +127,7 @@ func TestConstructorsSurviveExtremeCounts(t *testing.T) {
 		net := linearNet(t, 2, 2, make([]float64, model.DenseParams(2, 2)))
 		uni := sampler.Method{Name: "uniform", Selector: sampler.NewUniform(buf)}
 		for name, c := range intVariants(DQNConfig{}, v) {
-			err := noPanic(t, "DQN "+name, func() error { _, err := NewDQN(c, net, buf, uni, nil); return err })
+			err := badinput.NoPanic(t, "DQN "+name, func() error { _, err := NewDQN(c, net, buf, uni, nil); return err })
 			if name == "Batch" && !errors.Is(err, ErrConfig) {
 				t.Errorf("DQN Batch = %d: %v, want ErrConfig", v, err)
 			}
@@ -204,7 +135,7 @@ func TestConstructorsSurviveExtremeCounts(t *testing.T) {
 		cbuf := contBuffer(t, 64, 3, 2, 0)
 		actor, critic := td3Nets(t, 3, 2, []int{4}, model.ReLU, 1)
 		for name, c := range intVariants(TD3Config{MaxAction: 1}, v) {
-			err := noPanic(t, "TD3 "+name, func() error {
+			err := badinput.NoPanic(t, "TD3 "+name, func() error {
 				_, err := NewTD3(c, actor, critic, cbuf, td3Method(t, "uniform", cbuf, nil), nil)
 				return err
 			})
@@ -218,7 +149,7 @@ func TestConstructorsSurviveExtremeCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 		for name, c := range intVariants(VRACERConfig{}, v) {
-			err := noPanic(t, "VRACER "+name, func() error {
+			err := badinput.NoPanic(t, "VRACER "+name, func() error {
 				_, err := NewVRACER(c, vnet, rbuf, referMethod(t, rbuf, sampler.REFERConfig{}), nil)
 				return err
 			})

@@ -8,19 +8,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-)
 
-// noPanic runs f and turns a panic into a test failure and an error.
-func noPanic(t *testing.T, name string, f func() error) (err error) {
-	t.Helper()
-	defer func() {
-		if r := recover(); r != nil {
-			t.Errorf("%s panicked: %v", name, r)
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	return f()
-}
+	"github.com/apexrl/apex/internal/badinput"
+)
 
 // TestConfigsRefuseNonFinite sets every float field of AdamConfig, Loss
 // and SGD to NaN and ±Inf and requires an ErrConfig error naming it.
@@ -39,7 +29,7 @@ func TestConfigsRefuseNonFinite(t *testing.T) {
 				c.Set(reflect.ValueOf(v))
 				c.Field(i).SetFloat(x)
 				name := fmt.Sprintf("%s.%s = %v", typ.Name(), f.Name, x)
-				err := noPanic(t, name, func() error { return validate(c.Interface()) })
+				err := badinput.NoPanic(t, name, func() error { return validate(c.Interface()) })
 				if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), f.Name) {
 					t.Errorf("%s: %v, want ErrConfig naming the field", name, err)
 				}
@@ -98,7 +88,7 @@ func TestBadInputReturnsErrors(t *testing.T) {
 		{"ClipGradNorm NaN", func() error { _, err := ClipGradNorm([]float64{1}, math.NaN()); return err }, nil, "NaN"},
 		{"ParseActivation", func() error { _, err := ParseActivation("nope"); return err }, nil, "nope"},
 	} {
-		err := noPanic(t, c.name, c.f)
+		err := badinput.NoPanic(t, c.name, c.f)
 		switch {
 		case err == nil:
 			t.Errorf("%s: no error", c.name)

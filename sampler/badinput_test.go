@@ -2,7 +2,6 @@ package sampler_test
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -11,102 +10,22 @@ import (
 	"testing"
 
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/internal/badinput"
 	"github.com/apexrl/apex/model"
 	"github.com/apexrl/apex/sampler"
 	"github.com/apexrl/apex/sampler/samplertest"
 )
 
-// call runs f and turns a panic into a test failure.
-func call(t *testing.T, name string, f func() error) (err error) {
-	t.Helper()
-	defer func() {
-		if r := recover(); r != nil {
-			t.Errorf("%s panicked: %v", name, r)
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	return f()
-}
-
-// floatFields lists the paths of every float64 field of v's type,
-// descending into nested structs (not pointers).
-func floatFields(typ reflect.Type, prefix []int, path string, out *[]fieldPath) {
-	for i := range typ.NumField() {
-		f := typ.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		idx := append(append([]int(nil), prefix...), i)
-		name := f.Name
-		if path != "" {
-			name = path + "." + f.Name
-		}
-		switch f.Type.Kind() {
-		case reflect.Float64, reflect.Float32:
-			*out = append(*out, fieldPath{name, idx})
-		case reflect.Struct:
-			floatFields(f.Type, idx, name, out)
-		}
-	}
-}
-
-type fieldPath struct {
-	name string
-	idx  []int
-}
-
-// checkNonFinite sets every float field of cfg (a struct) to NaN, +Inf and
-// -Inf in turn and requires validate to fail with want naming the field
-// (the leaf name, or the top-level field for a nested struct, as a word).
-func checkNonFinite[C any](t *testing.T, cfg C, want error, validate func(C) error) {
-	checkNonFiniteExcept(t, cfg, want, validate, nil)
-}
-
-// checkNonFiniteExcept is checkNonFinite where the fields in infOK
-// document +Inf as a meaningful value.
-func checkNonFiniteExcept[C any](t *testing.T, cfg C, want error, validate func(C) error, infOK map[string]bool) {
-	t.Helper()
-	var fields []fieldPath
-	floatFields(reflect.TypeOf(cfg), nil, "", &fields)
-	if len(fields) == 0 {
-		t.Fatalf("%T has no float fields", cfg)
-	}
-	for _, f := range fields {
-		parts := strings.Split(f.name, ".")
-		for i, p := range parts {
-			parts[i] = regexp.QuoteMeta(p)
-		}
-		re := regexp.MustCompile(`\b(` + strings.Join(parts, "|") + `)\b`)
-		for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
-			if v > 0 && infOK[f.name] {
-				continue
-			}
-			c := cfg
-			reflect.ValueOf(&c).Elem().FieldByIndex(f.idx).SetFloat(v)
-			name := fmt.Sprintf("%T.%s = %v", cfg, f.name, v)
-			err := call(t, name, func() error { return validate(c) })
-			switch {
-			case err == nil:
-				t.Errorf("%s: accepted", name)
-			case !errors.Is(err, want):
-				t.Errorf("%s: %v, want %v", name, err, want)
-			case !re.MatchString(err.Error()):
-				t.Errorf("%s: %q does not name the field", name, err)
-			}
-		}
-	}
-}
-
 func TestConfigsRefuseNonFiniteFloats(t *testing.T) {
-	checkNonFinite(t, sampler.DefaultPERConfig(100), buffer.ErrConfig, sampler.PERConfig.Validate)
+	badinput.CheckNonFinite(t, sampler.DefaultPERConfig(100), buffer.ErrConfig, sampler.PERConfig.Validate)
 	// RefreshFraction +Inf: re-sort only when forced (documented).
-	checkNonFiniteExcept(t, sampler.DefaultRankConfig(100), buffer.ErrConfig, sampler.RankConfig.Validate, map[string]bool{"RefreshFraction": true})
-	checkNonFinite(t, sampler.DefaultLAPConfig(), buffer.ErrConfig, sampler.LAPConfig.Validate)
-	checkNonFinite(t, sampler.DefaultTERConfig(100), buffer.ErrConfig, sampler.TERConfig.Validate)
+	badinput.CheckNonFinite(t, sampler.DefaultRankConfig(100), buffer.ErrConfig, sampler.RankConfig.Validate, "RefreshFraction")
+	badinput.CheckNonFinite(t, sampler.DefaultLAPConfig(), buffer.ErrConfig, sampler.LAPConfig.Validate)
+	badinput.CheckNonFinite(t, sampler.DefaultTERConfig(100), buffer.ErrConfig, sampler.TERConfig.Validate)
 	// RhoClip +Inf: no clip, the default of most variants (documented).
-	checkNonFiniteExcept(t, sampler.DefaultREFERConfig(100), buffer.ErrConfig, sampler.REFERConfig.Validate, map[string]bool{"RhoClip": true})
-	checkNonFinite(t, sampler.DefaultNERSConfig(100), buffer.ErrConfig, sampler.NERSConfig.Validate)
-	checkNonFinite(t, sampler.DefaultNERSNetConfig(4), buffer.ErrConfig, sampler.NERSNetConfig.Validate)
+	badinput.CheckNonFinite(t, sampler.DefaultREFERConfig(100), buffer.ErrConfig, sampler.REFERConfig.Validate, "RhoClip")
+	badinput.CheckNonFinite(t, sampler.DefaultNERSConfig(100), buffer.ErrConfig, sampler.NERSConfig.Validate)
+	badinput.CheckNonFinite(t, sampler.DefaultNERSNetConfig(4), buffer.ErrConfig, sampler.NERSNetConfig.Validate)
 }
 
 // TestBadInputReturnsErrors: every stage's constructor and methods refuse
@@ -147,7 +66,7 @@ func TestBadInputReturnsErrors(t *testing.T) {
 			{"Annotate length mismatch", func() error { return sampler.Annotate(s, samplertest.Items(0, 2, nil), []float64{1}) }, buffer.ErrShape},
 		}
 		for _, c := range cases {
-			err := call(t, name+": "+c.name, c.f)
+			err := badinput.NoPanic(t, name+": "+c.name, c.f)
 			if !errors.Is(err, c.is) {
 				t.Errorf("%s: %s: %v, want %v", name, c.name, err, c.is)
 			}
@@ -167,7 +86,7 @@ func TestBadInputReturnsErrors(t *testing.T) {
 		},
 		"NewUniform(nil).Update": func() error { _, err := sampler.NewUniform(nil).Update(nil, nil); return err },
 	} {
-		if err := call(t, name, f); !errors.Is(err, buffer.ErrConfig) {
+		if err := badinput.NoPanic(t, name, f); !errors.Is(err, buffer.ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
 		}
 	}
@@ -191,14 +110,14 @@ func TestBadInputGraphStages(t *testing.T) {
 		buf *buffer.Buffer
 	}{"ter": {ter, tbuf}, "refer": {refer, rbuf}, "ners": {ners, nbuf}} {
 		bt := samplertest.NewBatch(t, c.buf, 2)
-		if err := call(t, name+" nil rng", func() error { return c.s.Sample(nil, bt) }); !errors.Is(err, buffer.ErrNil) {
+		if err := badinput.NoPanic(t, name+" nil rng", func() error { return c.s.Sample(nil, bt) }); !errors.Is(err, buffer.ErrNil) {
 			t.Errorf("%s: Sample(nil, batch): %v, want ErrNil", name, err)
 		}
-		if err := call(t, name+" nil batch", func() error { return c.s.Sample(rng, nil) }); !errors.Is(err, buffer.ErrNil) {
+		if err := badinput.NoPanic(t, name+" nil batch", func() error { return c.s.Sample(rng, nil) }); !errors.Is(err, buffer.ErrNil) {
 			t.Errorf("%s: Sample(rng, nil): %v, want ErrNil", name, err)
 		}
 		if w, ok := c.s.(sampler.Weighter); ok {
-			if err := call(t, name+" Weights(nil)", func() error { return w.Weights(nil, 0) }); !errors.Is(err, buffer.ErrNil) {
+			if err := badinput.NoPanic(t, name+" Weights(nil)", func() error { return w.Weights(nil, 0) }); !errors.Is(err, buffer.ErrNil) {
 				t.Errorf("%s: Weights(nil): %v, want ErrNil", name, err)
 			}
 		}
@@ -206,7 +125,7 @@ func TestBadInputGraphStages(t *testing.T) {
 		if f, ok := c.s.(sampler.FeatureUpdater); ok {
 			update = func() error { _, err := f.UpdateFeatures([]buffer.Ref{{}}, []float64{1}, nil); return err }
 		}
-		if err := call(t, name+" Update", update); !errors.Is(err, buffer.ErrShape) {
+		if err := badinput.NoPanic(t, name+" Update", update); !errors.Is(err, buffer.ErrShape) {
 			t.Errorf("%s: Update length mismatch: %v, want ErrShape", name, err)
 		}
 	}
@@ -248,22 +167,22 @@ func TestConstructorsRefuseHugeCounts(t *testing.T) {
 		tbuf := terBuffer(t, 64, 1)
 		rbuf := newREFERBuffer(t, 64, 1)
 		for name, c := range setInts(sampler.DefaultPERConfig(10), v) {
-			_ = call(t, "PER "+name, func() error { _, err := sampler.NewPER(buf, c); return err })
+			_ = badinput.NoPanic(t, "PER "+name, func() error { _, err := sampler.NewPER(buf, c); return err })
 		}
 		for name, c := range setInts(sampler.DefaultRankConfig(10), v) {
-			_ = call(t, "Rank "+name, func() error { _, err := sampler.NewRank(buf, c); return err })
+			_ = badinput.NoPanic(t, "Rank "+name, func() error { _, err := sampler.NewRank(buf, c); return err })
 		}
 		for name, c := range setInts(sampler.DefaultTERConfig(10), v) {
-			_ = call(t, "TER "+name, func() error { _, err := sampler.NewTER(tbuf, c); return err })
+			_ = badinput.NoPanic(t, "TER "+name, func() error { _, err := sampler.NewTER(tbuf, c); return err })
 		}
 		for name, c := range setInts(sampler.DefaultREFERConfig(10), v) {
-			_ = call(t, "REFER "+name, func() error { _, err := sampler.NewREFER(rbuf, c); return err })
+			_ = badinput.NoPanic(t, "REFER "+name, func() error { _, err := sampler.NewREFER(rbuf, c); return err })
 		}
 		for name, c := range setInts(sampler.DefaultNERSConfig(10), v) {
 			if strings.HasPrefix(name, "Net.") {
 				continue // the scorer's widths are slices; NewNERSNet bounds them through model
 			}
-			err := call(t, "NERS "+name, func() error { _, err := sampler.NewNERS(buf, c); return err })
+			err := badinput.NoPanic(t, "NERS "+name, func() error { _, err := sampler.NewNERS(buf, c); return err })
 			if (name == "History" || name == "TrainSize") && err == nil {
 				t.Errorf("NERS %s = %d: accepted", name, v)
 			}
@@ -292,7 +211,7 @@ func TestNewMethodRefusesNonFinite(t *testing.T) {
 		{"rank", sampler.MethodConfig{Rank: &rank}, "Beta"},
 		{"lap", sampler.MethodConfig{LAP: &lap}, "K"},
 	} {
-		err := call(t, "NewMethod "+c.name, func() error { _, err := sampler.NewMethod(c.name, buf, c.cfg); return err })
+		err := badinput.NoPanic(t, "NewMethod "+c.name, func() error { _, err := sampler.NewMethod(c.name, buf, c.cfg); return err })
 		if err == nil || !regexp.MustCompile(`\b`+c.text+`\b`).MatchString(err.Error()) {
 			t.Errorf("NewMethod(%s) with a non-finite %s: %v", c.name, c.text, err)
 		}

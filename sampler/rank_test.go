@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/internal/badinput"
 	"github.com/apexrl/apex/sampler"
 	"github.com/apexrl/apex/sampler/samplertest"
 )
@@ -218,7 +219,7 @@ func TestSegmentBoundariesErrors(t *testing.T) {
 		n, k  int
 		alpha float64
 	}{{5, 0, 1}, {5, 6, 1}, {0, 1, 1}, {5, 2, -1}, {5, 2, math.NaN()}, {5, 2, math.Inf(1)}, {-3, -5, 1}, {math.MaxInt, 2, 1}} {
-		err := call(t, "SegmentBoundaries", func() error {
+		err := badinput.NoPanic(t, "SegmentBoundaries", func() error {
 			_, err := sampler.SegmentBoundaries(nil, c.n, c.k, c.alpha)
 			return err
 		})
