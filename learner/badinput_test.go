@@ -19,6 +19,7 @@ func TestConfigsRefuseNonFinite(t *testing.T) {
 	badinput.CheckNonFinite(t, DQNConfig{}, ErrConfig, func(c DQNConfig) error { _, err := c.Validate(); return err })
 	badinput.CheckNonFinite(t, TD3Config{MaxAction: 1}, ErrConfig, func(c TD3Config) error { _, err := c.Validate(); return err })
 	badinput.CheckNonFinite(t, VRACERConfig{}, ErrConfig, func(c VRACERConfig) error { _, err := c.Validate(); return err })
+	badinput.CheckNonFinite(t, SACConfig{MaxAction: 1}, ErrConfig, func(c SACConfig) error { _, err := c.Validate(); return err })
 }
 
 // TestConstructorsRefuseNil: the constructors refuse missing parts with
