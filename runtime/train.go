@@ -124,11 +124,12 @@ type TrainConfig struct {
 	// RefreshEvery is the number of environment steps between two reads of
 	// the learner's latest parameters by each dqn, td3 or sac actor; 0
 	// derives it so that the actors' policy lags the learner by about
-	// refreshLag learner steps: clamp(refreshLag·Batch/(ReplayRatio·Actors),
-	// 1, 400). Ape-X's 400 (the most) holds for dqn's defaults; td3 and sac,
-	// whose learner takes a step per environment step, get 25 with 64 actors
-	// (with 400, 64 actors would replay the initial policy for 25,600
-	// learner steps). vracer's actors read every 20 steps unless it is set.
+	// refreshLag (400) learner steps: clamp(400·Batch/(ReplayRatio·Actors),
+	// 1, 400). With one actor that is Ape-X's 400 environment steps; with
+	// 64 actors, dqn's defaults give 100 and td3's and sac's (a learner
+	// step per environment step) give 6. Ape-X's fixed 400 would make 64
+	// td3 or sac actors replay the initial policy for a whole 20k-step run.
+	// vracer's actors read every 20 steps unless it is set.
 	RefreshEvery int `json:"refresh_every,omitempty"`
 	// MinSizeToSample is the replay size before learning starts; 0 means
 	// max(1000, Batch + actor.DefaultLocalBatch).
@@ -169,9 +170,10 @@ type TrainConfig struct {
 const DefaultCheckpointEvery = time.Minute
 
 // refreshLag is the learner steps the actors' parameters may lag behind
-// by default (TrainConfig.RefreshEvery): what Ape-X's refresh every 400
-// environment steps gives dqn's defaults with 64 actors.
-const refreshLag = 1600
+// by default (TrainConfig.RefreshEvery). Ape-X's actors lagged by about 55
+// learner steps (400 frames at about 139 frames/s each, the learner at
+// about 19 batches/s); 400 keeps every one-actor run at Ape-X's period.
+const refreshLag = 400
 
 // defaultMinSizeToSample is the smallest default MinSizeToSample.
 const defaultMinSizeToSample = 1000

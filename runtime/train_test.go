@@ -241,17 +241,19 @@ func TestTrainerRefusesBufferBeyondMemory(t *testing.T) {
 }
 
 // TestRefreshEveryDerived: the actors' refresh period keeps their policy
-// within about refreshLag learner steps of the learner's: Ape-X's 400 for
-// dqn's defaults, 25 for td3 and sac with 64 actors (with 400 they would
-// replay the initial policy for a whole 20k-step run), 400 for one actor.
+// within about refreshLag learner steps of the learner's: 400 environment
+// steps (Ape-X's) for one actor, 100 for dqn's defaults with 64 actors, 6
+// for td3 and sac with 64 actors (with 400 they would replay the initial
+// policy for a whole 20k-step run).
 func TestRefreshEveryDerived(t *testing.T) {
 	for _, c := range []struct {
 		cfg  TrainConfig
 		want int
 	}{
-		{TrainConfig{Steps: 1}, 400},
-		{TrainConfig{Steps: 1, Env: "Pendulum-v1", Algo: "td3"}, 25},
-		{TrainConfig{Steps: 1, Env: "Pendulum-v1", Algo: "sac"}, 25},
+		{TrainConfig{Steps: 1}, 100},
+		{TrainConfig{Steps: 1, Actors: 1}, 400},
+		{TrainConfig{Steps: 1, Env: "Pendulum-v1", Algo: "td3"}, 6},
+		{TrainConfig{Steps: 1, Env: "Pendulum-v1", Algo: "sac"}, 6},
 		{TrainConfig{Steps: 1, Env: "Pendulum-v1", Algo: "sac", Actors: 1}, 400},
 		{TrainConfig{Steps: 1, Env: "Pendulum-v1", Algo: "td3", Actors: 4096, Capacity: 1 << 23}, 1},
 		{TrainConfig{Steps: 1, Env: "Pendulum-v1", Algo: "td3", RefreshEvery: 7}, 7},

@@ -89,7 +89,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Capacity, "capacity", def.Capacity, "replay capacity in transitions")
 	fs.BoolVar(&cfg.Dueling, "dueling", false, "dueling Q head")
 	fs.BoolVar(&cfg.Deterministic, "deterministic", false, "one actor and the learner in lockstep on one goroutine: the same -seed and -steps give the same run (needs -actors=1 -steps=N -duration=0)")
-	fs.IntVar(&cfg.RefreshEvery, "refresh-every", 0, "environment steps between two reads of the learner's parameters by each actor (0: Ape-X's 400 for dqn's defaults, fewer for td3 and sac so that the actors lag the learner by about 1600 steps; vracer 20)")
+	fs.IntVar(&cfg.RefreshEvery, "refresh-every", 0, "environment steps between two reads of the learner's parameters by each actor (0: so that the actors lag the learner by about 400 learner steps: Ape-X's 400 with one actor, 100 for dqn's defaults and 6 for td3 and sac with 64 actors; vracer 20)")
 	fs.IntVar(&cfg.MinSizeToSample, "min-replay", def.MinSizeToSample, "replay size before learning starts (0: max(1000, batch+50))")
 	fs.StringVar(&cfg.Checkpoint, "checkpoint", "", "write a checkpoint (replay, learner, counters) to this file every -checkpoint-every and when the run ends (default <out>/checkpoint.apex, also on -resume; \"none\": no checkpoint)")
 	fs.DurationVar(&cfg.CheckpointEvery, "checkpoint-every", def.CheckpointEvery, "time between periodic checkpoints while the run trains (0: only when the run ends)")
