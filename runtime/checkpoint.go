@@ -127,6 +127,9 @@ func (t *Trainer) writeCheckpoint(f *os.File) error {
 	if err != nil {
 		return err
 	}
+	if len(js) > maxHeaderBytes { // ResumeTrainer would refuse it
+		return fmt.Errorf("the header (configuration, counters and %d evaluations) is %d bytes, above %d", len(h.Curve), len(js), maxHeaderBytes)
+	}
 	cw := &countingWriter{w: bufio.NewWriterSize(f, 1<<20)}
 	var hdr [16]byte
 	copy(hdr[:8], ckMagic)
