@@ -42,23 +42,35 @@ func TestInsertRefusesNonFinite(t *testing.T) {
 	}
 }
 
+// TestFirstNonFinite: both kernels (AVX2 where the CPU has it, and the
+// portable one) find every NaN and infinity at every position of lengths
+// that cover the vector loop and its tail, and pass the largest finite
+// values and subnormals.
 func TestFirstNonFinite(t *testing.T) {
-	for n := range 11 {
-		v := make([]float32, n)
-		if got := firstNonFinite(v); got != -1 {
-			t.Fatalf("len %d, all finite: %d", n, got)
-		}
-		for i := range n {
-			for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
-				v[i] = bad
-				if got := firstNonFinite(v); got != i {
-					t.Fatalf("len %d, %v at %d: got %d", n, bad, i, got)
+	defer func(v bool) { useAVX2 = v }(useAVX2)
+	kernels := []bool{false}
+	if hasAVX2 { // amd64 with AVX2 (as TestScanKernelsAgree, the portable kernel alone elsewhere)
+		kernels = append(kernels, true)
+	}
+	for _, avx := range kernels {
+		useAVX2 = avx
+		for n := range 42 {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = []float32{math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32, 1, -0.5}[i%5]
+			}
+			if got := firstNonFinite(v); got != -1 {
+				t.Fatalf("avx %v, len %d, all finite: %d", avx, n, got)
+			}
+			for i := range n {
+				keep := v[i]
+				for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+					v[i] = bad
+					if got := firstNonFinite(v); got != i {
+						t.Fatalf("avx %v, len %d, %v at %d: got %d", avx, n, bad, i, got)
+					}
 				}
-				v[i] = math.MaxFloat32 // the largest finite value is finite
-				if got := firstNonFinite(v); got != -1 {
-					t.Fatalf("len %d, MaxFloat32 at %d: got %d", n, i, got)
-				}
-				v[i] = 0
+				v[i] = keep
 			}
 		}
 	}

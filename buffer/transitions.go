@@ -145,24 +145,39 @@ func (t *Transitions) check(cfg *Config) error {
 }
 
 // firstNonFinite returns the index of v's first NaN or infinity, or -1.
-// Cost: one pass over v, four values a step with no branch inside the step
-// (an all-ones exponent marks NaN and ±Inf).
+// Cost: one pass that only detects (anyNonFinite: an AVX2 loop where the
+// CPU has it) and, only when it finds one, a second pass to locate it.
 func firstNonFinite(v []float32) int {
-	const exp = 0x7f800000
-	i := 0
-	for ; i+4 <= len(v); i += 4 {
-		a, b := math.Float32bits(v[i])&exp, math.Float32bits(v[i+1])&exp
-		c, d := math.Float32bits(v[i+2])&exp, math.Float32bits(v[i+3])&exp
-		if a == exp || b == exp || c == exp || d == exp {
-			break
-		}
+	if !anyNonFinite(v) {
+		return -1
 	}
-	for ; i < len(v); i++ {
-		if math.Float32bits(v[i])&exp == exp {
+	for i, x := range v {
+		if math.Float32bits(x)&0x7f800000 == 0x7f800000 {
 			return i
 		}
 	}
 	return -1
+}
+
+// anyNonFiniteGo is anyNonFinite's portable twin: a branch-free pass, 8
+// values a step. An all-ones exponent marks NaN and ±Inf: adding one
+// exponent unit to the masked exponent carries into the sign bit exactly
+// then, so OR-ing the sums flags any of them.
+func anyNonFiniteGo(v []float32) bool {
+	const exp, unit = 0x7f800000, 0x00800000
+	var acc uint32
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		w := v[i : i+8 : i+8]
+		acc |= (math.Float32bits(w[0])&exp + unit) | (math.Float32bits(w[1])&exp + unit) |
+			(math.Float32bits(w[2])&exp + unit) | (math.Float32bits(w[3])&exp + unit) |
+			(math.Float32bits(w[4])&exp + unit) | (math.Float32bits(w[5])&exp + unit) |
+			(math.Float32bits(w[6])&exp + unit) | (math.Float32bits(w[7])&exp + unit)
+	}
+	for ; i < len(v); i++ {
+		acc |= math.Float32bits(v[i])&exp + unit
+	}
+	return acc&0x80000000 != 0
 }
 
 // Ref names one stored item: its slot and the generation of the occupant.
