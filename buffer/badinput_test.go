@@ -332,3 +332,18 @@ func FuzzInsertShapes(f *testing.F) {
 		}
 	})
 }
+
+// TestNilReaderWriter: Save to a nil writer and Load from a nil reader
+// are errors, not panics.
+func TestNilReaderWriter(t *testing.T) {
+	b, err := New(Config{Capacity: 8, ObsDim: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := badinput.NoPanic(t, "Save(nil)", func() error { return b.Save(nil) }); !errors.Is(err, ErrNil) {
+		t.Errorf("Save(nil): %v, want ErrNil", err)
+	}
+	if err := badinput.NoPanic(t, "Load(nil)", func() error { _, err := Load(nil); return err }); !errors.Is(err, ErrNil) {
+		t.Errorf("Load(nil): %v, want ErrNil", err)
+	}
+}

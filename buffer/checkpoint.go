@@ -117,6 +117,9 @@ var nativeLittleEndian = func() bool {
 // bufio.Writer (64 KiB), with a CRC-32C over every byte; other scratch
 // space is O(Stripes).
 func (b *Buffer) Save(w io.Writer) error {
+	if w == nil {
+		return fmt.Errorf("%w: Save to a nil io.Writer", ErrNil)
+	}
 	js, err := encodeConfig(b.cfg)
 	if err != nil {
 		return fmt.Errorf("buffer: Save: %w", err)
@@ -223,6 +226,9 @@ func (b *Buffer) Save(w io.Writer) error {
 // Buffer is not shared with anything; Load itself is safe to call
 // concurrently.
 func Load(r io.Reader) (*Buffer, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: Load from a nil io.Reader", ErrNil)
+	}
 	cr := &ckReader{r: r}
 	var hdr [16]byte
 	if err := cr.read(hdr[:], "header"); err != nil {

@@ -160,3 +160,22 @@ func TestConstructorsSurviveExtremeCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestNilReaderWriter: Save and Load refuse a nil writer or reader with
+// ErrConfig instead of panicking.
+func TestNilReaderWriter(t *testing.T) {
+	buf := newBuffer(t, 4, 2)
+	insert(t, buf, handItems...)
+	dqn := newHand(t, DQNConfig{Batch: 4}, sampler.NewUniform(buf), nil, buf)
+	td3 := newTD3Rig(t, TD3Config{Batch: 8}, "uniform", 16).l
+	for name, f := range map[string]func() error{
+		"DQN.Save(nil)": func() error { return dqn.Save(nil) },
+		"DQN.Load(nil)": func() error { return dqn.Load(nil) },
+		"TD3.Save(nil)": func() error { return td3.Save(nil) },
+		"TD3.Load(nil)": func() error { return td3.Load(nil) },
+	} {
+		if err := badinput.NoPanic(t, name, f); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+}

@@ -65,6 +65,9 @@ type dqnHeader struct {
 // O(parameters); it builds each part in memory and writes it with one
 // Write.
 func (l *DQN) Save(w io.Writer) error {
+	if w == nil {
+		return fmt.Errorf("%w: Save to a nil io.Writer", ErrConfig)
+	}
 	rng, err := l.pcg.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("learner: Save: %w", err)
@@ -107,6 +110,9 @@ func (l *DQN) Save(w io.Writer) error {
 // them), so a damaged or hostile stream costs about what it holds. On any
 // error l is left unchanged. Call it while Step is not running.
 func (l *DQN) Load(r io.Reader) error {
+	if r == nil {
+		return fmt.Errorf("%w: Load from a nil io.Reader", ErrConfig)
+	}
 	var h dqnHeader
 	if err := readHead(r, ckMagic, ckVersion, "a DQN learner", &h); err != nil {
 		return err

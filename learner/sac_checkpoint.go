@@ -59,6 +59,9 @@ func (l *SAC) sacNets() ([5]*model.Net, [5]string) {
 // contents. Call it while Step is not running. Cost: O(parameters); each
 // part is built in memory and written with one Write.
 func (l *SAC) Save(w io.Writer) error {
+	if w == nil {
+		return fmt.Errorf("%w: Save to a nil io.Writer", ErrConfig)
+	}
 	rng, err := l.pcg.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("learner: Save: %w", err)
@@ -105,6 +108,9 @@ func (l *SAC) Save(w io.Writer) error {
 // bounded before it is allocated, as for DQN.Load. On any error l is left
 // unchanged. Call it while Step is not running. Cost: O(parameters).
 func (l *SAC) Load(r io.Reader) error {
+	if r == nil {
+		return fmt.Errorf("%w: Load from a nil io.Reader", ErrConfig)
+	}
 	var h sacHeader
 	if err := readHead(r, sacMagic, sacVersion, "a SAC learner", &h); err != nil {
 		return err

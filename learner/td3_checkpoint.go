@@ -58,6 +58,9 @@ func (l *TD3) td3Nets() ([6]*model.Net, [6]string) {
 // Call it while Step is not running. Cost: O(parameters); each part is
 // built in memory and written with one Write.
 func (l *TD3) Save(w io.Writer) error {
+	if w == nil {
+		return fmt.Errorf("%w: Save to a nil io.Writer", ErrConfig)
+	}
 	rng, err := l.pcg.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("learner: Save: %w", err)
@@ -106,6 +109,9 @@ func (l *TD3) Save(w io.Writer) error {
 // left unchanged. Call it
 // while Step is not running. Cost: O(parameters).
 func (l *TD3) Load(r io.Reader) error {
+	if r == nil {
+		return fmt.Errorf("%w: Load from a nil io.Reader", ErrConfig)
+	}
 	var h td3Header
 	if err := readHead(r, td3Magic, td3Version, "a TD3 learner", &h); err != nil {
 		return err

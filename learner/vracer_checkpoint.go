@@ -44,6 +44,9 @@ type vracerHeader struct {
 // state, the network and Adam's moments (format above). Call it while
 // Step is not running. Cost: O(parameters).
 func (l *VRACER) Save(w io.Writer) error {
+	if w == nil {
+		return fmt.Errorf("%w: Save to a nil io.Writer", ErrConfig)
+	}
 	rng, err := l.pcg.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("learner: Save: %w", err)
@@ -81,6 +84,9 @@ func (l *VRACER) Save(w io.Writer) error {
 // length is bounded before it is allocated, as for DQN.Load. On any error l and the stage are left unchanged. Call it while
 // Step is not running. Cost: O(parameters).
 func (l *VRACER) Load(r io.Reader) error {
+	if r == nil {
+		return fmt.Errorf("%w: Load from a nil io.Reader", ErrConfig)
+	}
 	var h vracerHeader
 	if err := readHead(r, vracerMagic, vracerVersion, "a V-RACER learner", &h); err != nil {
 		return err

@@ -102,3 +102,26 @@ func TestBadInputReturnsErrors(t *testing.T) {
 		t.Fatalf("refused steps counted: Steps = %d", s)
 	}
 }
+
+// TestNilReaderWriter: the checkpoint calls refuse a nil reader or
+// writer with ErrConfig instead of panicking.
+func TestNilReaderWriter(t *testing.T) {
+	n, err := NewNet(Config{In: 2, Hidden: []int{3}, Out: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAdam(n.NumParams(), AdamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]func() error{
+		"Net.Save(nil)":  func() error { return n.Save(nil) },
+		"Adam.Save(nil)": func() error { return a.Save(nil) },
+		"LoadNet(nil)":   func() error { _, err := LoadNet(nil); return err },
+		"LoadAdam(nil)":  func() error { _, err := LoadAdam(nil); return err },
+	} {
+		if err := badinput.NoPanic(t, name, f); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+}

@@ -51,6 +51,9 @@ type adamHeader struct {
 // gradients are not stored). Cost O(parameters); it builds the checkpoint
 // in memory (8 bytes per parameter) and writes it with one Write.
 func (n *Net) Save(w io.Writer) error {
+	if w == nil {
+		return errorf(ErrConfig, "Save to a nil io.Writer")
+	}
 	return writeCheckpoint(w, netMagic, netHeader{Config: n.cfg}, n.params)
 }
 
@@ -75,6 +78,9 @@ func (n *Net) Save(w io.Writer) error {
 // Cost: O(parameters) time; about 3 × 8 bytes per parameter at the peak
 // (the bytes read, the parameters and their gradients).
 func LoadNet(r io.Reader) (*Net, error) {
+	if r == nil {
+		return nil, errorf(ErrConfig, "LoadNet from a nil io.Reader")
+	}
 	var h netHeader
 	raw, err := readCheckpoint(r, netMagic, &h)
 	if err != nil {
@@ -101,6 +107,9 @@ func LoadNet(r io.Reader) (*Net, error) {
 // Save writes Adam's configuration, step count and moments to w (format
 // above). Cost O(parameters); builds the checkpoint in memory.
 func (a *Adam) Save(w io.Writer) error {
+	if w == nil {
+		return errorf(ErrConfig, "Save to a nil io.Writer")
+	}
 	return writeCheckpoint(w, adamMagic, adamHeader{Config: a.cfg, Steps: a.t, Len: len(a.m)}, a.m, a.v)
 }
 
@@ -113,6 +122,9 @@ func (a *Adam) Save(w io.Writer) error {
 // agree with the stored count before the moments are allocated. Cost:
 // O(parameters) time, about 3 × 16 bytes per parameter at the peak.
 func LoadAdam(r io.Reader) (*Adam, error) {
+	if r == nil {
+		return nil, errorf(ErrConfig, "LoadAdam from a nil io.Reader")
+	}
 	var h adamHeader
 	raw, err := readCheckpoint(r, adamMagic, &h)
 	if err != nil {

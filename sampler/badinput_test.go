@@ -217,3 +217,27 @@ func TestNewMethodRefusesNonFinite(t *testing.T) {
 		}
 	}
 }
+
+// TestNERSNilReaderWriter: NERS's and its scorer's Save and Load refuse a
+// nil writer or reader with ErrNil instead of panicking.
+func TestNERSNilReaderWriter(t *testing.T) {
+	buf, err := buffer.New(buffer.Config{Capacity: 64, ObsDim: 3, Action: buffer.Continuous, ActionDim: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newNERS(t, buf, sampler.DefaultNERSConfig(100))
+	net, err := sampler.NewNERSNet(sampler.DefaultNERSNetConfig(4), rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]func() error{
+		"NERS.Save(nil)":    func() error { return s.Save(nil) },
+		"NERS.Load(nil)":    func() error { return s.Load(nil) },
+		"NERSNet.Save(nil)": func() error { return net.Save(nil) },
+		"NERSNet.Load(nil)": func() error { return net.Load(nil) },
+	} {
+		if err := badinput.NoPanic(t, name, f); !errors.Is(err, buffer.ErrNil) {
+			t.Errorf("%s: %v, want ErrNil", name, err)
+		}
+	}
+}

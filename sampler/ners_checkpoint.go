@@ -80,6 +80,9 @@ func (st *nersState) checkScalars() error {
 // random stream and the stats. It needs quiescence (no concurrent
 // Sample or UpdateFeatures). Cost: O(Capacity + History + the scorer).
 func (s *NERS) Save(w io.Writer) error {
+	if w == nil {
+		return fmt.Errorf("%w: ners: Save to a nil io.Writer", buffer.ErrNil)
+	}
 	rngState, err := s.pcg.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("ners: save: %w", err)
@@ -124,6 +127,9 @@ func (s *NERS) Save(w io.Writer) error {
 // supplies; the scorer is bounded as model.LoadNet bounds it. Cost:
 // O(Capacity + History + the scorer).
 func (s *NERS) Load(r io.Reader) error {
+	if r == nil {
+		return fmt.Errorf("%w: ners: Load from a nil io.Reader", buffer.ErrNil)
+	}
 	var hdr [20]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return fmt.Errorf("%w: ners: truncated header: %v", buffer.ErrCorrupt, err)

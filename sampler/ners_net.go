@@ -456,6 +456,9 @@ func (n *NERSNet) Grads() [][]float64 { return n.grads }
 // (model.Net.Save and model.Adam.Save, each with its own checksum), in the
 // order f_l, f_g, f_s. Cost: O(NumParams).
 func (n *NERSNet) Save(w io.Writer) error {
+	if w == nil {
+		return fmt.Errorf("%w: ners: Save to a nil io.Writer", buffer.ErrNil)
+	}
 	for i := range n.params {
 		if err := n.subnet(i).Save(w); err != nil {
 			return err
@@ -475,6 +478,9 @@ func (n *NERSNet) Save(w io.Writer) error {
 // field. n is unchanged on error. Memory is bounded as model.LoadNet and
 // model.LoadAdam bound it; cost O(NumParams).
 func (n *NERSNet) Load(r io.Reader) error {
+	if r == nil {
+		return fmt.Errorf("%w: ners: Load from a nil io.Reader", buffer.ErrNil)
+	}
 	nets := make([]*model.Net, len(n.params))
 	opts := make([]*model.Adam, len(n.params))
 	for i := range n.params {
