@@ -1,6 +1,7 @@
 package learner
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 )
@@ -31,6 +32,19 @@ func (b *busy) enter(op *string) error {
 		cur = *p
 	}
 	return errorf(ErrBusy, "%s called while %s is running (call a learner from one goroutine at a time)", *op, cur)
+}
+
+// enterStep is the entry every learner's Step shares: a nil ctx is
+// ErrConfig, a done ctx its error, an overlapping call ErrBusy; on success
+// the caller owns the learner until it calls exit.
+func (b *busy) enterStep(ctx context.Context) error {
+	if ctx == nil {
+		return errorf(ErrConfig, "Step: nil context")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return b.enter(&opStep)
 }
 
 // exit releases the learner.

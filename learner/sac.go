@@ -457,13 +457,7 @@ func (l *SAC) Stats() SACStats {
 // (ErrConfig). It allocates nothing except, every PublishEvery steps, the
 // published snapshot.
 func (l *SAC) Step(ctx context.Context) error {
-	if ctx == nil {
-		return errorf(ErrConfig, "Step: nil context")
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := l.busy.enter(&opStep); err != nil {
+	if err := l.busy.enterStep(ctx); err != nil {
 		return err
 	}
 	defer l.busy.exit()

@@ -396,13 +396,7 @@ func (l *TD3) Stats() TD3Stats {
 // (ErrConfig). It allocates nothing except, every PublishEvery steps, the
 // published snapshot.
 func (l *TD3) Step(ctx context.Context) error {
-	if ctx == nil {
-		return errorf(ErrConfig, "Step: nil context")
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := l.busy.enter(&opStep); err != nil {
+	if err := l.busy.enterStep(ctx); err != nil {
 		return err
 	}
 	defer l.busy.exit()

@@ -332,13 +332,7 @@ type vracerParts struct {
 // published snapshot (and the stage's amortised growth of its episode
 // index).
 func (l *VRACER) Step(ctx context.Context) error {
-	if ctx == nil {
-		return errorf(ErrConfig, "Step: nil context")
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := l.busy.enter(&opStep); err != nil {
+	if err := l.busy.enterStep(ctx); err != nil {
 		return err
 	}
 	defer l.busy.exit()
