@@ -1,10 +1,13 @@
 package learner
 
 import (
+	"context"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/model"
+	"github.com/apexrl/apex/sampler"
 )
 
 // BenchmarkStep: one full learner step on the reference 4→64→64→2 network
@@ -43,33 +46,15 @@ func BenchmarkStep(b *testing.B) {
 // default cadences (an actor update every second step) and the uniform
 // MSE method, and with LAP (its write-back).
 func BenchmarkTD3Step(b *testing.B) {
-	for _, bc := range []struct {
-		name   string
-		batch  int
-		method string
-	}{
-		{"B=64/uniform", 64, "uniform"},
-		{"B=256/uniform", 256, "uniform"},
-		{"B=256/lap", 256, "lap"},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			buf := contBuffer(b, 1<<16, 3, 1, 0)
-			fillContinuous(b, buf, rand.New(rand.NewPCG(1, 1)), 1<<16, 2)
-			actor, critic := td3Nets(b, 3, 1, []int{64, 64}, model.ReLU, 1)
-			l, err := NewTD3(TD3Config{Batch: bc.batch, MaxAction: 2}, actor, critic, buf, td3Method(b, bc.method, buf, nil), nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			td3Steps(b, l, 2)
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := l.Step(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
-		})
-	}
+	benchContinuousStep(b, func(b *testing.B, batch int, m sampler.Method, buf *buffer.Buffer) stepper {
+		actor, critic := td3Nets(b, 3, 1, []int{64, 64}, model.ReLU, 1)
+		l, err := NewTD3(TD3Config{Batch: batch, MaxAction: 2}, actor, critic, buf, m, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		td3Steps(b, l, 2)
+		return l
+	})
 }
 
 // BenchmarkSACStep: one full SAC step on the same Pendulum-sized networks
@@ -79,6 +64,23 @@ func BenchmarkTD3Step(b *testing.B) {
 // Polyak updates every step. Run it beside BenchmarkTD3Step (-bench
 // 'TD3Step|SACStep') to compare the two on one machine.
 func BenchmarkSACStep(b *testing.B) {
+	benchContinuousStep(b, func(b *testing.B, batch int, m sampler.Method, buf *buffer.Buffer) stepper {
+		policy, critic := sacNets(b, 3, 1, []int{64, 64}, model.ReLU, 1)
+		l, err := NewSAC(SACConfig{Batch: batch, MaxAction: 2}, policy, critic, buf, m, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sacSteps(b, l, 2)
+		return l
+	})
+}
+
+type stepper interface{ Step(context.Context) error }
+
+// benchContinuousStep times Step of the learner build makes over 2^16
+// stored Pendulum-sized transitions, at batch 64 and 256 with uniform MSE
+// and at 256 with LAP.
+func benchContinuousStep(b *testing.B, build func(b *testing.B, batch int, m sampler.Method, buf *buffer.Buffer) stepper) {
 	for _, bc := range []struct {
 		name   string
 		batch  int
@@ -91,12 +93,7 @@ func BenchmarkSACStep(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			buf := contBuffer(b, 1<<16, 3, 1, 0)
 			fillContinuous(b, buf, rand.New(rand.NewPCG(1, 1)), 1<<16, 2)
-			policy, critic := sacNets(b, 3, 1, []int{64, 64}, model.ReLU, 1)
-			l, err := NewSAC(SACConfig{Batch: bc.batch, MaxAction: 2}, policy, critic, buf, td3Method(b, bc.method, buf, nil), nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			sacSteps(b, l, 2)
+			l := build(b, bc.batch, td3Method(b, bc.method, buf, nil), buf)
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := l.Step(ctx); err != nil {
