@@ -8,7 +8,6 @@ import (
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/envs"
 	"github.com/apexrl/apex/model"
-	"github.com/apexrl/apex/sampler"
 )
 
 // Actor is the Ape-X actor (Horgan et al. 2018, arXiv 1803.00933,
@@ -50,7 +49,7 @@ type Actor struct {
 	runner // episodes, adder, Store refresh, hand-over, statistics
 
 	eps     float64
-	sel     sampler.Selector
+	sel     Prioritizer
 	actions int
 
 	// Priority scratch, reused by every hand-over.
@@ -96,13 +95,23 @@ type Stats struct {
 	ParamReads, ParamLoads int64
 }
 
+// Prioritizer maps an actor's local absolute TD error to the priority
+// stored with a new item (Ape-X's initial priority). The replay stages of
+// package sampler implement it (sampler.Selector.Priority): a negative
+// absTD means unknown. Priority is called from the actor's goroutine while
+// the learner samples, so it must be safe for concurrent use; it should
+// cost O(1).
+type Prioritizer interface {
+	Priority(absTD float64) float64
+}
+
 // New returns an actor for cfg that steps env with its own network net,
 // refreshed from store (nil: keep net's parameters), and turns its local
 // TD errors into priorities with sel (nil: hand batches over without
 // priorities, so the buffer gives them its maximum). The actor owns env and
 // net from now on. env must have a Discrete action space of net.Out()
 // actions and observations of net.In() values; errors wrap ErrConfig.
-func New(cfg Config, env envs.Env, net *model.Net, store *model.Store, sel sampler.Selector) (*Actor, error) {
+func New(cfg Config, env envs.Env, net *model.Net, store *model.Store, sel Prioritizer) (*Actor, error) {
 	cfg, err := cfg.validated()
 	if err != nil {
 		return nil, err
@@ -210,7 +219,7 @@ func (a *Actor) SelectAction(obs []float32) int {
 // (no target network) over the whole batch in one batched forward pass
 // (bootstrap states that are also a later item's first state reuse that
 // item's row; the others get a second, smaller pass). Before the first
-// snapshot, or without a Selector, priorities are unknown and Priority is
+// snapshot, or without a Prioritizer, priorities are unknown and Priority is
 // left nil (the buffer gives such items its maximum priority); when t
 // already holds prioritised items, unknown ones get sel.Priority(-1).
 //

@@ -36,7 +36,7 @@ func TestBadInputReturnsErrors(t *testing.T) {
 		{"New nil net", func() error { _, err := New(Config{}, env, nil, nil, nil); return err }, "network"},
 		{"NewContinuous nil", func() error { _, err := NewContinuous(ContinuousConfig{}, nil, nil, nil); return err }, "environment"},
 		{"NewGaussian nil", func() error {
-			_, err := NewGaussian(GaussianConfig{Columns: Columns{Episode: true}}, nil, nil, nil)
+			_, err := NewGaussian(GaussianConfig{Columns: Columns{Episode: true}, Behaviour: gaussBehaviour()}, nil, nil, nil)
 			return err
 		}, "environment"},
 		{"Config huge StatsWindow", func() error { return Config{StatsWindow: math.MaxInt}.Validate() }, "StatsWindow"},

@@ -105,7 +105,7 @@ type Config struct {
 // Columns says which optional columns of buffer.Transitions an actor
 // fills, besides the required Obs, NextObs, Action, Reward, Discount and
 // the optional Flags and Priority that it always fills (Priority only once
-// it has parameters and a Selector; see Actor.Fill).
+// it has parameters and a Prioritizer; see Actor.Fill).
 type Columns struct {
 	// Episode: EpisodeID and EpisodeStep (the step t of s_t within its
 	// episode, from 0).
@@ -296,16 +296,20 @@ type ContinuousConfig struct {
 	Seed         uint64
 
 	// Floats, when not empty, are the buffer's float columns
-	// (buffer.Config.Floats), in order; they must then include
-	// sampler.REFERColumns of the action width, and the actor records its
-	// behaviour for ReF-ER (TD3 with ReF-ER): the mean ScaleAction(π(s))
-	// and the std σ_i·half_j of its Gaussian noise in the REFER mean and
-	// std columns, and stores the unclipped sample a in ActionVec (the
-	// environment still gets a clipped to the box), so that the learner's
-	// importance ratio uses the density that drew a. A uniform warm-up
-	// step records mean = a. It needs NStep 1, Gaussian noise (OUTheta 0,
-	// not NoNoise); any other float column is filled with zeros.
+	// (buffer.Config.Floats), in order, and Behaviour must index the two
+	// where the actor records its behaviour for ReF-ER (TD3 with ReF-ER):
+	// the mean ScaleAction(π(s)) and the std σ_i·half_j of its Gaussian
+	// noise (Behaviour.Boot is not used). It then stores the unclipped
+	// sample a in ActionVec (the environment still gets a clipped to the
+	// box), so that the learner's importance ratio uses the density that
+	// drew a. A uniform warm-up step records mean = a. It needs NStep 1,
+	// Gaussian noise (OUTheta 0, not NoNoise); any other float column is
+	// filled with zeros.
 	Floats []buffer.FloatColumn
+	// Behaviour indexes, in Floats, the behaviour's mean and std columns
+	// (action-width values each); set it exactly when Floats is set. For
+	// ReF-ER, sampler.REFERColumnIndex of the buffer's Config gives them.
+	Behaviour *Behaviour
 }
 
 // Sigma returns the exploration noise of actor i among n when the noise
@@ -380,6 +384,10 @@ func (c ContinuousConfig) validated() (ContinuousConfig, Config, error) {
 		return bad("OUTheta must be finite and >= 0, got %v", c.OUTheta)
 	case c.NoNoise && c.OUTheta != 0:
 		return bad("OUTheta (%v) is not used with NoNoise", c.OUTheta)
+	case len(c.Floats) > 0 && c.Behaviour == nil:
+		return bad("Floats is set without Behaviour: say which float columns hold the behaviour's mean and std (sampler.REFERColumnIndex gives them for ReF-ER)")
+	case len(c.Floats) == 0 && c.Behaviour != nil:
+		return bad("Behaviour is set without Floats, the buffer's float columns it indexes")
 	case len(c.Floats) > 0 && (c.NStep != 1 || c.NoNoise || c.OUTheta != 0):
 		return bad("Floats (the ReF-ER behaviour columns) need NStep 1 and Gaussian noise (got NStep %d, NoNoise %v, OUTheta %v)", c.NStep, c.NoNoise, c.OUTheta)
 	}

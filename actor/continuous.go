@@ -8,7 +8,6 @@ import (
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/envs"
 	"github.com/apexrl/apex/model"
-	"github.com/apexrl/apex/sampler"
 )
 
 // Continuous is the Ape-X actor for continuous actions: Ape-X DPG's actor
@@ -106,11 +105,11 @@ func NewContinuous(cfg ContinuousConfig, env envs.Env, policy *model.Net, store 
 		c.half[j] = box.High[j]/2 - box.Low[j]/2
 	}
 	if len(ccfg.Floats) > 0 {
-		mc, sc, _, err := sampler.REFERColumnIndex(buffer.Config{Action: buffer.Continuous, ActionDim: A, Episode: true, Floats: ccfg.Floats})
-		if err != nil {
-			return nil, fmt.Errorf("%w: ContinuousConfig.Floats: %w", ErrConfig, err)
+		b := *ccfg.Behaviour
+		if err := b.check("ContinuousConfig.Behaviour", ccfg.Floats, A, false); err != nil {
+			return nil, err
 		}
-		c.refer, c.meanCol, c.stdCol = true, mc, sc
+		c.refer, c.meanCol, c.stdCol = true, b.Mean, b.Std
 		c.raw32, c.bMean, c.bStd = make([]float32, A), make([]float64, A), make([]float64, A)
 	}
 	if err := c.init(common, env, policy, store, obsDim, A); err != nil {

@@ -18,7 +18,7 @@ func TestContinuousREFERColumns(t *testing.T) {
 	env := newBoxEnv()
 	net, st := policy(t, 2, 2, []int{8}, 30, 5) // saturated: many samples fall outside the box
 	const sigma = 0.5
-	c, err := NewContinuous(ContinuousConfig{Sigma: sigma, NStep: 1, LocalBatch: 20, Seed: 3, Floats: sampler.REFERColumns(2)}, env, net, st)
+	c, err := NewContinuous(ContinuousConfig{Sigma: sigma, NStep: 1, LocalBatch: 20, Seed: 3, Floats: sampler.REFERColumns(2), Behaviour: &Behaviour{Mean: 0, Std: 1, Boot: 2}}, env, net, st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,17 @@ func TestContinuousREFERColumns(t *testing.T) {
 	if outside == 0 {
 		t.Error("no stored action outside the box: the unclipped sample was not stored")
 	}
-	if _, err := NewContinuous(ContinuousConfig{Sigma: sigma, NStep: 3, Floats: sampler.REFERColumns(2)}, newBoxEnv(), net, st); !errors.Is(err, ErrConfig) {
+	if _, err := NewContinuous(ContinuousConfig{Sigma: sigma, NStep: 3, Floats: sampler.REFERColumns(2), Behaviour: &Behaviour{Mean: 0, Std: 1, Boot: 2}}, newBoxEnv(), net, st); !errors.Is(err, ErrConfig) {
 		t.Errorf("NStep 3 with REFER columns: %v", err)
+	}
+	for name, cfg := range map[string]ContinuousConfig{
+		"Floats without Behaviour": {Sigma: sigma, NStep: 1, Floats: sampler.REFERColumns(2)},
+		"Behaviour without Floats": {Sigma: sigma, NStep: 1, Behaviour: &Behaviour{Mean: 0, Std: 1}},
+		"Behaviour of the wrong width": {Sigma: sigma, NStep: 1, Floats: sampler.REFERColumns(2),
+			Behaviour: &Behaviour{Mean: 0, Std: 2}},
+	} {
+		if _, err := NewContinuous(cfg, newBoxEnv(), net, st); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/envs"
 	"github.com/apexrl/apex/model"
-	"github.com/apexrl/apex/sampler"
 )
 
 // DefaultGaussianRefreshEvery is the number of environment steps between
@@ -28,8 +27,8 @@ const GaussianTruncation = 3
 
 // GaussianConfig configures a Gaussian-policy actor (NewGaussian), the
 // actor of V-RACER with ReF-ER. The zero value of each field selects its
-// documented default, except Columns and Floats, which must describe the
-// buffer.
+// documented default, except Columns, Floats and Behaviour, which must
+// describe the buffer.
 type GaussianConfig struct {
 	// ID and NumActors are as in Config: 0 <= ID < NumActors (0 means 1).
 	// ID seeds the actor's generator with Seed and makes its EpisodeIDs
@@ -50,10 +49,13 @@ type GaussianConfig struct {
 	// episodes).
 	Columns Columns
 	// Floats are the buffer's float columns (buffer.Config.Floats), in
-	// order; they must include sampler.REFERColumns of the action
-	// dimension. The actor fills those three and stores zeros in any
-	// other.
+	// order. The actor fills the three Behaviour names and stores zeros
+	// in any other.
 	Floats []buffer.FloatColumn
+	// Behaviour indexes, in Floats, the columns of the behaviour's mean
+	// and std (A values each) and of V(s_T) (1 value). Required; for
+	// ReF-ER, sampler.REFERColumnIndex of the buffer's Config gives them.
+	Behaviour *Behaviour
 	// Seed seeds the actor's generator (episode seeds and the policy's
 	// noise) together with ID.
 	Seed uint64
@@ -74,12 +76,15 @@ func (c GaussianConfig) validated() (GaussianConfig, Config, error) {
 	if !c.Columns.Episode {
 		return c, common, fmt.Errorf("%w: a Gaussian actor needs the episode columns (Columns.Episode): ReF-ER keeps whole episodes", ErrConfig)
 	}
+	if c.Behaviour == nil {
+		return c, common, fmt.Errorf("%w: a Gaussian actor needs GaussianConfig.Behaviour, the float columns of its behaviour's mean, std and V(s_T) (sampler.REFERColumnIndex gives them)", ErrConfig)
+	}
 	return c, common, nil
 }
 
 // Validate fills in the defaults and reports the first field out of range
-// (wrapping ErrConfig). Floats is checked against the environment by
-// NewGaussian.
+// (wrapping ErrConfig). Floats and Behaviour are checked against the
+// environment by NewGaussian.
 func (c GaussianConfig) Validate() error {
 	_, _, err := c.validated()
 	return err
@@ -95,8 +100,8 @@ func (c GaussianConfig) Validate() error {
 // # Policy
 //
 // The network maps an observation to a row laid out as
-// sampler.GaussianHead{Dim: A} reads it: V(s), the mean m(s) and the std
-// parameters (std = sampler.GaussStd). The actor draws
+// model.GaussianHead{Dim: A} reads it: V(s), the mean m(s) and the std
+// parameters (std = model.GaussStd). The actor draws
 //
 //	a = m(s) + std·z,  z_j ~ N(0, 1) truncated to |z_j| ≤ 3 (redrawn until inside)
 //
@@ -130,7 +135,7 @@ type Gaussian struct {
 	runner
 
 	gcfg                     GaussianConfig
-	head                     sampler.GaussianHead
+	head                     model.GaussianHead
 	box                      envs.Box
 	meanCol, stdCol, bootCol int
 
@@ -149,7 +154,8 @@ type Gaussian struct {
 // actor owns env and net from now on. env's action space must be a
 // bounded Box of A dimensions; net must map env's observations (net.In())
 // to 1 + 2·A outputs (learner.VRACERNetConfig; model.NewNet(cfg, nil) for
-// an actor's copy); cfg.Floats must hold sampler.REFERColumns(A). Errors
+// an actor's copy); cfg.Behaviour must index columns of cfg.Floats of
+// widths A, A and 1. Errors
 // wrap ErrConfig, or model.ErrShape for a snapshot of the wrong length.
 func NewGaussian(cfg GaussianConfig, env envs.Env, net *model.Net, store *model.Store) (*Gaussian, error) {
 	gcfg, common, err := cfg.validated()
@@ -169,16 +175,16 @@ func NewGaussian(cfg GaussianConfig, env envs.Env, net *model.Net, store *model.
 		}
 	}
 	A := box.Dim()
-	head := sampler.GaussianHead{Dim: A}
+	head := model.GaussianHead{Dim: A}
 	obsDim := env.ObservationSpace().Dim()
 	if net.In() != obsDim || net.Out() != head.Width() {
 		return nil, fmt.Errorf("%w: network %d→%d does not fit the environment (%d observations; 1 + 2·%d outputs: V, mean, std parameters)", ErrConfig, net.In(), net.Out(), obsDim, A)
 	}
-	mc, sc, bc, err := sampler.REFERColumnIndex(buffer.Config{Action: buffer.Continuous, ActionDim: A, Episode: true, Floats: gcfg.Floats})
-	if err != nil {
-		return nil, fmt.Errorf("%w: GaussianConfig.Floats: %w", ErrConfig, err)
+	beh := *gcfg.Behaviour
+	if err := beh.check("GaussianConfig.Behaviour", gcfg.Floats, A, true); err != nil {
+		return nil, err
 	}
-	g := &Gaussian{gcfg: gcfg, head: head, box: box, meanCol: mc, stdCol: sc, bootCol: bc,
+	g := &Gaussian{gcfg: gcfg, head: head, box: box, meanCol: beh.Mean, stdCol: beh.Std, bootCol: beh.Boot,
 		mean: make([]float64, A), std: make([]float64, A), a: make([]float64, A), sent: make([]float64, A), a32: make([]float32, A)}
 	if err := g.init(common, env, net, store, obsDim, A); err != nil {
 		return nil, err
@@ -265,9 +271,9 @@ func TruncatedNormal(rng *rand.Rand, k float64) float64 {
 // Columns appended: Obs, NextObs, ActionVec (the unclipped sample a, in
 // policy units), Reward, Discount (gamma, 0 after a termination), Flags,
 // the optional columns Columns selects, and every float column of
-// GaussianConfig.Floats: the behaviour's mean and std (REFERMeanColumn,
-// REFERStdColumn), V(s_T) on the last step of a truncated episode and 0
-// otherwise (REFERBootColumn), zeros in any other. Priority stays nil. t
+// GaussianConfig.Floats: the behaviour's mean and std (Behaviour.Mean,
+// Behaviour.Std), V(s_T) on the last step of a truncated episode and 0
+// otherwise (Behaviour.Boot), zeros in any other. Priority stays nil. t
 // should be empty or hold earlier batches of this actor (with all its
 // float columns); a t with priorities is refused, a nil ctx or t is an
 // ErrConfig error, and a Fill that overlaps another Fill or Update of the

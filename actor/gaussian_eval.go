@@ -7,12 +7,11 @@ import (
 
 	"github.com/apexrl/apex/envs"
 	"github.com/apexrl/apex/model"
-	"github.com/apexrl/apex/sampler"
 )
 
 // EvaluateGaussian is Evaluate for a Gaussian policy network as
 // NewGaussian takes it (V-RACER's: outputs laid out as
-// sampler.GaussianHead): every action is the policy's mean, ScaleAction(
+// model.GaussianHead): every action is the policy's mean, ScaleAction(
 // m(s)) clipped to the box, with no noise, as V-RACER's policy is scored.
 // The Store, the seeding (the same network and seed give the same
 // returns), the ownership of env and net, the cancellation and the cost
@@ -34,7 +33,7 @@ func EvaluateGaussian(ctx context.Context, env envs.Env, net *model.Net, store *
 			return 0, nil, fmt.Errorf("%w: the action space %v is not a bounded box", ErrConfig, box)
 		}
 	}
-	head := sampler.GaussianHead{Dim: box.Dim()}
+	head := model.GaussianHead{Dim: box.Dim()}
 	obsDim := env.ObservationSpace().Dim()
 	if net.In() != obsDim || net.Out() != head.Width() {
 		return 0, nil, fmt.Errorf("%w: network %d→%d does not fit the environment (%d observations; 1 + 2·%d outputs)", ErrConfig, net.In(), net.Out(), obsDim, head.Dim)

@@ -29,7 +29,7 @@ func gaussNet(t testing.TB, in int, v float64, mean, std []float64) (*model.Net,
 	b := p[len(p)-(1+2*A):]
 	b[0] = v
 	for j := range A {
-		b[1+j], b[1+A+j] = mean[j], sampler.GaussStdParam(std[j])
+		b[1+j], b[1+A+j] = mean[j], model.GaussStdParam(std[j])
 	}
 	net, _ := model.NewNet(cfg, nil)
 	var st model.Store
@@ -43,10 +43,13 @@ func gaussFloats() []buffer.FloatColumn {
 	return append([]buffer.FloatColumn{{Name: "other", Width: 3}}, sampler.REFERColumns(2)...)
 }
 
+// gaussBehaviour indexes ReF-ER's columns in gaussFloats.
+func gaussBehaviour() *Behaviour { return &Behaviour{Mean: 1, Std: 2, Boot: 3} }
+
 func TestGaussianConfig(t *testing.T) {
 	env := newBoxEnv()
 	net, store := gaussNet(t, 2, 0, []float64{0, 0}, []float64{1, 1})
-	good := GaussianConfig{Columns: Columns{Episode: true}, Floats: gaussFloats()}
+	good := GaussianConfig{Columns: Columns{Episode: true}, Floats: gaussFloats(), Behaviour: gaussBehaviour()}
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +67,18 @@ func TestGaussianConfig(t *testing.T) {
 		env envs.Env
 		net *model.Net
 	}{
-		"no episode columns": {GaussianConfig{Floats: gaussFloats()}, env, net},
+		"no episode columns": {GaussianConfig{Floats: gaussFloats(), Behaviour: gaussBehaviour()}, env, net},
 		"no REFER columns":   {GaussianConfig{Columns: Columns{Episode: true}}, env, net},
-		"wrong width":        {good, env, wide},
-		"discrete actions":   {good, disc, net},
-		"bad gamma":          {GaussianConfig{Columns: Columns{Episode: true}, Floats: gaussFloats(), Gamma: 2}, env, net},
+		"no Behaviour":       {GaussianConfig{Columns: Columns{Episode: true}, Floats: gaussFloats()}, env, net},
+		"Behaviour outside Floats": {GaussianConfig{Columns: Columns{Episode: true}, Floats: gaussFloats(),
+			Behaviour: &Behaviour{Mean: 1, Std: 2, Boot: 4}}, env, net},
+		"Behaviour of the wrong width": {GaussianConfig{Columns: Columns{Episode: true}, Floats: gaussFloats(),
+			Behaviour: &Behaviour{Mean: 0, Std: 2, Boot: 3}}, env, net},
+		"Behaviour on one column twice": {GaussianConfig{Columns: Columns{Episode: true}, Floats: gaussFloats(),
+			Behaviour: &Behaviour{Mean: 1, Std: 1, Boot: 3}}, env, net},
+		"wrong width":      {good, env, wide},
+		"discrete actions": {good, disc, net},
+		"bad gamma":        {GaussianConfig{Columns: Columns{Episode: true}, Floats: gaussFloats(), Behaviour: gaussBehaviour(), Gamma: 2}, env, net},
 	} {
 		if _, err := NewGaussian(c.cfg, c.env, c.net, nil); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
@@ -85,7 +95,7 @@ func TestGaussianFill(t *testing.T) {
 	env := newBoxEnv()
 	mean, std := []float64{0.5, -0.2}, []float64{0.8, 0.3}
 	net, store := gaussNet(t, 2, 1.25, mean, std)
-	g, err := NewGaussian(GaussianConfig{Columns: Columns{Episode: true}, Floats: gaussFloats(), LocalBatch: 7, Gamma: 0.9, Seed: 3}, env, net, store)
+	g, err := NewGaussian(GaussianConfig{Columns: Columns{Episode: true}, Floats: gaussFloats(), Behaviour: gaussBehaviour(), LocalBatch: 7, Gamma: 0.9, Seed: 3}, env, net, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +214,7 @@ func TestGaussianBehaviourDistribution(t *testing.T) {
 
 	env := newBoxEnv()
 	net, store := gaussNet(t, 2, 0, []float64{0.3, -0.1}, []float64{0.5, 0.2})
-	g, err := NewGaussian(GaussianConfig{Columns: Columns{Episode: true}, Floats: gaussFloats(), Seed: 9}, env, net, store)
+	g, err := NewGaussian(GaussianConfig{Columns: Columns{Episode: true}, Floats: gaussFloats(), Behaviour: gaussBehaviour(), Seed: 9}, env, net, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +241,7 @@ func TestGaussianBehaviourDistribution(t *testing.T) {
 func TestGaussianRefresh(t *testing.T) {
 	env := newBoxEnv()
 	net, store := gaussNet(t, 2, 0, []float64{0, 0}, []float64{0.5, 0.5})
-	g, err := NewGaussian(GaussianConfig{Columns: Columns{Episode: true}, Floats: gaussFloats(), LocalBatch: 5, RefreshEvery: 5}, env, net, store)
+	g, err := NewGaussian(GaussianConfig{Columns: Columns{Episode: true}, Floats: gaussFloats(), Behaviour: gaussBehaviour(), LocalBatch: 5, RefreshEvery: 5}, env, net, store)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/model"
 	"github.com/apexrl/apex/sampler"
 )
 
@@ -85,10 +86,10 @@ func (r *td3Refer) ratios(b *buffer.Batch, u []float64, mx float64, weight []flo
 		for j := range nA {
 			r.m[j] = mx * u[i*nA+j]
 		}
-		lr := sampler.GaussLogRatio(r.a, r.m, r.sb, r.mb, r.sb)
+		lr := model.GaussLogRatio(r.a, r.m, r.sb, r.mb, r.sb)
 		lr = max(-td3ReferLogRhoClip, min(td3ReferLogRhoClip, lr))
 		r.rho[i] = min(math.Exp(lr), clip)
-		r.kl[i] = sampler.GaussKL(r.mb, r.sb, r.m, r.sb)
+		r.kl[i] = model.GaussKL(r.mb, r.sb, r.m, r.sb)
 	}
 	if err := r.stage.RowWeights(r.rho, r.algW, r.klW); err != nil {
 		return nil, err

@@ -22,7 +22,7 @@ const vracerStream = 0x7672_6163_6572_5f6c
 // §2 and App. A–C) with Remember and Forget Experience Replay: an
 // off-policy actor-critic whose one network gives a state's value V(s)
 // and a Gaussian policy's mean m(s), with a learned std shared by all
-// states (sampler.GaussianHead: the std parameters' output weights are
+// states (model.GaussianHead: the std parameters' output weights are
 // held at 0, so only their biases learn, through a softplus). It replays
 // single steps of stored episodes through a sampler.REFER stage and trains
 // from Retrace targets the stage keeps.
@@ -96,7 +96,7 @@ type VRACER struct {
 	store *model.Store
 	pcg   *rand.PCG
 	rng   *rand.Rand
-	head  sampler.GaussianHead
+	head  model.GaussianHead
 
 	nS, nA          int
 	meanCol, stdCol int   // the buffer's float columns of μ
@@ -217,7 +217,7 @@ func NewVRACER(cfg VRACERConfig, net *model.Net, buf *buffer.Buffer, m sampler.M
 		return nil, errorf(ErrConfig, "%w", err)
 	}
 	nS, nA := bc.ObsDim, bc.ActionDim
-	head := sampler.GaussianHead{Dim: nA}
+	head := model.GaussianHead{Dim: nA}
 	switch {
 	case net.In() != nS:
 		return nil, errorf(ErrConfig, "the buffer's ObsDim is %d, the network's input width %d", nS, net.In())
@@ -458,14 +458,14 @@ func (l *VRACER) ratios(out []float64) {
 		l.row(i)
 		m := l.head.Mean(o)
 		l.head.Std(l.s, o)
-		lr := sampler.GaussLogRatio(l.a, m, l.s, l.mb, l.sb)
+		lr := model.GaussLogRatio(l.a, m, l.s, l.mb, l.sb)
 		lr = max(-vracerLogRhoClip, min(vracerLogRhoClip, lr))
 		l.rho[i] = min(math.Exp(lr), clip)
 		l.v[i] = l.head.Value(o)
 		if l.cfg.KLReverse {
-			l.kl[i] = sampler.GaussKLReverse(l.mb, l.sb, m, l.s)
+			l.kl[i] = model.GaussKLReverse(l.mb, l.sb, m, l.s)
 		} else {
-			l.kl[i] = sampler.GaussKL(l.mb, l.sb, m, l.s)
+			l.kl[i] = model.GaussKL(l.mb, l.sb, m, l.s)
 		}
 	}
 }
@@ -489,15 +489,15 @@ func (l *VRACER) gradient(out, qret []float64) vracerParts {
 		wa, wk := l.algW[i], l.klW[i]
 		pg := -wa * rho * adv // the policy term's factor of ∇log π
 		g[0] = -wa * c * adv * inv
-		sampler.GaussLogPiGrad(l.gm, l.gs, l.a, m, l.s)
+		model.GaussLogPiGrad(l.gm, l.gs, l.a, m, l.s)
 		if l.cfg.KLReverse {
-			sampler.GaussKLReverseGrad(l.km, l.ks, l.mb, l.sb, m, l.s)
+			model.GaussKLReverseGrad(l.km, l.ks, l.mb, l.sb, m, l.s)
 		} else {
-			sampler.GaussKLGrad(l.km, l.ks, l.mb, l.sb, m, l.s)
+			model.GaussKLGrad(l.km, l.ks, l.mb, l.sb, m, l.s)
 		}
 		for j := range nA {
 			g[1+j] = (pg*l.gm[j] + wk*l.km[j]) * inv
-			g[1+nA+j] = (pg*l.gs[j] + wk*l.ks[j]) * sampler.Sigmoid(u[j]) * inv
+			g[1+nA+j] = (pg*l.gs[j] + wk*l.ks[j]) * model.Sigmoid(u[j]) * inv
 		}
 		p.policy += pg
 		p.value += wa * 0.5 * c * c * adv * adv

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/apexrl/apex/model"
-	"github.com/apexrl/apex/sampler"
 )
 
 // Defaults of VRACERConfig: refer.md §6's CPU-scale calibration of
@@ -107,7 +106,7 @@ func (c VRACERConfig) adamConfig() model.AdamConfig {
 // VRACERNetConfig is the model.Config of V-RACER's network for
 // observations of obsDim values and actions of actionDim values: hidden
 // (nil: DefaultVRACERHidden) Softsign layers and a linear output row laid
-// out as sampler.GaussianHead{Dim: actionDim} reads it, [V, mean, std
+// out as model.GaussianHead{Dim: actionDim} reads it, [V, mean, std
 // parameters] (1 + 2·actionDim values). Actors build their copy from the
 // same Config (model.NewNet(cfg, nil)) and load the learner's snapshots.
 func VRACERNetConfig(obsDim, actionDim int, hidden []int) model.Config {
@@ -123,7 +122,7 @@ func VRACERNetConfig(obsDim, actionDim int, hidden []int) model.Config {
 // U(±0.1/sqrt(fan-in)) so that V and the mean start near 0, except the
 // std parameters' weights, which are 0 and stay 0 (the std is a learned
 // vector shared by all states); the std parameters' biases are set so
-// that every action dimension starts at sampler.InitialStd (variance 0.2).
+// that every action dimension starts at model.InitialStd (variance 0.2).
 // Errors wrap ErrConfig (actionDim < 1, a nil rng: an actor's copy is
 // model.NewNet(VRACERNetConfig(...), nil)) or model.ErrConfig.
 func NewVRACERNet(obsDim, actionDim int, hidden []int, rng *rand.Rand) (*model.Net, error) {
@@ -141,7 +140,7 @@ func NewVRACERNet(obsDim, actionDim int, hidden []int, rng *rand.Rand) (*model.N
 	p := n.Params()
 	off := len(p) - model.DenseParams(fanIn, width)
 	lim := 0.1 / math.Sqrt(float64(fanIn))
-	head := sampler.GaussianHead{Dim: actionDim}
+	head := model.GaussianHead{Dim: actionDim}
 	for r := range fanIn {
 		for c := range width {
 			w := 0.0
@@ -151,7 +150,7 @@ func NewVRACERNet(obsDim, actionDim int, hidden []int, rng *rand.Rand) (*model.N
 			p[off+r*width+c] = w
 		}
 	}
-	u := sampler.GaussStdParam(sampler.InitialStd)
+	u := model.GaussStdParam(model.InitialStd)
 	for c := range width {
 		b := 0.0
 		if c >= 1+head.Dim {

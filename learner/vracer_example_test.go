@@ -51,8 +51,12 @@ func ExampleNewVRACER() {
 	}
 	env, _ := envs.NewPendulum()
 	actorNet, _ := model.NewNet(learner.VRACERNetConfig(nS, nA, nil), nil)
+	mc, sc, bc, err := sampler.REFERColumnIndex(buf.Config())
+	if err != nil {
+		panic(err)
+	}
 	a, err := actor.NewGaussian(actor.GaussianConfig{Columns: actor.ColumnsOf(buf.Config()), Floats: buf.Config().Floats,
-		LocalBatch: 1, Seed: 1}, env, actorNet, store)
+		Behaviour: &actor.Behaviour{Mean: mc, Std: sc, Boot: bc}, LocalBatch: 1, Seed: 1}, env, actorNet, store)
 	if err != nil {
 		panic(err)
 	}

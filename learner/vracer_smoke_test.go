@@ -47,8 +47,12 @@ func TestVRACERPendulumSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	actorNet, _ := model.NewNet(VRACERNetConfig(nS, nA, nil), nil)
+	mc, sc, bc, err := sampler.REFERColumnIndex(buf.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
 	g, err := actor.NewGaussian(actor.GaussianConfig{Columns: actor.Columns{Episode: true}, Floats: buf.Config().Floats,
-		LocalBatch: 10, RefreshEvery: 10, Seed: 1}, env, actorNet, store)
+		Behaviour: &actor.Behaviour{Mean: mc, Std: sc, Boot: bc}, LocalBatch: 10, RefreshEvery: 10, Seed: 1}, env, actorNet, store)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,7 +143,7 @@ func TestNewVRACERNet(t *testing.T) {
 	if c := net.Config(); c.Act != model.Softsign || len(c.Hidden) != 2 || c.Hidden[0] != 64 || c.Out != 1+2*nA {
 		t.Fatalf("config %+v", c)
 	}
-	head := sampler.GaussianHead{Dim: nA}
+	head := model.GaussianHead{Dim: nA}
 	rng := rand.New(rand.NewPCG(3, 3))
 	std := make([]float64, nA)
 	for range 20 {
@@ -188,10 +188,10 @@ func (s vracerSurrogate) loss() float64 {
 		l.row(i)
 		m := l.head.Mean(o)
 		l.head.Std(l.s, o)
-		rho := math.Exp(sampler.GaussLogRatio(l.a, m, l.s, l.mb, l.sb))
-		kl := sampler.GaussKL(l.mb, l.sb, m, l.s)
+		rho := math.Exp(model.GaussLogRatio(l.a, m, l.s, l.mb, l.sb))
+		kl := model.GaussKL(l.mb, l.sb, m, l.s)
 		if l.cfg.KLReverse {
-			kl = sampler.GaussKLReverse(l.mb, l.sb, m, l.s)
+			kl = model.GaussKLReverse(l.mb, l.sb, m, l.s)
 		}
 		d := l.head.Value(o) - s.vtbc[i]
 		sum += s.wa[i]*(-rho*s.adv[i]+0.5*d*d) + s.wk[i]*kl

@@ -369,8 +369,14 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 	// Uniform warm-up steps (TD3's start_timesteps), shared by the actors.
 	random := (cfg.RandomSteps + cfg.Actors - 1) / cfg.Actors
 	var floats []buffer.FloatColumn
+	var behaviour *actor.Behaviour
 	if refer {
 		floats = buf.Config().Floats
+		mc, sc, bc, err := sampler.REFERColumnIndex(buf.Config())
+		if err != nil {
+			return agent{}, err
+		}
+		behaviour = &actor.Behaviour{Mean: mc, Std: sc, Boot: bc}
 	}
 	return agent{
 		Stepper: td3,
@@ -404,7 +410,7 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 			}
 			return actor.NewContinuous(actor.ContinuousConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
 				Sigma: cfg.Sigma, OUTheta: cfg.OUTheta, RandomSteps: random, Columns: actor.ColumnsOf(buf.Config()), Seed: cfg.Seed + cfg.Resumes<<40,
-				Floats: floats},
+				Floats: floats, Behaviour: behaviour},
 				env, anet, store)
 		},
 	}, nil
@@ -482,6 +488,11 @@ func newVRACERAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store
 	if err != nil {
 		return agent{}, err
 	}
+	mc, sc, bc, err := sampler.REFERColumnIndex(buf.Config())
+	if err != nil {
+		return agent{}, err
+	}
+	behaviour := &actor.Behaviour{Mean: mc, Std: sc, Boot: bc}
 	polCfg := net.Config()
 	return agent{
 		Stepper: vr,
@@ -507,7 +518,7 @@ func newVRACERAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store
 				return nil, err
 			}
 			return actor.NewGaussian(actor.GaussianConfig{ID: i, NumActors: cfg.Actors, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
-				Columns: actor.ColumnsOf(buf.Config()), Floats: buf.Config().Floats, Seed: cfg.Seed + cfg.Resumes<<40},
+				Columns: actor.ColumnsOf(buf.Config()), Floats: buf.Config().Floats, Behaviour: behaviour, Seed: cfg.Seed + cfg.Resumes<<40},
 				env, anet, store)
 		},
 	}, nil

@@ -279,7 +279,7 @@ func (n *NERSNet) Scores(x []float64) []float64 {
 	n.scores = grow(n.scores, m)
 	floor := n.cfg.Floor
 	for i, o := range out {
-		s := Sigmoid(o)
+		s := model.Sigmoid(o)
 		n.sig[i] = s
 		n.scores[i] = min(floor+(1-floor)*s, 1)
 	}

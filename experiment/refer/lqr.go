@@ -303,8 +303,12 @@ func trainLQR(ctx context.Context, cfg LQRConfig, seed uint64, k float64) (LQRRu
 	if err != nil {
 		return LQRRun{}, err
 	}
+	mc, sc, bc, err := sampler.REFERColumnIndex(buf.Config())
+	if err != nil {
+		return LQRRun{}, err
+	}
 	a, err := actor.NewGaussian(actor.GaussianConfig{Gamma: cfg.Gamma, LocalBatch: 1, Columns: actor.ColumnsOf(buf.Config()),
-		Floats: buf.Config().Floats, Seed: seed}, env, anet, store)
+		Floats: buf.Config().Floats, Behaviour: &actor.Behaviour{Mean: mc, Std: sc, Boot: bc}, Seed: seed}, env, anet, store)
 	if err != nil {
 		return LQRRun{}, err
 	}
@@ -364,7 +368,7 @@ func trainLQR(ctx context.Context, cfg LQRConfig, seed uint64, k float64) (LQRRu
 	r.Final = ret
 	x0 := cfg.Params.X0
 	r.X, r.U = make([]float64, cfg.GridPoints), make([]float64, cfg.GridPoints)
-	head := sampler.GaussianHead{Dim: nA}
+	head := model.GaussianHead{Dim: nA}
 	u := make([]float64, nA)
 	for i := range r.X {
 		x := -x0 + 2*x0*float64(i)/float64(cfg.GridPoints-1)

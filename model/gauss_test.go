@@ -1,12 +1,11 @@
-package sampler_test
+package model_test
 
 import (
 	"math"
 	"math/rand/v2"
 	"testing"
 
-	"github.com/apexrl/apex/buffer"
-	"github.com/apexrl/apex/sampler"
+	"github.com/apexrl/apex/model"
 )
 
 // normalPDF is the density of N(m, s²) at x, written out.
@@ -38,11 +37,11 @@ func TestGaussRhoClosedForm(t *testing.T) {
 		for j := range dA {
 			want *= normalPDF(a[j], m[j], s[j]) / normalPDF(a[j], mb[j], sb[j])
 		}
-		got := math.Exp(sampler.GaussLogRatio(a, m, s, mb, sb))
+		got := math.Exp(model.GaussLogRatio(a, m, s, mb, sb))
 		if math.Abs(got-want) > 1e-9*max(1, want) {
 			t.Fatalf("trial %d: rho = %v, closed form %v", trial, got, want)
 		}
-		if r := sampler.GaussLogRatio(a, mb, sb, mb, sb); r != 0 {
+		if r := model.GaussLogRatio(a, mb, sb, mb, sb); r != 0 {
 			t.Fatalf("trial %d: log rho of μ against itself = %v", trial, r)
 		}
 	}
@@ -76,24 +75,24 @@ func TestGaussKLClosedForm(t *testing.T) {
 			sum += w * f
 		}
 		want := sum * h / 3
-		got := sampler.GaussKL(mb, sb, m, s)
+		got := model.GaussKL(mb, sb, m, s)
 		if math.Abs(got-want) > 1e-6*max(1, want) {
 			t.Fatalf("trial %d: KL = %v, integral %v (m %v s %v mb %v sb %v)", trial, got, want, m, s, mb, sb)
 		}
 		// Reverse direction: the same integral with the roles swapped.
-		if r, w := sampler.GaussKLReverse(mb, sb, m, s), sampler.GaussKL(m, s, mb, sb); math.Abs(r-w) > 1e-12*max(1, w) {
+		if r, w := model.GaussKLReverse(mb, sb, m, s), model.GaussKL(m, s, mb, sb); math.Abs(r-w) > 1e-12*max(1, w) {
 			t.Fatalf("trial %d: KL(π||μ) = %v, KL with swapped arguments %v", trial, r, w)
 		}
 	}
 	_, m, s, mb, sb := randGauss(rng, 3)
 	var sum float64
 	for j := range 3 {
-		sum += sampler.GaussKL(mb[j:j+1], sb[j:j+1], m[j:j+1], s[j:j+1])
+		sum += model.GaussKL(mb[j:j+1], sb[j:j+1], m[j:j+1], s[j:j+1])
 	}
-	if got := sampler.GaussKL(mb, sb, m, s); math.Abs(got-sum) > 1e-12 {
+	if got := model.GaussKL(mb, sb, m, s); math.Abs(got-sum) > 1e-12 {
 		t.Fatalf("KL over 3 dims %v, sum of per-dim %v", got, sum)
 	}
-	if kl := sampler.GaussKL(mb, sb, mb, sb); kl != 0 {
+	if kl := model.GaussKL(mb, sb, mb, sb); kl != 0 {
 		t.Fatalf("KL(μ||μ) = %v", kl)
 	}
 }
@@ -127,40 +126,40 @@ func TestGaussGradientsFiniteDifference(t *testing.T) {
 		dA := 1 + trial%3
 		a, m, s, mb, sb := randGauss(rng, dA)
 		dm, ds := make([]float64, dA), make([]float64, dA)
-		logPi := func() float64 { return sampler.GaussLogRatio(a, m, s, mb, sb) } // log μ does not depend on (m, s)
-		sampler.GaussLogPiGrad(dm, ds, a, m, s)
+		logPi := func() float64 { return model.GaussLogRatio(a, m, s, mb, sb) } // log μ does not depend on (m, s)
+		model.GaussLogPiGrad(dm, ds, a, m, s)
 		fdCheck(t, "dlogπ/dm", logPi, m, dm)
 		fdCheck(t, "dlogπ/ds", logPi, s, ds)
 
-		kl := func() float64 { return sampler.GaussKL(mb, sb, m, s) }
-		sampler.GaussKLGrad(dm, ds, mb, sb, m, s)
+		kl := func() float64 { return model.GaussKL(mb, sb, m, s) }
+		model.GaussKLGrad(dm, ds, mb, sb, m, s)
 		fdCheck(t, "dKL/dm", kl, m, dm)
 		fdCheck(t, "dKL/ds", kl, s, ds)
 
-		rev := func() float64 { return sampler.GaussKLReverse(mb, sb, m, s) }
-		sampler.GaussKLReverseGrad(dm, ds, mb, sb, m, s)
+		rev := func() float64 { return model.GaussKLReverse(mb, sb, m, s) }
+		model.GaussKLReverseGrad(dm, ds, mb, sb, m, s)
 		fdCheck(t, "dKLrev/dm", rev, m, dm)
 		fdCheck(t, "dKLrev/ds", rev, s, ds)
 
 		// Through the std parameter: d/du f(GaussStd(u)) = f'(s)·Sigmoid(u).
 		u := make([]float64, dA)
 		for j := range u {
-			u[j] = sampler.GaussStdParam(s[j])
-			if got := sampler.GaussStd(u[j]); math.Abs(got-s[j]) > 1e-12 {
+			u[j] = model.GaussStdParam(s[j])
+			if got := model.GaussStd(u[j]); math.Abs(got-s[j]) > 1e-12 {
 				t.Fatalf("GaussStd(GaussStdParam(%v)) = %v", s[j], got)
 			}
 		}
 		su := make([]float64, dA)
 		klU := func() float64 {
 			for j := range u {
-				su[j] = sampler.GaussStd(u[j])
+				su[j] = model.GaussStd(u[j])
 			}
-			return sampler.GaussKL(mb, sb, m, su)
+			return model.GaussKL(mb, sb, m, su)
 		}
-		sampler.GaussKLGrad(dm, ds, mb, sb, m, s)
+		model.GaussKLGrad(dm, ds, mb, sb, m, s)
 		du := make([]float64, dA)
 		for j := range du {
-			du[j] = ds[j] * sampler.Sigmoid(u[j])
+			du[j] = ds[j] * model.Sigmoid(u[j])
 		}
 		fdCheck(t, "dKL/du", klU, u, du)
 	}
@@ -168,7 +167,7 @@ func TestGaussGradientsFiniteDifference(t *testing.T) {
 
 func TestSoftplus(t *testing.T) {
 	for _, x := range []float64{-800, -40, -5, -1e-3, 0, 1e-3, 3, 29, 31, 100, 800} {
-		sp := sampler.Softplus(x)
+		sp := model.Softplus(x)
 		want := math.Log1p(math.Exp(x))
 		if x > 700 {
 			want = x
@@ -177,27 +176,27 @@ func TestSoftplus(t *testing.T) {
 			t.Errorf("Softplus(%v) = %v, want %v", x, sp, want)
 		}
 		if sp > 0 && x > -30 {
-			if inv := sampler.SoftplusInv(sp); math.Abs(inv-x) > 1e-9*max(1, math.Abs(x)) {
+			if inv := model.SoftplusInv(sp); math.Abs(inv-x) > 1e-9*max(1, math.Abs(x)) {
 				t.Errorf("SoftplusInv(Softplus(%v)) = %v", x, inv)
 			}
 		}
 		h := 1e-6
-		num := (sampler.Softplus(x+h) - sampler.Softplus(x-h)) / (2 * h)
-		if g := sampler.Sigmoid(x); math.Abs(g-num) > 1e-6 {
+		num := (model.Softplus(x+h) - model.Softplus(x-h)) / (2 * h)
+		if g := model.Sigmoid(x); math.Abs(g-num) > 1e-6 {
 			t.Errorf("Sigmoid(%v) = %v, finite difference of Softplus %v", x, g, num)
 		}
 	}
-	if s := sampler.GaussStd(-1e4); !(s >= sampler.MinStd) {
+	if s := model.GaussStd(-1e4); !(s >= model.MinStd) {
 		t.Errorf("GaussStd(-1e4) = %v, want >= MinStd", s)
 	}
-	if s := sampler.GaussStd(sampler.GaussStdParam(sampler.InitialStd)); math.Abs(s*s-0.2) > 1e-12 {
+	if s := model.GaussStd(model.GaussStdParam(model.InitialStd)); math.Abs(s*s-0.2) > 1e-12 {
 		t.Errorf("initial variance %v, want 0.2", s*s)
 	}
 }
 
 func TestGaussianHead(t *testing.T) {
-	h := sampler.GaussianHead{Dim: 2}
-	row := []float64{5, 0.1, -0.2, sampler.GaussStdParam(0.3), sampler.GaussStdParam(0.7)}
+	h := model.GaussianHead{Dim: 2}
+	row := []float64{5, 0.1, -0.2, model.GaussStdParam(0.3), model.GaussStdParam(0.7)}
 	if h.Width() != 5 || h.Value(row) != 5 || h.Mean(row)[1] != -0.2 {
 		t.Fatalf("layout: width %d, V %v, mean %v", h.Width(), h.Value(row), h.Mean(row))
 	}
@@ -205,29 +204,5 @@ func TestGaussianHead(t *testing.T) {
 	h.Std(std, row)
 	if math.Abs(std[0]-0.3) > 1e-12 || math.Abs(std[1]-0.7) > 1e-12 {
 		t.Fatalf("std %v", std)
-	}
-}
-
-func TestREFERColumnIndex(t *testing.T) {
-	cfg := buffer.Config{Capacity: 64, ObsDim: 3, Action: buffer.Continuous, ActionDim: 2, Episode: true,
-		Floats: append([]buffer.FloatColumn{{Name: "other", Width: 5}}, sampler.REFERColumns(2)...)}
-	m, s, b, err := sampler.REFERColumnIndex(cfg)
-	if err != nil || m != 1 || s != 2 || b != 3 {
-		t.Fatalf("indices %d %d %d, err %v", m, s, b, err)
-	}
-	bad := cfg
-	bad.Episode = false
-	if _, _, _, err := sampler.REFERColumnIndex(bad); err == nil {
-		t.Error("no episode columns accepted")
-	}
-	bad = cfg
-	bad.Floats = sampler.REFERColumns(3)
-	if _, _, _, err := sampler.REFERColumnIndex(bad); err == nil {
-		t.Error("mean column of the wrong width accepted")
-	}
-	bad = cfg
-	bad.Floats = sampler.REFERColumns(2)[:2]
-	if _, _, _, err := sampler.REFERColumnIndex(bad); err == nil {
-		t.Error("missing bootstrap column accepted")
 	}
 }
