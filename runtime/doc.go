@@ -6,16 +6,86 @@
 //
 //   - RateLimiter: Reverb's SampleToInsertRatio semantics (samples per
 //     insert kept within an error buffer, a minimum size before sampling).
-//   - Pipeline: the Ape-X data flow. Actors (Sources) fill local batches
-//     and send them through a bounded channel to one inserter; a learner
-//     (a Stepper) steps against the buffer; the limiter paces both. Every
-//     batch an actor handed over is stored on shutdown; nothing queues
-//     without bound.
-//   - Trainer: a whole training run built from a TrainConfig (an
-//     environment, a replay method, a learner and its actors), with a
-//     periodic greedy evaluator, stop rules (Steps, Duration, a target
-//     return, the caller's context), periodic and final checkpoints, and
-//     ResumeTrainer to continue a saved run exactly.
+//   - Pipeline: the engine. Actors (Sources) fill local batches, which are
+//     inserted into the buffer; a learner (a Stepper) steps against it; the
+//     limiter paces both; Tasks (evaluations, checkpoints) run beside
+//     them. One insert operation and one step operation, and the
+//     pipeline's counters, serve two schedules: Concurrent (Ape-X: every
+//     part in its own goroutine) and Lockstep (one actor and the learner on
+//     one goroutine, bit-for-bit repeatable). Every batch an actor
+//     completed is stored on shutdown; nothing queues without bound.
+//   - Trainer: a whole training run built from a TrainConfig. Agent
+//     assembly (agent.go: per-algorithm networks, learner and actor
+//     factory) builds the parts; Run hands them to one Pipeline with two
+//     Tasks, the evaluator (periodic greedy evaluations, solved detection,
+//     then the final evaluation) and the checkpointer; stop rules are
+//     Steps, Duration, a target return and the caller's context;
+//     ResumeTrainer continues a saved run exactly.
+//
+// # Goroutines, channels and shutdown
+//
+// The Concurrent schedule (Pipeline.Run; TrainConfig.Deterministic false),
+// A actors, I inserters, a work channel of Q batches:
+//
+//	          ┌──── free (chan: A+Q+I batches, allocated once) ◄─── batch back after its insert ───┐
+//	          ▼                                                                                    │
+//	actor i ─ Fill ─► work (chan, Q) ─► inserter j ─ AwaitInsert ─► gate.R ─► Buffer.Insert ───────┘
+//	(A goroutines)    closed after the     (I goroutines)
+//	                  last actor exits
+//
+//	learner ──────────── AwaitSample ─► gate.R ─► Stepper.Step (sample, learn, write back)
+//	task "evaluator" ─── ticker(EvalEvery) ────── greedy episodes; target confirmed → stop the run
+//	task "checkpointer"  ticker(CheckpointEvery)  gate.W (hold) ─► SaveCheckpoint
+//
+// With Inserters = Direct there is no work channel and no free list: each
+// actor owns one batch and runs AwaitInsert ─► gate.R ─► Buffer.Insert
+// itself. The Lockstep schedule (Deterministic) runs the same operations on
+// Run's goroutine: learner steps while the limiter admits samples, then
+// one Fill and one insert, with the Tasks due (evaluator every
+// EvalEverySteps steps, checkpointer every CheckpointEvery) run between
+// two operations.
+//
+// Shutdown order (Concurrent): the run's context ends (the caller's
+// cancel, Duration, MaxSteps reached by the learner, a Task's stop, or any
+// part's error through the errgroup) → actors return, counting a batch
+// still being filled as Discarded → the last actor's exit closes work →
+// the inserters drain it, storing every accepted batch without waiting for
+// the limiter → the learner's AwaitSample or Step returns → the tasks'
+// tickers stop → Pipeline.Run returns the first error. Trainer.Run then
+// runs the final evaluation and writes the last checkpoint.
+//
+// Who owns what:
+//
+//   - The Pipeline owns its goroutines, the work and free channels, the
+//     batches in them (an actor owns a batch from free until it sends it;
+//     an inserter from work until it returns it to free) and its counters:
+//     only its insert, step and fill operations write them.
+//   - The gate (an RWMutex) is held shared by every insert and learner
+//     step, and by the Trainer's other writers of stage state (an
+//     evaluation handed to NERS); exclusively only by a checkpoint, which
+//     so sees the buffer, the learner and the limiter at rest.
+//   - The buffer is safe for concurrent inserts, samples and write-backs;
+//     the learner (Stepper) is driven by one goroutine at a time; each
+//     actor (Source) by one goroutine; the RateLimiter is shared.
+//   - The Trainer owns the Pipeline, the evaluator (its own environment
+//     and network), the actors, the learner and the buffer; Stats, Policy,
+//     Config and SaveCheckpoint may be called from any goroutine.
+//
+// # Inserters
+//
+// TrainConfig.Inserters (apex train -inserters) picks how batches reach
+// the buffer: N inserter goroutines behind the bounded channel (0 means
+// DefaultInserters, 1) or Direct (-inserters=direct: each actor calls
+// Buffer.Insert, the buffer's lock-free multi-writer path). The default is
+// one inserter because, with more actors than cores (Ape-X runs 64 on a
+// 2-core machine), direct inserts never park the actors: they take the
+// CPUs from the learner, whose rate is what a run is paced by. Through
+// the channel the actors park on a full queue and only the inserter and
+// the learner compete. BenchmarkPipelineInsert measures both (the
+// figures, and the command to rerun them on a larger machine, are in
+// bench/BENCHMARKS.md, "Runtime inserters"). More inserters pay off only
+// when one inserter cannot keep up with the actors, which needs more
+// cores than the learner and the actors' stepping use.
 //
 // # Usage
 //

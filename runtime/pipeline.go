@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -27,26 +28,110 @@ type Stepper interface {
 	Step(ctx context.Context) error
 }
 
-// PipelineConfig configures RunPipeline.
+// Schedule is how a Pipeline interleaves its actors' inserts and its
+// learner's steps.
+type Schedule uint8
+
+const (
+	// Concurrent runs every actor, the inserters and the learner in
+	// goroutines of their own, paced by the rate limiter: Ape-X's
+	// schedule, and the default.
+	Concurrent Schedule = iota
+	// Lockstep runs one actor and the learner on the goroutine that called
+	// Run: the learner steps while the rate limiter admits samples, then
+	// the actor fills one local batch, which is inserted; repeat. Nothing
+	// else runs meanwhile (Tasks run between two operations), so the same
+	// actor, learner and limiter state give the same run, bit for bit. It
+	// needs exactly one Source, a Limiter and MaxSteps > 0.
+	Lockstep
+)
+
+// String is the schedule's name: "concurrent" or "lockstep".
+func (s Schedule) String() string {
+	switch s {
+	case Concurrent:
+		return "concurrent"
+	case Lockstep:
+		return "lockstep"
+	}
+	return fmt.Sprintf("Schedule(%d)", uint8(s))
+}
+
+// DefaultInserters is the number of inserter goroutines of the Concurrent
+// schedule when PipelineConfig.Inserters is 0. One: on a machine with few
+// cores, the actors then park on the full channel and only the inserter
+// and the learner compete for the CPUs; direct inserts store more items
+// per second but starve the learner (package doc, "Inserters").
+const DefaultInserters = 1
+
+// Direct is the PipelineConfig.Inserters value that removes the channel
+// and the inserter goroutines: each actor inserts its own batches into the
+// buffer (its lock-free multi-writer path), after the rate limiter admits
+// them.
+const Direct = -1
+
+// MaxInserters bounds PipelineConfig.Inserters.
+const MaxInserters = 1 << 10
+
+// PipelineConfig configures Pipeline.Run.
 type PipelineConfig struct {
-	// Queue is how many batches the actors' channel holds (>= 1): a full
-	// channel blocks the actors (backpressure), never an unbounded queue.
+	// Queue is how many batches the actors' channel holds (>= 1 where there
+	// is a channel: the Concurrent schedule without Direct): a full channel
+	// blocks the actors (backpressure), never an unbounded queue.
 	Queue int
 	// LearnerBatch is the number of items a learner step samples, for the
 	// rate limiter (>= 1).
 	LearnerBatch int
 	// Limiter, if set, paces inserts against samples; nil lets both run
-	// freely.
+	// freely (the Lockstep schedule needs one).
 	Limiter *RateLimiter
-	// MaxSteps stops the run after this many learner steps (0: run until
-	// the context ends).
+	// MaxSteps stops the run after this many learner steps of this call
+	// (0: run until the context ends; the Lockstep schedule needs > 0).
 	MaxSteps int64
+	// Schedule is Concurrent (the default) or Lockstep.
+	Schedule Schedule
+	// Inserters is the number of goroutines of the Concurrent schedule
+	// that drain the actors' channel into the buffer: 0 means
+	// DefaultInserters, Direct (−1) has every actor insert its own batches;
+	// at most MaxInserters. The Lockstep schedule inserts on its own
+	// goroutine and ignores it.
+	Inserters int
+	// PriorSteps is the learner steps taken before this call (a resumed
+	// run): error messages and Task.EverySteps count from it.
+	PriorSteps int64
+	// Tasks is periodic work beside the data flow (evaluations,
+	// checkpoints).
+	Tasks []Task
+}
+
+// Task is periodic work beside a pipeline's data flow: an evaluation, a
+// checkpoint.
+type Task struct {
+	// Name names the task in errors ("evaluator").
+	Name string
+	// Every is the time between two runs of Do on the Concurrent schedule
+	// (a ticker started with Run), and on the Lockstep schedule when
+	// EverySteps is 0 (checked after every operation). 0 with EverySteps 0:
+	// never.
+	Every time.Duration
+	// EverySteps, on the Lockstep schedule, runs Do after every learner
+	// step whose count (PriorSteps included) is a multiple of it. The
+	// Concurrent schedule ignores it.
+	EverySteps int64
+	// Do runs the task. On the Concurrent schedule it runs on a goroutine of
+	// its own, concurrently with the actors, the inserters, the learner and
+	// the other tasks, never with itself; on the Lockstep schedule on Run's
+	// goroutine, between two operations. It takes no lock of the pipeline:
+	// a task that changes replay or learner state takes its own care (see
+	// Trainer). stop ends the run as MaxSteps does; an error ends it with
+	// that error, unless the run's context has ended already.
+	Do func(ctx context.Context) (stop bool, err error)
 }
 
 // PipelineStats counts what a pipeline did. Read it with Stats while the
 // pipeline runs or after it returns.
 type PipelineStats struct {
-	// Batches and Items count what the inserter stored in the buffer.
+	// Batches and Items count what the inserters stored in the buffer.
 	Batches, Items int64
 	// Discarded counts items that actors had produced but not yet handed
 	// over when the run stopped (a partial local batch mid-episode).
@@ -55,10 +140,12 @@ type PipelineStats struct {
 	LearnerSteps int64
 }
 
-// Pipeline is the Ape-X data flow: actors → bounded channel → one inserter
-// → buffer, and a learner stepping against it, each in its own goroutine.
-// The zero value is ready to use; a Pipeline must not be copied after first
-// use.
+// Pipeline is the Ape-X data flow: actors → bounded channel → inserters →
+// buffer, and a learner stepping against it, on one of two schedules
+// (Concurrent, Lockstep) that share its insert and step operations and
+// its counters. The zero value is ready to use; a Pipeline must not be
+// copied after first use. Only the pipeline's own operations write its
+// counters.
 type Pipeline struct {
 	batches, items, discarded, steps atomic.Int64
 
@@ -79,7 +166,7 @@ type Pipeline struct {
 
 // hold blocks until no insert and no learner step is in progress and keeps
 // new ones from starting until release is called. Cost: waits for at most
-// one insert and one step.
+// one insert per inserter and one step.
 func (p *Pipeline) hold() (release func()) {
 	p.gate.Lock()
 	return p.gate.Unlock
@@ -91,111 +178,218 @@ func (p *Pipeline) Stats() PipelineStats {
 		Discarded: p.discarded.Load(), LearnerSteps: p.steps.Load()}
 }
 
-// Run runs the pipeline until ctx ends, cfg.MaxSteps learner steps are done,
-// or a part fails; it returns the first error (nil when it stopped because
-// of MaxSteps or ctx). Every goroutine it starts has ended when it returns.
-//
-// Shutdown stores every accepted batch: a batch an actor handed to the
-// channel is inserted even when the run is stopping (the inserter drains
-// the channel after the last actor has exited), so nothing accepted is
-// lost; only batches still being filled are discarded, and counted.
-func (p *Pipeline) Run(ctx context.Context, buf *buffer.Buffer, sources []Source, learner Stepper, cfg PipelineConfig) error {
+// check refuses a configuration Run cannot follow.
+func (cfg PipelineConfig) check(buf *buffer.Buffer, sources []Source, learner Stepper) error {
+	channel := cfg.Schedule == Concurrent && cfg.Inserters != Direct
 	switch {
 	case buf == nil:
 		return errors.New("runtime: pipeline: nil buffer")
+	case learner == nil:
+		return errors.New("runtime: pipeline: nil learner")
 	case len(sources) == 0:
 		return errors.New("runtime: pipeline: no actors")
-	case cfg.Queue < 1:
+	case channel && cfg.Queue < 1:
 		return fmt.Errorf("runtime: pipeline: Queue must be >= 1, got %d", cfg.Queue)
 	case cfg.LearnerBatch < 1:
 		return fmt.Errorf("runtime: pipeline: LearnerBatch must be >= 1, got %d", cfg.LearnerBatch)
 	case cfg.MaxSteps < 0:
 		return fmt.Errorf("runtime: pipeline: MaxSteps must not be negative, got %d", cfg.MaxSteps)
+	case cfg.PriorSteps < 0:
+		return fmt.Errorf("runtime: pipeline: PriorSteps must not be negative, got %d", cfg.PriorSteps)
+	case cfg.Inserters < Direct || cfg.Inserters > MaxInserters:
+		return fmt.Errorf("runtime: pipeline: Inserters must be in [%d, %d] (%d: Direct, 0: DefaultInserters), got %d",
+			Direct, MaxInserters, Direct, cfg.Inserters)
 	}
+	for i, s := range sources {
+		if s == nil {
+			return fmt.Errorf("runtime: pipeline: actor %d is nil", i)
+		}
+	}
+	for i, t := range cfg.Tasks {
+		if t.Do == nil || t.Every < 0 || t.EverySteps < 0 {
+			return fmt.Errorf("runtime: pipeline: task %d (%q) needs a Do and Every, EverySteps >= 0", i, t.Name)
+		}
+	}
+	switch cfg.Schedule {
+	case Concurrent:
+	case Lockstep:
+		switch {
+		case len(sources) != 1:
+			return fmt.Errorf("runtime: pipeline: the lockstep schedule runs one actor, got %d", len(sources))
+		case cfg.Limiter == nil:
+			return errors.New("runtime: pipeline: the lockstep schedule needs a Limiter (it alternates by the limiter's admissions)")
+		case cfg.MaxSteps == 0:
+			return errors.New("runtime: pipeline: the lockstep schedule needs MaxSteps > 0")
+		}
+	default:
+		return fmt.Errorf("runtime: pipeline: unknown %v", cfg.Schedule)
+	}
+	return nil
+}
+
+// Run runs the pipeline until ctx ends, cfg.MaxSteps learner steps are done,
+// a Task stops it, or a part fails; it returns the first error (nil when it
+// stopped because of MaxSteps, a Task or ctx). Every goroutine it starts
+// has ended when it returns; a panic in any part is returned as its error.
+//
+// Shutdown stores every accepted batch: a batch an actor completed before
+// the run stopped is inserted even when the run is stopping (the
+// inserters drain the channel after the last actor has exited, a direct
+// or lockstep insert completes), bypassing the limiter, so nothing
+// accepted is lost; only batches still being filled are discarded, and
+// counted.
+func (p *Pipeline) Run(ctx context.Context, buf *buffer.Buffer, sources []Source, learner Stepper, cfg PipelineConfig) error {
+	if err := cfg.check(buf, sources, learner); err != nil {
+		return err
+	}
+	if cfg.Schedule == Lockstep {
+		return p.runLockstep(ctx, buf, sources[0], learner, cfg)
+	}
+	return p.runConcurrent(ctx, buf, sources, learner, cfg)
+}
+
+// insert stores one complete batch t: after the limiter (if any) admits
+// it, unless ctx has ended (a batch accepted before the stop is stored
+// anyway), then under the gate. Returns the limiter's error (ctx alive) or
+// the buffer's.
+func (p *Pipeline) insert(ctx context.Context, buf *buffer.Buffer, t *buffer.Transitions, lim *RateLimiter) error {
+	n := t.Len()
+	admitted := false
+	if lim != nil && ctx.Err() == nil {
+		err := lim.AwaitInsert(ctx, n)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		admitted = err == nil
+	}
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	if err := buf.Insert(t); err != nil {
+		return err
+	}
+	p.batches.Add(1)
+	p.items.Add(int64(n))
+	if admitted {
+		p.limited.Add(int64(n))
+	}
+	return nil
+}
+
+// step runs one learner step under the gate and counts it if it
+// succeeded.
+func (p *Pipeline) step(ctx context.Context, learner Stepper) error {
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	if err := learner.Step(ctx); err != nil {
+		return err
+	}
+	p.steps.Add(1)
+	return nil
+}
+
+// fill resets t and has src fill it. It reports whether the batch is
+// complete; a batch interrupted by ctx's end is counted as discarded.
+func (p *Pipeline) fill(ctx context.Context, src Source, t *buffer.Transitions) (bool, error) {
+	t.Reset()
+	err := src.Fill(ctx, t)
+	if ctx.Err() != nil { // stopped mid-batch: not accepted
+		p.discarded.Add(int64(t.Len()))
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// runConcurrent is the Concurrent schedule.
+func (p *Pipeline) runConcurrent(ctx context.Context, buf *buffer.Buffer, sources []Source, learner Stepper, cfg PipelineConfig) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	g, gctx := errgroup.WithContext(runCtx)
-
-	// Every batch that can exist at once: one per actor, Queue in the
-	// channel, one in the inserter. Batches are reused, never reallocated.
-	pool := len(sources) + cfg.Queue + 1
-	free := make(chan *buffer.Transitions, pool)
-	for range pool {
-		free <- &buffer.Transitions{}
+	inserters := cfg.Inserters
+	if inserters == 0 {
+		inserters = DefaultInserters
 	}
-	work := make(chan *buffer.Transitions, cfg.Queue)
-
 	actors, actx := errgroup.WithContext(gctx)
-	for i, src := range sources {
-		actors.Go(func() (err error) {
-			defer recoverTo(&err, fmt.Sprintf("actor %d", i))
-			for {
-				var t *buffer.Transitions
-				select {
-				case t = <-free:
-				case <-actx.Done():
-					return nil
+	if inserters == Direct {
+		for i, src := range sources {
+			actors.Go(func() (err error) {
+				defer recoverTo(&err, fmt.Sprintf("actor %d", i))
+				t := &buffer.Transitions{} // the actor's own, reused
+				for actx.Err() == nil {
+					ok, err := p.fill(actx, src, t)
+					if err != nil {
+						return fmt.Errorf("actor %d: %w", i, err)
+					}
+					if !ok || t.Len() == 0 {
+						continue
+					}
+					if err := p.insert(actx, buf, t, cfg.Limiter); err != nil {
+						return fmt.Errorf("actor %d: insert: %w", i, err)
+					}
 				}
-				t.Reset()
-				err := src.Fill(actx, t)
-				n := int64(t.Len())
-				if actx.Err() != nil { // stopped mid-batch: not accepted
-					p.discarded.Add(n)
-					return nil
-				}
-				if err != nil {
-					return fmt.Errorf("actor %d: %w", i, err)
-				}
-				if n == 0 {
-					free <- t
-					continue
-				}
-				select {
-				case work <- t:
-				case <-actx.Done():
-					p.discarded.Add(n)
-					return nil
-				}
-			}
-		})
-	}
-	g.Go(func() error {
-		err := actors.Wait()
-		close(work) // every actor has exited: the inserter drains what is left
-		return err
-	})
-	g.Go(func() (err error) {
-		defer recoverTo(&err, "inserter")
-		for t := range work {
-			n := t.Len()
-			admitted := false
-			if cfg.Limiter != nil && gctx.Err() == nil {
-				err := cfg.Limiter.AwaitInsert(gctx, n)
-				if err != nil && gctx.Err() == nil {
-					return err
-				}
-				admitted = err == nil
-			}
-			p.gate.RLock()
-			err := buf.Insert(t)
-			if err == nil {
-				p.batches.Add(1)
-				p.items.Add(int64(n))
-				if admitted {
-					p.limited.Add(int64(n))
-				}
-			}
-			p.gate.RUnlock()
-			if err != nil {
-				return fmt.Errorf("inserter: %w", err)
-			}
-			free <- t // never blocks: free has room for every batch
+				return nil
+			})
 		}
-		return nil
-	})
+		g.Go(actors.Wait)
+	} else {
+		// Every batch that can exist at once: one per actor, Queue in the
+		// channel, one per inserter. Batches are reused, never reallocated.
+		pool := len(sources) + cfg.Queue + inserters
+		free := make(chan *buffer.Transitions, pool)
+		for range pool {
+			free <- &buffer.Transitions{}
+		}
+		work := make(chan *buffer.Transitions, cfg.Queue)
+		for i, src := range sources {
+			actors.Go(func() (err error) {
+				defer recoverTo(&err, fmt.Sprintf("actor %d", i))
+				for {
+					var t *buffer.Transitions
+					select {
+					case t = <-free:
+					case <-actx.Done():
+						return nil
+					}
+					ok, err := p.fill(actx, src, t)
+					if err != nil {
+						return fmt.Errorf("actor %d: %w", i, err)
+					}
+					if !ok {
+						return nil // stopped
+					}
+					if t.Len() == 0 {
+						free <- t
+						continue
+					}
+					select {
+					case work <- t:
+					case <-actx.Done():
+						p.discarded.Add(int64(t.Len()))
+						return nil
+					}
+				}
+			})
+		}
+		g.Go(func() error {
+			err := actors.Wait()
+			close(work) // every actor has exited: the inserters drain what is left
+			return err
+		})
+		for range inserters {
+			g.Go(func() (err error) {
+				defer recoverTo(&err, "inserter")
+				for t := range work {
+					if err := p.insert(gctx, buf, t, cfg.Limiter); err != nil {
+						return fmt.Errorf("inserter: %w", err)
+					}
+					free <- t // never blocks: free has room for every batch
+				}
+				return nil
+			})
+		}
+	}
 	g.Go(func() (err error) {
 		defer recoverTo(&err, "learner")
-		for cfg.MaxSteps == 0 || p.steps.Load() < cfg.MaxSteps {
+		for done := int64(0); cfg.MaxSteps == 0 || done < cfg.MaxSteps; done++ {
 			if cfg.Limiter != nil {
 				if err := cfg.Limiter.AwaitSample(gctx, cfg.LearnerBatch); err != nil {
 					if gctx.Err() != nil {
@@ -206,23 +400,133 @@ func (p *Pipeline) Run(ctx context.Context, buf *buffer.Buffer, sources []Source
 			} else if gctx.Err() != nil {
 				return nil
 			}
-			p.gate.RLock()
-			err := learner.Step(gctx)
-			if err == nil {
-				p.steps.Add(1)
-			}
-			p.gate.RUnlock()
-			if err != nil {
+			if err := p.step(gctx, learner); err != nil {
 				if gctx.Err() != nil {
 					return nil
 				}
-				return fmt.Errorf("learner step %d: %w", p.steps.Load(), err)
+				return fmt.Errorf("learner step %d: %w", cfg.PriorSteps+done, err)
 			}
 		}
-		stop() // MaxSteps reached: stop the actors, drain, return
+		stop() // MaxSteps reached: stop the actors and tasks, drain, return
 		return nil
 	})
+	for _, task := range cfg.Tasks {
+		if task.Every == 0 {
+			continue
+		}
+		g.Go(func() (err error) {
+			defer recoverTo(&err, task.Name)
+			tick := time.NewTicker(task.Every)
+			defer tick.Stop()
+			for {
+				select {
+				case <-gctx.Done():
+					return nil
+				case <-tick.C:
+				}
+				halt, err := task.Do(gctx)
+				if err != nil {
+					if gctx.Err() != nil {
+						return nil
+					}
+					return fmt.Errorf("%s: %w", task.Name, err)
+				}
+				if halt {
+					stop()
+					return nil
+				}
+			}
+		})
+	}
 	return g.Wait()
+}
+
+// runLockstep is the Lockstep schedule: everything on this goroutine.
+func (p *Pipeline) runLockstep(ctx context.Context, buf *buffer.Buffer, src Source, learner Stepper, cfg PipelineConfig) (err error) {
+	defer recoverTo(&err, "lockstep loop")
+	lim := cfg.Limiter
+	// A cancelled context ends the run cleanly, whichever call noticed it.
+	stopped := func(err error) error {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	last := make([]time.Time, len(cfg.Tasks)) // when each time-paced task last ran
+	for i := range last {
+		last[i] = time.Now()
+	}
+	// tasks runs the tasks due after an operation (steps: the learner
+	// steps done, PriorSteps included, after a learner step; 0 after an
+	// insert).
+	tasks := func(steps int64) (bool, error) {
+		for i, task := range cfg.Tasks {
+			var due bool
+			switch {
+			case task.EverySteps > 0:
+				due = steps > 0 && steps%task.EverySteps == 0
+			case task.Every > 0:
+				due = time.Since(last[i]) >= task.Every
+			}
+			if !due {
+				continue
+			}
+			halt, err := task.Do(ctx)
+			last[i] = time.Now()
+			if err != nil {
+				return true, stopped(fmt.Errorf("%s: %w", task.Name, err))
+			}
+			if halt {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	t := &buffer.Transitions{}
+	for done := int64(0); done < cfg.MaxSteps; {
+		// Learn first, while the limiter admits samples: actor and learner
+		// share this goroutine, so neither may wait for the other.
+		for done < cfg.MaxSteps && lim.CanSample() {
+			if err := lim.AwaitSample(ctx, cfg.LearnerBatch); err != nil {
+				return stopped(err)
+			}
+			if err := p.step(ctx, learner); err != nil {
+				return stopped(fmt.Errorf("learner step %d: %w", cfg.PriorSteps+done, err))
+			}
+			done++
+			if halt, err := tasks(cfg.PriorSteps + done); halt {
+				return err
+			}
+		}
+		if done >= cfg.MaxSteps || ctx.Err() != nil {
+			return nil
+		}
+		ok, err := p.fill(ctx, src, t)
+		if err != nil {
+			return stopped(fmt.Errorf("actor 0: %w", err))
+		}
+		if !ok {
+			return nil // stopped
+		}
+		if t.Len() == 0 {
+			continue
+		}
+		if !lim.CanInsert() {
+			// Cannot happen with a balance this schedule produced itself
+			// (the learner just drained it); refuse rather than wait
+			// forever.
+			s := lim.snapshot()
+			return fmt.Errorf("runtime: lockstep schedule: the rate limiter admits neither an insert nor a sample (inserted %d, sampled %d)",
+				s.inserted, s.sampled)
+		}
+		if err := p.insert(ctx, buf, t, lim); err != nil {
+			return stopped(fmt.Errorf("inserter: %w", err))
+		}
+		if halt, err := tasks(0); halt {
+			return err
+		}
+	}
+	return nil
 }
 
 // recoverTo turns a panic in a pipeline goroutine into its error (errgroup

@@ -3,7 +3,9 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -82,13 +84,17 @@ func newParts(t *testing.T, actors, batch int) (*buffer.Buffer, []Source, *atomi
 // cancellation and checks that every item produced was either stored or
 // counted as discarded (a batch still being filled), never lost.
 func TestPipelineStoresEveryAcceptedBatch(t *testing.T) {
-	for _, byCancel := range []bool{false, true} {
+	for _, c := range []struct {
+		byCancel  bool
+		inserters int
+	}{{false, 0}, {true, 0}, {false, 3}, {true, 3}, {false, Direct}, {true, Direct}} {
+		byCancel := c.byCancel
 		buf, srcs, produced, learner := newParts(t, 8, 50)
 		lim, err := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 100, ErrorBuffer: 200})
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := PipelineConfig{Queue: 4, LearnerBatch: 16, Limiter: lim, MaxSteps: 300}
+		cfg := PipelineConfig{Queue: 4, LearnerBatch: 16, Limiter: lim, MaxSteps: 300, Inserters: c.inserters}
 		ctx, cancel := context.WithCancel(context.Background())
 		if byCancel {
 			cfg.MaxSteps = 0
@@ -101,7 +107,7 @@ func TestPipelineStoresEveryAcceptedBatch(t *testing.T) {
 		cancel()
 		st := p.Stats()
 		if st.Items+st.Discarded != produced.Load() {
-			t.Fatalf("byCancel=%v: produced %d, stored %d + discarded %d", byCancel, produced.Load(), st.Items, st.Discarded)
+			t.Fatalf("%+v: produced %d, stored %d + discarded %d", c, produced.Load(), st.Items, st.Discarded)
 		}
 		if got := buf.Stats().Inserts; got != uint64(st.Items) {
 			t.Fatalf("buffer holds %d inserts, pipeline says %d", got, st.Items)
@@ -115,7 +121,7 @@ func TestPipelineStoresEveryAcceptedBatch(t *testing.T) {
 		// The limiter held the replay ratio: samples <= inserts·1 + the buffer.
 		ls := lim.Stats()
 		if float64(ls.Sampled) > float64(ls.Inserted-100)+200+16 {
-			t.Fatalf("byCancel=%v: sampled %d items for %d inserted", byCancel, ls.Sampled, ls.Inserted)
+			t.Fatalf("%+v: sampled %d items for %d inserted", c, ls.Sampled, ls.Inserted)
 		}
 	}
 }
@@ -160,12 +166,119 @@ func (f sourceFunc) Fill(ctx context.Context, t *buffer.Transitions) error { ret
 func TestPipelineConfigErrors(t *testing.T) {
 	buf, srcs, _, learner := newParts(t, 1, 1)
 	var p Pipeline
-	for _, c := range []PipelineConfig{{Queue: 0, LearnerBatch: 1}, {Queue: 1, LearnerBatch: 0}, {Queue: 1, LearnerBatch: 1, MaxSteps: -1}} {
+	lim, err := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 1, ErrorBuffer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(context.Context) (bool, error) { return false, nil }
+	for _, c := range []PipelineConfig{{Queue: 0, LearnerBatch: 1}, {Queue: 1, LearnerBatch: 0}, {Queue: 1, LearnerBatch: 1, MaxSteps: -1},
+		{Queue: 1, LearnerBatch: 1, Inserters: -2}, {Queue: 1, LearnerBatch: 1, Inserters: MaxInserters + 1},
+		{Queue: 1, LearnerBatch: 1, PriorSteps: -1}, {Queue: 1, LearnerBatch: 1, Tasks: []Task{{Name: "x", Every: time.Second}}},
+		{Queue: 1, LearnerBatch: 1, Tasks: []Task{{Name: "x", Every: -1, Do: do}}},
+		{LearnerBatch: 1, Schedule: Lockstep, MaxSteps: 1},                 // no limiter
+		{LearnerBatch: 1, Schedule: Lockstep, Limiter: lim},                // no MaxSteps
+		{Queue: 1, LearnerBatch: 1, Schedule: Schedule(7), Limiter: lim}} { // unknown schedule
 		if err := p.Run(context.Background(), buf, srcs, learner, c); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
 	}
+	_, srcs2, _, _ := newParts(t, 2, 1)
+	if err := p.Run(context.Background(), buf, srcs2, learner, PipelineConfig{LearnerBatch: 1, Schedule: Lockstep, Limiter: lim, MaxSteps: 1}); err == nil {
+		t.Error("the lockstep schedule accepted two actors")
+	}
+	lim2, err := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 16, ErrorBuffer: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(context.Background(), buf, srcs, learner, PipelineConfig{LearnerBatch: 16, Limiter: lim2, Inserters: Direct, MaxSteps: 5}); err != nil {
+		t.Errorf("Direct needs no Queue, got %v", err)
+	}
 	if err := p.Run(context.Background(), buf, nil, learner, PipelineConfig{Queue: 1, LearnerBatch: 1}); err == nil {
 		t.Error("no actors accepted")
 	}
+}
+
+// TestPipelineLockstep: the lockstep schedule interleaves inserts and
+// steps by the limiter's admissions alone, so two runs from the same state
+// take the same operations in the same order; step-paced tasks run at
+// multiples of EverySteps counted from PriorSteps; a task can stop the run
+// or fail it.
+func TestPipelineLockstep(t *testing.T) {
+	run := func(prior int64, do func(ctx context.Context) (bool, error)) (string, PipelineStats, []int64, error) {
+		buf, srcs, _, learner := newParts(t, 1, 10)
+		lim, err := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: 2, MinSizeToSample: 40, ErrorBuffer: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p Pipeline
+		var log strings.Builder
+		var at []int64
+		task := Task{Name: "probe", EverySteps: 7, Every: time.Nanosecond, Do: func(ctx context.Context) (bool, error) {
+			st := p.Stats()
+			at = append(at, prior+st.LearnerSteps)
+			fmt.Fprintf(&log, "%d/%d ", st.Items, st.LearnerSteps)
+			if do != nil {
+				return do(ctx)
+			}
+			return false, nil
+		}}
+		err = p.Run(context.Background(), buf, srcs, learner, PipelineConfig{LearnerBatch: 16, Limiter: lim, MaxSteps: 50,
+			Schedule: Lockstep, PriorSteps: prior, Tasks: []Task{task}})
+		return log.String(), p.Stats(), at, err
+	}
+	a, sta, at, err := run(3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, stb, _, err := run(3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b || sta != stb {
+		t.Fatalf("same start, different runs:\n%s %+v\n%s %+v", a, sta, b, stb)
+	}
+	if sta.LearnerSteps != 50 || sta.Discarded != 0 {
+		t.Fatalf("stats %+v, want 50 steps, nothing discarded", sta)
+	}
+	// SamplesPerInsert 2 with 16-item steps: at most (items−40)·2/16 + the
+	// error buffer's worth of steps ahead of the inserts.
+	if max := (sta.Items-40)*2/16 + 32/16 + 1; sta.LearnerSteps > max {
+		t.Fatalf("%d steps for %d items: the limiter was not followed", sta.LearnerSteps, sta.Items)
+	}
+	if !slices.Equal(at, []int64{7, 14, 21, 28, 35, 42, 49}) {
+		t.Fatalf("step-paced task ran at %v, want multiples of 7 from PriorSteps 3", at)
+	}
+	_, st, _, err := run(0, func(context.Context) (bool, error) { return true, nil })
+	if err != nil || st.LearnerSteps != 7 {
+		t.Fatalf("a task that stops: %v after %d steps, want nil after 7", err, st.LearnerSteps)
+	}
+	_, _, _, err = run(0, func(context.Context) (bool, error) { return false, errors.New("bang") })
+	if err == nil || !strings.Contains(err.Error(), "probe: bang") {
+		t.Fatalf("a failing task: %v", err)
+	}
+}
+
+// TestPipelineTaskStopsConcurrent: on the concurrent schedule a task runs
+// on its own ticker, and its stop ends the run without error.
+func TestPipelineTaskStopsConcurrent(t *testing.T) {
+	buf, srcs, _, learner := newParts(t, 4, 10)
+	var runs atomic.Int64
+	task := Task{Name: "probe", Every: time.Millisecond, Do: func(context.Context) (bool, error) {
+		return runs.Add(1) == 3, nil
+	}}
+	var p Pipeline
+	err := p.Run(context.Background(), buf, srcs, learner, PipelineConfig{Queue: 2, LearnerBatch: 16, Tasks: []Task{task},
+		Limiter: mustLimiter(t)})
+	if err != nil || runs.Load() != 3 {
+		t.Fatalf("got %v after %d task runs, want nil after 3", err, runs.Load())
+	}
+}
+
+func mustLimiter(t *testing.T) *RateLimiter {
+	t.Helper()
+	lim, err := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 32, ErrorBuffer: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim
 }

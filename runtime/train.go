@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -10,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/apexrl/apex/actor"
 	"github.com/apexrl/apex/buffer"
@@ -162,6 +159,14 @@ type TrainConfig struct {
 	// wall-clock moment).
 	Deterministic  bool  `json:"deterministic"`
 	EvalEverySteps int64 `json:"eval_every_steps"` // 1000
+
+	// Inserters is the number of goroutines that move the actors' batches
+	// from their bounded channel into the replay buffer: 0 means
+	// DefaultInserters (1), Direct (−1) removes the channel and has each
+	// actor insert its own batches (package doc, "Inserters", says why one
+	// is the default). The deterministic mode inserts on its one goroutine
+	// and refuses the setting.
+	Inserters int `json:"inserters,omitempty"`
 }
 
 // DefaultCheckpointEvery is DefaultTrainConfig's CheckpointEvery: a run
@@ -497,7 +502,8 @@ var flags = map[string]string{"TargetReturn": "target-return", "LR": "lr", "Repl
 	"Actors": "actors", "Capacity": "capacity", "Batch": "batch", "NStep": "n-step", "MinSizeToSample": "min-replay",
 	"RandomSteps": "random-steps", "TERRoots": "ter-roots", "TERPreds": "ter-preds", "NERSInterval": "ners-interval",
 	"NERSSample": "ners-sample", "EpsilonDecaySteps": "epsilon-decay", "Steps": "steps", "Duration": "duration",
-	"CheckpointEvery": "checkpoint-every", "Checkpoint": "checkpoint", "RefreshEvery": "refresh-every"}
+	"CheckpointEvery": "checkpoint-every", "Checkpoint": "checkpoint", "RefreshEvery": "refresh-every",
+	"Inserters": "inserters"}
 
 // fieldName is "Field (-flag)" for a field with a flag, else "Field".
 func fieldName(f string) string {
@@ -547,6 +553,13 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 		return nil, fmt.Errorf("runtime: train: Steps and Duration must not be negative, got %d and %v", cfg.Steps, cfg.Duration)
 	case cfg.Steps == 0 && cfg.Duration == 0:
 		return nil, errors.New("runtime: train: set Steps or Duration (or both)")
+	}
+	if cfg.Inserters < Direct || cfg.Inserters > MaxInserters {
+		return nil, fmt.Errorf("runtime: train: %s must be in [%d, %d] (%d: each actor inserts directly, 0: %d inserter), got %d",
+			fieldName("Inserters"), Direct, MaxInserters, Direct, DefaultInserters, cfg.Inserters)
+	}
+	if cfg.Deterministic && cfg.Inserters != 0 {
+		return nil, fmt.Errorf("runtime: train: %s configures the concurrent schedule; the deterministic mode inserts on its one goroutine", fieldName("Inserters"))
 	}
 	if cfg.Deterministic && (cfg.Actors != 1 || cfg.Steps <= 0 || cfg.Duration > 0) {
 		return nil, fmt.Errorf("runtime: train: the deterministic mode needs Actors = 1, Steps > 0 and no Duration (got %d actors, %d steps, %v)",
@@ -657,14 +670,6 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 // (sampler.Method.Warnings); the caller should show them.
 func (t *Trainer) Warnings() []string { return t.agent.method.Warnings }
 
-// evaluate plays the agent's greedy policy (see actor.Evaluate).
-func (t *Trainer) evaluate(ctx context.Context, env envs.Env, net *model.Net, store *model.Store, episodes int, seed uint64) (float64, []float64, error) {
-	if t.agent.evaluate != nil {
-		return t.agent.evaluate(ctx, env, net, store, episodes, seed)
-	}
-	return actor.Evaluate(ctx, env, net, store, episodes, seed)
-}
-
 // Config is the run's configuration, defaults filled in.
 func (t *Trainer) Config() TrainConfig { return t.cfg }
 
@@ -692,121 +697,6 @@ func (t *Trainer) Policy() (*model.Net, error) {
 	return net, nil
 }
 
-// Run trains until Steps, Duration, TargetReturn or ctx, then runs the
-// final evaluation and returns the result. Every goroutine it starts has
-// ended when it returns. An error from any part (a non-finite loss, an
-// invalid action, ...) stops the whole run.
-//
-// With Checkpoint set it writes a checkpoint every CheckpointEvery (a
-// failed periodic save is counted in Stats().Checkpoints and the run goes
-// on) and when it ends. When only that last checkpoint fails, Run returns
-// the result together with a *CheckpointError. A second call returns
-// ErrRunOnce.
-func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
-	if !t.ran.CompareAndSwap(false, true) {
-		return nil, ErrRunOnce
-	}
-	now := time.Now()
-	t.start.Store(&now)
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	if t.cfg.Duration > 0 {
-		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeout(runCtx, t.cfg.Duration)
-		defer cancel()
-	}
-	var solved atomic.Pointer[finalEval]
-	if t.cfg.Steps > 0 && t.base.LearnerSteps >= t.cfg.Steps {
-		return t.finish(ctx, &solved) // a resumed run that already took its steps
-	}
-	if t.cfg.Deterministic {
-		if err := t.runLockstep(runCtx, &solved); err != nil {
-			return nil, t.failed(err)
-		}
-		return t.finish(ctx, &solved)
-	}
-	g, gctx := errgroup.WithContext(runCtx)
-	if t.cfg.Checkpoint != "" && t.cfg.CheckpointEvery > 0 {
-		g.Go(func() error {
-			tick := time.NewTicker(t.cfg.CheckpointEvery)
-			defer tick.Stop()
-			for {
-				select {
-				case <-gctx.Done():
-					return nil
-				case <-tick.C:
-					_ = t.save() // counted in Stats; the run goes on
-				}
-			}
-		})
-	}
-	sources := make([]Source, len(t.actors))
-	for i, a := range t.actors {
-		sources[i] = a
-	}
-	g.Go(func() error {
-		defer stop() // the pipeline ended (Steps, or an error): stop the evaluator
-		steps := t.cfg.Steps
-		if steps > 0 {
-			steps -= t.base.LearnerSteps // what is left of a resumed run (> 0: checked above)
-		}
-		return t.pipe.Run(gctx, t.buf, sources, t.agent, PipelineConfig{Queue: 2 * len(t.actors),
-			LearnerBatch: t.agent.batch, Limiter: t.limiter, MaxSteps: steps})
-	})
-	g.Go(func() (err error) {
-		defer recoverTo(&err, "evaluator")
-		env, err := envs.Make(t.cfg.Env)
-		if err != nil {
-			return err
-		}
-		net, err := model.NewNet(t.agent.policy, nil)
-		if err != nil {
-			return err
-		}
-		tick := time.NewTicker(t.cfg.EvalEvery)
-		defer tick.Stop()
-		for i := uint64(1); ; i++ {
-			select {
-			case <-gctx.Done():
-				return nil
-			case <-tick.C:
-			}
-			if t.store.Load() == nil {
-				continue // nothing published yet
-			}
-			mean, _, err := t.evaluate(gctx, env, net, t.store, t.cfg.EvalEpisodes, t.cfg.Seed^i<<32)
-			if err != nil {
-				if gctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("evaluator: %w", err)
-			}
-			t.periodic(mean)
-			if t.cfg.TargetReturn == 0 || mean < t.cfg.TargetReturn {
-				continue
-			}
-			// Confirm on the same parameters (net holds them; no store) with
-			// the full final evaluation before stopping.
-			cmean, crets, err := t.evaluate(gctx, env, net, nil, t.cfg.FinalEpisodes, t.cfg.Seed+0xf1a1)
-			if err != nil {
-				if gctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("evaluator: %w", err)
-			}
-			if cmean >= t.cfg.TargetReturn {
-				solved.Store(&finalEval{mean: cmean, returns: crets})
-				stop()
-				return nil
-			}
-		}
-	})
-	if err := g.Wait(); err != nil {
-		return nil, t.failed(err)
-	}
-	return t.finish(ctx, &solved)
-}
-
 // failed writes the diagnostic checkpoint of a failed run, if configured,
 // to Checkpoint + ".failed", so it never replaces the last good checkpoint
 // (a resumed run writes back to the file it came from).
@@ -821,64 +711,6 @@ func (t *Trainer) failed(err error) error {
 	return fmt.Errorf("%w (checkpoint of the failed state written to %s)", err, path)
 }
 
-// finish runs the final evaluation (unless the target was confirmed),
-// writes the checkpoint if configured and returns the result. ctx is the
-// context Run was given: its end means the run was interrupted.
-func (t *Trainer) finish(ctx context.Context, solved *atomic.Pointer[finalEval]) (*TrainResult, error) {
-	res := &TrainResult{Config: t.cfg, Build: Build(), Machine: Machine()}
-	var mean float64
-	var rets []float64
-	st := t.Stats()
-	switch {
-	case solved.Load() != nil:
-		res.StopReason = StopSolved
-	case t.cfg.Steps > 0 && st.LearnerSteps >= t.cfg.Steps:
-		res.StopReason = StopSteps
-	case t.cfg.Duration > 0 && st.SegmentSeconds >= t.cfg.Duration.Seconds():
-		res.StopReason = StopDuration
-	case ctx.Err() != nil:
-		res.StopReason = StopInterrupted
-	default: // the deterministic loop ends only on Steps, a target or ctx
-		res.StopReason = StopSteps
-	}
-	if f := solved.Load(); f != nil {
-		res.StoppedByTarget = true
-		mean, rets = f.mean, f.returns
-	} else {
-		// Final greedy evaluation of the last published parameters.
-		env, err := envs.Make(t.cfg.Env)
-		if err != nil {
-			return nil, err
-		}
-		net, err := model.NewNet(t.agent.policy, nil)
-		if err != nil {
-			return nil, err
-		}
-		if t.store.Load() == nil {
-			t.store.Publish(t.agent.first()) // learning never started: evaluate the initial net
-		}
-		mean, rets, err = t.evaluate(context.Background(), env, net, t.store, t.cfg.FinalEpisodes, t.cfg.Seed+0xf1a1)
-		if err != nil {
-			return nil, fmt.Errorf("final evaluation: %w", err)
-		}
-	}
-	st = t.Stats()
-	res.Seconds, res.LearnerSteps, res.EnvSteps = st.Seconds, st.LearnerSteps, st.EnvSteps
-	res.EnvStepsPerSec = float64(st.EnvSteps) / st.Seconds
-	res.UpdatesPerSec = float64(st.LearnerSteps) / st.Seconds
-	res.FinalReturn, res.FinalReturns = mean, rets
-	t.record(mean)
-	t.mu.Lock()
-	res.Curve = append([]EvalPoint(nil), t.curve...)
-	t.mu.Unlock()
-	if t.cfg.Checkpoint != "" {
-		if err := t.save(); err != nil {
-			return res, err
-		}
-	}
-	return res, nil
-}
-
 // counterBase holds the counters of the segments a resumed run already
 // completed.
 type counterBase struct {
@@ -886,12 +718,6 @@ type counterBase struct {
 	EnvSteps     int64   `json:"env_steps"`
 	Episodes     int64   `json:"episodes"`
 	LearnerSteps int64   `json:"learner_steps"`
-}
-
-// finalEval is an evaluation that confirmed the target.
-type finalEval struct {
-	mean    float64
-	returns []float64
 }
 
 func (t *Trainer) record(mean float64) {
@@ -946,116 +772,4 @@ func (t *Trainer) Stats() TrainStats {
 	st.Checkpoints = t.ck.st
 	t.ck.mu.Unlock()
 	return st
-}
-
-// runLockstep is the deterministic mode's loop: one actor and the learner
-// on this goroutine, evaluations every EvalEverySteps learner steps.
-func (t *Trainer) runLockstep(ctx context.Context, solved *atomic.Pointer[finalEval]) error {
-	a := t.actors[0]
-	env, err := envs.Make(t.cfg.Env)
-	if err != nil {
-		return err
-	}
-	net, err := model.NewNet(t.agent.policy, nil)
-	if err != nil {
-		return err
-	}
-	// A cancelled context ends the run cleanly (results are still written),
-	// whichever call noticed it.
-	stopped := func(err error) error {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	batch := &buffer.Transitions{}
-	n := t.agent.batch
-	steps := t.base.LearnerSteps
-	lastSave := time.Now()
-	// step runs f as the pipeline's goroutines run their operations: with
-	// the gate held shared, so SaveCheckpoint from another goroutine sees
-	// the state at rest. Periodic checkpoints are taken between steps.
-	step := func(f func() error) error {
-		t.pipe.gate.RLock()
-		err := f()
-		t.pipe.gate.RUnlock()
-		if every := t.cfg.CheckpointEvery; t.cfg.Checkpoint != "" && every > 0 && time.Since(lastSave) >= every {
-			_ = t.save() // counted in Stats; the run goes on
-			lastSave = time.Now()
-		}
-		return err
-	}
-	nextEval := (steps/t.cfg.EvalEverySteps + 1) * t.cfg.EvalEverySteps
-	for evals := uint64(1); steps < t.cfg.Steps; {
-		// Learn first, while the limiter admits samples: actor and learner
-		// share this goroutine, so neither may wait for the other.
-		for steps < t.cfg.Steps && t.limiter.CanSample() {
-			if err := t.limiter.AwaitSample(ctx, n); err != nil {
-				return stopped(err)
-			}
-			if err := step(func() error {
-				if err := t.agent.Step(ctx); err != nil {
-					return err
-				}
-				t.pipe.steps.Add(1)
-				return nil
-			}); err != nil {
-				return stopped(fmt.Errorf("learner step %d: %w", steps, err))
-			}
-			steps++
-			if steps < nextEval {
-				continue
-			}
-			nextEval += t.cfg.EvalEverySteps
-			mean, _, err := t.evaluate(ctx, env, net, t.store, t.cfg.EvalEpisodes, t.cfg.Seed^evals<<32)
-			evals++
-			if err != nil {
-				return stopped(fmt.Errorf("evaluator: %w", err))
-			}
-			t.periodic(mean)
-			if t.cfg.TargetReturn == 0 || mean < t.cfg.TargetReturn {
-				continue
-			}
-			cmean, crets, err := t.evaluate(ctx, env, net, nil, t.cfg.FinalEpisodes, t.cfg.Seed+0xf1a1)
-			if err != nil {
-				return stopped(fmt.Errorf("evaluator: %w", err))
-			}
-			if cmean >= t.cfg.TargetReturn {
-				solved.Store(&finalEval{mean: cmean, returns: crets})
-				return nil
-			}
-		}
-		if steps >= t.cfg.Steps || ctx.Err() != nil {
-			return nil
-		}
-		batch.Reset()
-		if err := a.Fill(ctx, batch); err != nil {
-			return stopped(fmt.Errorf("actor 0: %w", err))
-		}
-		if ctx.Err() != nil {
-			t.pipe.discarded.Add(int64(batch.Len()))
-			return nil
-		}
-		if !t.limiter.CanInsert() {
-			// Cannot happen with a balance this mode produced itself (the
-			// learner just drained it); refuse rather than wait forever.
-			return fmt.Errorf("runtime: deterministic mode: the rate limiter admits neither an insert nor a sample (inserted %d, sampled %d)",
-				t.limiter.snapshot().inserted, t.limiter.snapshot().sampled)
-		}
-		if err := t.limiter.AwaitInsert(ctx, batch.Len()); err != nil {
-			return stopped(err)
-		}
-		if err := step(func() error {
-			if err := t.buf.Insert(batch); err != nil {
-				return err
-			}
-			t.pipe.batches.Add(1)
-			t.pipe.items.Add(int64(batch.Len()))
-			t.pipe.limited.Add(int64(batch.Len()))
-			return nil
-		}); err != nil {
-			return fmt.Errorf("inserter: %w", err)
-		}
-	}
-	return nil
 }

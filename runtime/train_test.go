@@ -269,3 +269,30 @@ func TestRefreshEveryDerived(t *testing.T) {
 		}
 	}
 }
+
+// TestTrainInserters: a run trains through any inserter setting (direct
+// inserts, several inserters), stores every batch it accepted, and
+// refuses a setting it cannot follow.
+func TestTrainInserters(t *testing.T) {
+	for _, n := range []int{Direct, 2} {
+		tr, err := NewTrainer(TrainConfig{Actors: 3, Steps: 60, Capacity: 3000, MinSizeToSample: 200,
+			EvalEvery: time.Hour, FinalEpisodes: 1, Seed: 4, Inserters: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := tr.Run(context.Background())
+		if err != nil {
+			t.Fatalf("inserters %d: %v", n, err)
+		}
+		st := tr.Stats()
+		if res.LearnerSteps != 60 || st.Pipeline.Items != int64(st.Buffer.Inserts) || st.Pipeline.Items < int64(tr.cfg.MinSizeToSample) {
+			t.Fatalf("inserters %d: %d steps, pipeline %+v, buffer inserts %d", n, res.LearnerSteps, st.Pipeline, st.Buffer.Inserts)
+		}
+	}
+	for _, c := range []TrainConfig{{Steps: 5, Inserters: -2}, {Steps: 5, Inserters: MaxInserters + 1},
+		{Steps: 5, Actors: 1, Deterministic: true, Inserters: 1}} {
+		if _, err := NewTrainer(c); err == nil || !strings.Contains(err.Error(), "Inserters (-inserters)") {
+			t.Errorf("%+v: got %v, want an error naming Inserters", c, err)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -89,6 +90,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Capacity, "capacity", def.Capacity, "replay capacity in transitions")
 	fs.BoolVar(&cfg.Dueling, "dueling", false, "dueling Q head")
 	fs.BoolVar(&cfg.Deterministic, "deterministic", false, "one actor and the learner in lockstep on one goroutine: the same -seed and -steps give the same run (needs -actors=1 -steps=N -duration=0)")
+	fs.Var((*insertersFlag)(&cfg.Inserters), "inserters", "goroutines that move the actors' batches from their bounded channel into the replay, or \"direct\": each actor inserts its own (0: runtime.DefaultInserters, 1; not with -deterministic)")
 	fs.IntVar(&cfg.RefreshEvery, "refresh-every", 0, "environment steps between two reads of the learner's parameters by each actor (0: so that the actors lag the learner by about 400 learner steps: Ape-X's 400 with one actor, 100 for dqn's defaults and 6 for td3 and sac with 64 actors; vracer 20)")
 	fs.IntVar(&cfg.MinSizeToSample, "min-replay", def.MinSizeToSample, "replay size before learning starts (0: max(1000, batch+50))")
 	fs.StringVar(&cfg.Checkpoint, "checkpoint", "", "write a checkpoint (replay, learner, counters) to this file every -checkpoint-every and when the run ends (default <out>/checkpoint.apex, also on -resume; \"none\": no checkpoint)")
@@ -214,6 +216,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 				"epsilon":     func() { c.Epsilon = cfg.Epsilon }, "epsilon-decay": func() { c.EpsilonDecaySteps = cfg.EpsilonDecaySteps },
 				"sigma": func() { c.Sigma = cfg.Sigma }, "ou-theta": func() { c.OUTheta = cfg.OUTheta },
 				"random-steps": func() { c.RandomSteps = cfg.RandomSteps },
+				"inserters":    func() { c.Inserters = cfg.Inserters },
 				"refer-c":      func() { c.REFERC = cfg.REFERC }, "refer-d": func() { c.REFERD = cfg.REFERD }, "refer-a": func() { c.REFERA = cfg.REFERA },
 			} {
 				if set[name] { // shaping flags reach ResumeTrainer, which refuses a change
@@ -566,4 +569,30 @@ func writeResults(dir string, res *runtime.TrainResult) error {
 		p.Add(line, pts)
 	}
 	return p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(dir, "curve.png"))
+}
+
+// insertersFlag is -inserters: a count, or "direct" (runtime.Direct).
+type insertersFlag int
+
+func (f *insertersFlag) String() string {
+	if f != nil && int(*f) == runtime.Direct {
+		return "direct"
+	}
+	if f == nil {
+		return "0"
+	}
+	return strconv.Itoa(int(*f))
+}
+
+func (f *insertersFlag) Set(s string) error {
+	if s == "direct" {
+		*f = insertersFlag(runtime.Direct)
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < runtime.Direct || n > runtime.MaxInserters {
+		return fmt.Errorf("want a count in [0, %d] or \"direct\", got %q", runtime.MaxInserters, s)
+	}
+	*f = insertersFlag(n)
+	return nil
 }

@@ -110,6 +110,8 @@ func TestTrainBadFlags(t *testing.T) {
 		{[]string{"-sampler=greedy"}, "valid: uniform, per, rank, lap, pal, ter, refer, refer-1, refer-2, er"},
 		{[]string{"-actors=x"}, "invalid value"},
 		{[]string{"train", "extra"}, "unexpected argument"},
+		{[]string{"-inserters=-2"}, `want a count in [0, 1024] or "direct"`},
+		{[]string{"-inserters=direct", "-deterministic", "-steps=5", "-out", t.TempDir()}, "Inserters (-inserters) configures the concurrent schedule"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
