@@ -1,0 +1,73 @@
+// Package f32 holds float32 SIMD kernels for the learner's math and a
+// float32 MLP training step built on them: the fast path that model's
+// float64 Net, its losses and Adam are to run on (issue 16, item 1).
+//
+//   - Impl picks an implementation: AVX512 (amd64 assembly, zmm registers
+//     and opmasks), AVX2 (amd64 assembly, ymm and FMA), or Portable (plain
+//     Go, the twin the others are tested against and the only one on other
+//     architectures or with the purego build tag). Auto, the zero value,
+//     is Best(): decided once from the CPU's feature flags
+//     (golang.org/x/sys/cpu), so one binary runs everywhere.
+//   - Impl.Gemm: C = post(init + A·B) with A a strided view (row-major or
+//     transposed), init zero, a bias row or C itself, and the epilogue
+//     ReLU (forward) or ReLU's or tanh's derivative from the layer's output
+//     (backward). The micro-kernel keeps a 4×32 (AVX-512) or 4×16 (AVX2)
+//     tile of C in 8 registers and masks the column tail, which suits this
+//     package's sizes (64-wide layers, batches of 64–256) with no packing:
+//     every operand of a 64×64 layer already sits in L1.
+//   - Impl.ColSum (bias gradients), Impl.SumSq (the gradient norm) and
+//     Impl.AdamUpdate (Adam's moments and step fused in one pass, the
+//     clipping factor folded in).
+//   - MLP: Forward (one Gemm per layer, bias and ReLU fused), Backward
+//     (dW = xᵀ·dz, db, and dz of the layer below with the activation's
+//     derivative fused into its Gemm); Loss (Huber, MSE, L1, per-row
+//     weights; Value and Selected); Adam (model.Adam's update in float32
+//     with model.Adam's checks).
+//
+// Like model, the package is pure: no goroutines, no clock, no global
+// random source; an MLP and an Adam are not safe for concurrent use.
+//
+// # Usage
+//
+// The embedder's duties, as in model.Net's learner step:
+//
+//  1. Build the network with NewMLP(layers, Auto) and fill Params (the
+//     layout of model.Net: per layer W row-major In×Out, then b), and the
+//     optimizer with NewAdam(len(Params), cfg, Auto).
+//  2. Each step: Forward(x), Loss.Selected(dq, q, actions, target, weight),
+//     Backward(dq), Adam.Step(Params, Grads); stop on Step's error.
+//  3. Keep the input of Forward unchanged until Backward returns.
+//
+// # Plugging into model (the next step, not done here)
+//
+// model.Net, the learners and the checkpoints stay float64 for now. The
+// intended wiring, which keeps their APIs:
+//
+//  1. model.Dense gains a float32 shadow of its W, b and buffers and calls
+//     Impl.Gemm instead of gonum: forward with InitBias and PostReLU;
+//     backward dW with A = xᵀ (ars 1, aps In), ColSum for db, and dX with
+//     the layer below's activation fused (PostReLUGrad / PostTanhGrad,
+//     aux = that layer's output). Tanh's forward stays a Go loop;
+//     Softsign needs a PostSoftsignGrad epilogue (the derivative (1 − |y|)²)
+//     and a Go forward loop. Dueling's combine and its backward are O(B·A)
+//     Go loops over Forward's output.
+//  2. model.Net keeps Params() []float64 as a view for snapshots and
+//     checkpoints, or (cheaper) stores float32 and converts at Snapshot,
+//     Save and SetParams: O(params) copies outside the step. Checkpoints
+//     keep their float64 format (so existing ones stay loadable); a
+//     float32 net converts on Load.
+//  3. model.Adam gets a float32 path that calls Adam.Step's two kernels
+//     (SumSq, AdamUpdate), with the moments converted on Save/Load.
+//  4. model.Loss dispatches float32 slices to Loss here (PAL needs adding:
+//     its ρ is O(B) Go code like the rest).
+//
+// # Costs
+//
+// One DQN update of the 4→64→64→2 network (model's BenchmarkTrainStep32
+// beside BenchmarkTrainStep; bench/BENCHMARKS.md has the figures and the
+// numpy reference): on the Sapphire Rapids development machine about 34 µs
+// at B=64 and 92 µs at B=256 with AVX-512, 44 and 134 µs with AVX2,
+// against about 320 µs and 1.06 ms for the float64 step in the same run.
+// The Portable twin is scalar Go, several times slower than gonum's float64
+// kernels: it is the reference and the fallback, not a fast path.
+package f32

@@ -1,0 +1,334 @@
+package f32
+
+import (
+	"fmt"
+	"math"
+)
+
+// Impl names one implementation of the kernels. The zero value, Auto,
+// means the best one the CPU supports (Best); Portable is the pure-Go twin
+// every other implementation is tested against and the only one on
+// architectures other than amd64 (or with the purego build tag).
+type Impl uint8
+
+const (
+	// Auto resolves to Best() wherever an Impl is used.
+	Auto Impl = iota
+	// Portable is plain Go, on every architecture.
+	Portable
+	// AVX2 is amd64 assembly on 8-lane ymm registers with FMA (Haswell,
+	// Zen 1 and later).
+	AVX2
+	// AVX512 is amd64 assembly on 16-lane zmm registers with opmasks
+	// (AVX-512F: Skylake-SP, Ice Lake, Sapphire Rapids, Zen 4 and later).
+	AVX512
+)
+
+var implNames = [...]string{Auto: "auto", Portable: "portable", AVX2: "avx2", AVX512: "avx512"}
+
+// String returns "auto", "portable", "avx2" or "avx512".
+func (i Impl) String() string {
+	if int(i) < len(implNames) {
+		return implNames[i]
+	}
+	return fmt.Sprintf("Impl(%d)", uint8(i))
+}
+
+// Available reports whether i can run on this CPU and build (Auto and
+// Portable always can).
+func (i Impl) Available() bool {
+	switch i {
+	case Auto, Portable:
+		return true
+	case AVX2:
+		return hasAVX2
+	case AVX512:
+		return hasAVX512
+	}
+	return false
+}
+
+// Best returns the fastest implementation available: AVX512, then AVX2,
+// then Portable. It is decided once, from the CPU's feature flags.
+func Best() Impl {
+	switch {
+	case hasAVX512:
+		return AVX512
+	case hasAVX2:
+		return AVX2
+	}
+	return Portable
+}
+
+// resolve turns Auto into Best and panics on an implementation this CPU
+// lacks (a programmer error: check Available).
+func (i Impl) resolve() Impl {
+	if i == Auto {
+		return Best()
+	}
+	if !i.Available() {
+		panic(fmt.Sprintf("f32: implementation %v is not available on this CPU or build", i))
+	}
+	return i
+}
+
+// Init selects what Gemm adds the product to.
+type Init uint8
+
+const (
+	// InitZero: C = A·B.
+	InitZero Init = iota
+	// InitBias: C[i][j] = bias[j] + (A·B)[i][j] (a layer's forward).
+	InitBias
+	// InitAcc: C += A·B.
+	InitAcc
+)
+
+// Post selects Gemm's element-wise epilogue, applied before the store.
+type Post uint8
+
+const (
+	// PostNone stores the sum as it is.
+	PostNone Post = iota
+	// PostReLU stores max(c, 0) (a ReLU layer's forward).
+	PostReLU
+	// PostReLUGrad stores c·[aux > 0]: with aux a ReLU layer's output, the
+	// gradient flowing back through it.
+	PostReLUGrad
+	// PostTanhGrad stores c·(1 − aux²): with aux a tanh layer's output,
+	// the gradient flowing back through it.
+	PostTanhGrad
+)
+
+// Gemm computes the m×n matrix
+//
+//	C[i][j] = post(init[i][j] + Σ_{p<k} A(i, p)·B[p][j])
+//
+// where A(i, p) = a[i·ars + p·aps] (so A row-major m×k is ars = k,
+// aps = 1, and Xᵀ for a row-major k×m X is ars = 1, aps = m), B is
+// row-major with row stride ldb ≥ n, C row-major with row stride ldc ≥ n,
+// bias has n entries (InitBias only) and aux has C's layout (ldc) for the
+// gradient epilogues. Entries of C outside the m×n block are not touched.
+//
+// The SIMD implementations compute four rows at a time with a register
+// tile of 4×32 (AVX-512) or 4×16 (AVX2) and mask the last columns; the
+// last m mod 4 rows go to the portable code. Products are summed in the
+// order p = 0, 1, …, k−1 with FMA, so results differ from Portable's by
+// rounding only.
+//
+// Cost: 2·m·n·k flops, no allocation. It panics if a slice is too short
+// for the shape and strides, or on negative sizes.
+func (i Impl) Gemm(m, n, k int, a []float32, ars, aps int, b []float32, ldb int, c []float32, ldc int, init Init, bias []float32, post Post, aux []float32) {
+	checkGemm(m, n, k, a, ars, aps, b, ldb, c, ldc, init, bias, post, aux)
+	if m == 0 || n == 0 {
+		return
+	}
+	impl := i.resolve()
+	m4 := 0
+	if impl != Portable {
+		m4 = m &^ 3
+		mode := int(init) | int(post)<<2
+		var pa, pb, pbias, paux *float32
+		if k > 0 {
+			pb = &b[0]
+		}
+		if init == InitBias {
+			pbias = &bias[0]
+		}
+		for r := 0; r < m4; r += 4 {
+			if k > 0 {
+				pa = &a[r*ars]
+			}
+			if post >= PostReLUGrad {
+				paux = &aux[r*ldc]
+			}
+			gemm4(impl, k, pa, ars, aps, pb, ldb, &c[r*ldc], ldc, n, pbias, paux, mode)
+		}
+		if m4 == m {
+			return
+		}
+	}
+	// The portable kernel does every row, or the SIMD kernels' last rows.
+	var auxTail []float32
+	if post >= PostReLUGrad {
+		auxTail = aux[m4*ldc:]
+	}
+	var aTail []float32
+	if k > 0 {
+		aTail = a[m4*ars:]
+	}
+	gemmGeneric(m-m4, n, k, aTail, ars, aps, b, ldb, c[m4*ldc:], ldc, init, bias, post, auxTail)
+}
+
+func checkGemm(m, n, k int, a []float32, ars, aps int, b []float32, ldb int, c []float32, ldc int, init Init, bias []float32, post Post, aux []float32) {
+	switch {
+	case m < 0 || n < 0 || k < 0:
+		panic(fmt.Sprintf("f32: Gemm: negative size m=%d n=%d k=%d", m, n, k))
+	case ars < 0 || aps < 0:
+		panic(fmt.Sprintf("f32: Gemm: negative A strides %d, %d", ars, aps))
+	case ldb < n || ldc < n:
+		panic(fmt.Sprintf("f32: Gemm: ldb = %d, ldc = %d, n = %d (strides must be >= n)", ldb, ldc, n))
+	case init > InitAcc || post > PostTanhGrad:
+		panic(fmt.Sprintf("f32: Gemm: invalid init %d or post %d", init, post))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	if k > 0 {
+		if need := (m-1)*ars + (k-1)*aps + 1; len(a) < need {
+			panic(fmt.Sprintf("f32: Gemm: len(a) = %d, the %d×%d view needs %d", len(a), m, k, need))
+		}
+		if need := (k-1)*ldb + n; len(b) < need {
+			panic(fmt.Sprintf("f32: Gemm: len(b) = %d, the %d×%d view needs %d", len(b), k, n, need))
+		}
+	}
+	need := (m-1)*ldc + n
+	if len(c) < need {
+		panic(fmt.Sprintf("f32: Gemm: len(c) = %d, the %d×%d view needs %d", len(c), m, n, need))
+	}
+	if init == InitBias && len(bias) < n {
+		panic(fmt.Sprintf("f32: Gemm: len(bias) = %d < n = %d", len(bias), n))
+	}
+	if post >= PostReLUGrad && len(aux) < need {
+		panic(fmt.Sprintf("f32: Gemm: len(aux) = %d, the %d×%d view needs %d", len(aux), m, n, need))
+	}
+}
+
+// gemmGeneric is Gemm's portable twin (bounds already checked).
+func gemmGeneric(m, n, k int, a []float32, ars, aps int, b []float32, ldb int, c []float32, ldc int, init Init, bias []float32, post Post, aux []float32) {
+	for i := range m {
+		ci := c[i*ldc : i*ldc+n]
+		switch init {
+		case InitZero:
+			clear(ci)
+		case InitBias:
+			copy(ci, bias[:n])
+		}
+		for p := range k {
+			aip := a[i*ars+p*aps]
+			bp := b[p*ldb : p*ldb+n]
+			for j, bv := range bp {
+				ci[j] += aip * bv
+			}
+		}
+		switch post {
+		case PostReLU:
+			for j, v := range ci {
+				if !(v > 0) && v == v { // a NaN stays NaN, as in the SIMD kernels
+					ci[j] = 0
+				}
+			}
+		case PostReLUGrad:
+			ai := aux[i*ldc : i*ldc+n]
+			for j, y := range ai {
+				if !(y > 0) {
+					ci[j] = 0
+				}
+			}
+		case PostTanhGrad:
+			ai := aux[i*ldc : i*ldc+n]
+			for j, y := range ai {
+				ci[j] *= 1 - y*y
+			}
+		}
+	}
+}
+
+// ColSum sets dst[j] = Σ_{r<rows} src[r·ld + j] for j < n: the bias
+// gradient of a layer, the column sums of its B×Out dZ. Cost O(rows·n), no
+// allocation. It panics on a slice too short or ld < n.
+func (i Impl) ColSum(dst, src []float32, rows, n, ld int) {
+	switch {
+	case rows < 0 || n < 0 || ld < n:
+		panic(fmt.Sprintf("f32: ColSum: rows=%d n=%d ld=%d", rows, n, ld))
+	case len(dst) < n:
+		panic(fmt.Sprintf("f32: ColSum: len(dst) = %d < n = %d", len(dst), n))
+	case rows > 0 && len(src) < (rows-1)*ld+n:
+		panic(fmt.Sprintf("f32: ColSum: len(src) = %d, %d rows of stride %d need %d", len(src), rows, ld, (rows-1)*ld+n))
+	}
+	if n == 0 {
+		return
+	}
+	if rows == 0 {
+		clear(dst[:n])
+		return
+	}
+	if impl := i.resolve(); impl != Portable {
+		colSumAsm(impl, &dst[0], &src[0], rows, n, ld)
+		return
+	}
+	d := dst[:n]
+	copy(d, src[:n])
+	for r := 1; r < rows; r++ {
+		row := src[r*ld : r*ld+n]
+		for j, v := range row {
+			d[j] += v
+		}
+	}
+}
+
+// SumSq returns Σ x[i]² (the squared global norm of a gradient). The SIMD
+// implementations sum in 16 float32 lanes and add the lanes in float64;
+// Portable sums in float64. An overflow shows as +Inf, a NaN entry as NaN.
+// Cost O(len(x)), no allocation.
+func (i Impl) SumSq(x []float32) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	if impl := i.resolve(); impl != Portable {
+		var lanes [16]float32
+		sumSqAsm(impl, &x[0], len(x), &lanes)
+		s := 0.0
+		for _, v := range lanes {
+			s += float64(v)
+		}
+		return s
+	}
+	s := 0.0
+	for _, v := range x {
+		s += float64(v) * float64(v)
+	}
+	return s
+}
+
+// AdamConsts are the per-step constants of the fused Adam update:
+//
+//	g' = Scale·g
+//	m ← Beta1·m + (1−Beta1)·g'
+//	v ← Beta2·v + (1−Beta2)·g'²
+//	p ← p − Step·m / (sqrt(v)·InvSqrtBC2 + Eps)
+//
+// with Step = lr/(1−β₁ᵗ) and InvSqrtBC2 = 1/sqrt(1−β₂ᵗ) (Kingma & Ba 2015,
+// Algorithm 1, the bias corrections folded in as model.Adam does) and
+// Scale the gradient-clipping factor (1 without clipping).
+type AdamConsts struct {
+	Scale, Beta1, Beta2, Step, InvSqrtBC2, Eps float32
+}
+
+// AdamUpdate applies the fused Adam update of c to the n = len(p)
+// parameters in one pass (g is read, not scaled in place). Cost O(n): a
+// square root and a division per parameter, no allocation. It panics
+// unless g, m and v have p's length.
+func (i Impl) AdamUpdate(p, g, m, v []float32, c AdamConsts) {
+	n := len(p)
+	if len(g) != n || len(m) != n || len(v) != n {
+		panic(fmt.Sprintf("f32: AdamUpdate: len(p, g, m, v) = %d, %d, %d, %d", n, len(g), len(m), len(v)))
+	}
+	if n == 0 {
+		return
+	}
+	if impl := i.resolve(); impl != Portable {
+		k := [8]float32{c.Scale, c.Beta1, 1 - c.Beta1, c.Beta2, 1 - c.Beta2, c.Step, c.InvSqrtBC2, c.Eps}
+		adamAsm(impl, &p[0], &g[0], &m[0], &v[0], n, &k)
+		return
+	}
+	c1, c2 := 1-c.Beta1, 1-c.Beta2
+	g, m, v = g[:n], m[:n], v[:n]
+	for j, gj := range g {
+		gs := c.Scale * gj
+		mj := c.Beta1*m[j] + c1*gs
+		vj := c.Beta2*v[j] + c2*(gs*gs)
+		m[j], v[j] = mj, vj
+		p[j] -= (c.Step * mj) / (float32(math.Sqrt(float64(vj)))*c.InvSqrtBC2 + c.Eps)
+	}
+}
