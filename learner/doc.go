@@ -40,6 +40,16 @@
 // its batch normaliser and its loss, which a prioritized replay paper
 // derives together.
 //
+// DQN, TD3 and SAC share one replay step (replay.go): sample through the
+// stage, take the Weighter's weights at step−1, multiply them by the
+// Normalizer's scale of the batch's |δ|, learn, write |δ| (or Q and the
+// target, for a feature-scoring stage) back, and count the step alike
+// (write-backs applied and stale, mean |δ| and Q, sampled moments,
+// timing), only once the whole step succeeded. Each learner supplies only
+// its targets, losses and updates between those phases. VRACER shares the
+// sampling phase; its feedback goes back through ReF-ER's own per-row
+// weights and refresh.
+//
 // A learner is a pure state machine driven by its caller, like raft's
 // RawNode: it starts no goroutines and draws from its own seeded random
 // stream; it reads the monotonic clock only to measure its Timing (the

@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync/atomic"
-	"time"
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/model"
@@ -92,15 +91,9 @@ type DQN struct {
 // dqnCounters are the Stats fields, each an atomic word so Stats may read
 // them from any goroutine while Step writes them (no allocation per Step).
 type dqnCounters struct {
-	timing        phaseTimer
-	sampled       momentTracker
-	steps         atomic.Uint64
+	replayCounters
 	loss          atomic.Uint64 // float64 bits
-	meanAbsTD     atomic.Uint64 // float64 bits
-	meanQ         atomic.Uint64 // float64 bits
 	gradNorm      atomic.Uint64 // float64 bits
-	writeBacks    atomic.Uint64
-	stale         atomic.Uint64
 	publishes     atomic.Uint64
 	version       atomic.Uint64
 	targetUpdates atomic.Uint64
@@ -287,12 +280,10 @@ func (l *DQN) Step(ctx context.Context) error {
 	defer l.busy.exit()
 	step := l.steps + 1
 	b := l.batch
-	t0 := time.Now()
-	weight, err := sampleWeighted(l.m, l.rng, b, step)
+	rs, weight, err := startReplay(l.m, l.rng, b, step, l.absTD, l.wts)
 	if err != nil {
 		return err
 	}
-	t1 := time.Now()
 	nA := l.nA
 	for i, a := range b.Action {
 		if a < 0 || int(a) >= nA {
@@ -320,14 +311,10 @@ func (l *DQN) Step(ctx context.Context) error {
 
 	q := l.net.Forward(l.obs)
 	model.Gather(l.qsa, q, b.Action)
-	var sumTD, sumQ float64
 	for i, y := range l.y {
-		d := math.Abs(y - l.qsa[i])
-		l.absTD[i] = d
-		sumTD += d
-		sumQ += l.qsa[i]
+		l.absTD[i] = math.Abs(y - l.qsa[i])
 	}
-	if weight, err = normalize(l.m, l.wts, weight, l.absTD, step); err != nil {
+	if weight, err = rs.scale(weight); err != nil {
 		return err
 	}
 	loss := l.m.Loss.Selected(l.dq, q, b.Action, l.y, weight)
@@ -342,12 +329,9 @@ func (l *DQN) Step(ctx context.Context) error {
 	if err := l.net.CheckFinite(); err != nil {
 		return l.fail(step, err)
 	}
-	t2 := time.Now()
-	res, err := writeBack(l.m, b, l.absTD, l.qsa, l.y)
-	if err != nil {
-		return fmt.Errorf("learner: step %d: priority write-back: %w", step, err)
+	if err := rs.writeBack(l.qsa, l.y); err != nil {
+		return err
 	}
-	t3 := time.Now()
 
 	l.steps = step
 	if l.cfg.Tau > 0 {
@@ -360,17 +344,10 @@ func (l *DQN) Step(ctx context.Context) error {
 	if step%uint64(l.cfg.PublishEvery) == 0 {
 		l.publish()
 	}
-	inv := 1 / float64(len(l.y))
 	c := &l.stats
 	c.loss.Store(math.Float64bits(loss))
-	c.meanAbsTD.Store(math.Float64bits(sumTD * inv))
-	c.meanQ.Store(math.Float64bits(sumQ * inv))
 	c.gradNorm.Store(math.Float64bits(norm))
-	c.writeBacks.Add(uint64(res.Applied))
-	c.stale.Add(uint64(res.Stale))
-	c.timing.add(time.Since(t0), t1.Sub(t0), t3.Sub(t2))
-	c.sampled.add(l.absTD, l.qsa)
-	c.steps.Store(step)
+	rs.commit(&c.replayCounters, l.qsa)
 	return nil
 }
 

@@ -2,12 +2,110 @@ package learner
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"sync/atomic"
+	"time"
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/model"
 	"github.com/apexrl/apex/sampler"
 )
+
+// replayStep is the replay half of one learner step, the part DQN, TD3
+// and SAC share (V-RACER's stage writes back through its own Refresh):
+//
+//	r, w, err := startReplay(m, rng, batch, step, absTD, wts) // sample, the Weighter's weights
+//	... targets and forward passes; the learner fills absTD with |δ| ...
+//	w, err = r.scale(w)                                        // × the Normalizer's batch scale
+//	... loss(w), backward, optimiser ...
+//	err = r.writeBack(q, y)                                    // |δ| (or Q and y) back to the stage
+//	... the learner's own later phases ...
+//	r.commit(&counters, q)                                     // the shared counters
+//
+// Each phase's errors name the step and leave what the doc of the
+// learner's Step says; commit runs only once the whole step succeeded, so
+// a failed step changes no counter. A replayStep lives on its learner's
+// stack for one Step: it allocates nothing.
+type replayStep struct {
+	m     sampler.Method
+	b     *buffer.Batch
+	step  uint64
+	absTD []float64 // the learner's |δ| scratch, filled between start and scale
+	wts   []float64 // the learner's scratch for the normalised weights
+	res   buffer.UpdateResult
+	// t0..t3: the step's start, the end of sampling, the start and end of
+	// the write-back (Timing).
+	t0, t1, t2, t3 time.Time
+}
+
+// startReplay starts step (1-based) of a learner: it samples b through
+// m's stage and takes the rows' weights (nil: all 1; see sampleWeighted).
+// absTD and wts are the learner's Batch-long scratch vectors.
+func startReplay(m sampler.Method, rng *rand.Rand, b *buffer.Batch, step uint64, absTD, wts []float64) (replayStep, []float64, error) {
+	r := replayStep{m: m, b: b, step: step, absTD: absTD, wts: wts, t0: time.Now()}
+	w, err := sampleWeighted(m, rng, b, step)
+	r.t1 = time.Now()
+	return r, w, err
+}
+
+// scale returns the loss weights: w (nil: all 1) times the method's
+// Normalizer's scale of the batch's |δ| (r.absTD), or w itself without a
+// Normalizer (see normalize).
+func (r *replayStep) scale(w []float64) ([]float64, error) {
+	return normalize(r.m, r.wts, w, r.absTD, r.step)
+}
+
+// writeBack hands the step's feedback to the stage: |δ| through Update,
+// or the rows' Q(s, a) (q) and targets (y) to a FeatureUpdater. Timed as
+// the write-back phase; a learner with more stage feedback (ReF-ER's
+// Refresh) calls wrote after it to extend that phase.
+func (r *replayStep) writeBack(q, y []float64) error {
+	r.t2 = time.Now()
+	res, err := writeBack(r.m, r.b, r.absTD, q, y)
+	r.t3 = time.Now()
+	if err != nil {
+		return fmt.Errorf("learner: step %d: priority write-back: %w", r.step, err)
+	}
+	r.res = res
+	return nil
+}
+
+// wrote ends the write-back phase now.
+func (r *replayStep) wrote() { r.t3 = time.Now() }
+
+// commit records the completed step in c: the batch's mean |δ| and mean
+// Q(s, a) (q), the write-backs applied and stale, the phases' times, the
+// sampled rows' moments and, last, the step count. O(Batch).
+func (r *replayStep) commit(c *replayCounters, q []float64) {
+	var sumTD, sumQ float64
+	for i, d := range r.absTD {
+		sumTD += d
+		sumQ += q[i]
+	}
+	inv := 1 / float64(len(r.absTD))
+	c.meanAbsTD.Store(math.Float64bits(sumTD * inv))
+	c.meanQ.Store(math.Float64bits(sumQ * inv))
+	c.writeBacks.Add(uint64(r.res.Applied))
+	c.stale.Add(uint64(r.res.Stale))
+	c.timing.add(time.Since(r.t0), r.t1.Sub(r.t0), r.t3.Sub(r.t2))
+	c.sampled.add(r.absTD, q)
+	c.steps.Store(r.step)
+}
+
+// replayCounters are the Stats fields every replaying learner keeps
+// alike, written by replayStep.commit (and restored by Load), each an
+// atomic word so Stats may read them from any goroutine while Step writes
+// them. Embedded in each learner's counters.
+type replayCounters struct {
+	timing     phaseTimer
+	sampled    momentTracker
+	steps      atomic.Uint64
+	meanAbsTD  atomic.Uint64 // float64 bits
+	meanQ      atomic.Uint64 // float64 bits
+	writeBacks atomic.Uint64
+	stale      atomic.Uint64
+}
 
 // sampleWeighted fills b through m's stage and returns the rows' loss
 // weights (m's Weighter at learner step step−1, or nil for all 1): the

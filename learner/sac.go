@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/model"
@@ -153,20 +152,14 @@ type SAC struct {
 // sacCounters are the Stats fields, each an atomic word so Stats may read
 // them from any goroutine while Step writes them.
 type sacCounters struct {
-	timing         phaseTimer
-	sampled        momentTracker
-	steps          atomic.Uint64
+	replayCounters
 	criticLoss     atomic.Uint64 // float64 bits
 	policyLoss     atomic.Uint64 // float64 bits
 	alphaLoss      atomic.Uint64 // float64 bits
 	alpha          atomic.Uint64 // float64 bits
 	entropy        atomic.Uint64 // float64 bits
-	meanAbsTD      atomic.Uint64 // float64 bits
-	meanQ          atomic.Uint64 // float64 bits
 	criticGradNorm atomic.Uint64 // float64 bits
 	policyGradNorm atomic.Uint64 // float64 bits
-	writeBacks     atomic.Uint64
-	stale          atomic.Uint64
 	publishes      atomic.Uint64
 	version        atomic.Uint64
 	targetUpdates  atomic.Uint64
@@ -463,12 +456,10 @@ func (l *SAC) Step(ctx context.Context) error {
 	defer l.busy.exit()
 	step := l.steps + 1
 	b := l.batch
-	t0 := time.Now()
-	weight, err := sampleWeighted(l.m, l.rng, b, step)
+	rs, weight, err := startReplay(l.m, l.rng, b, step, l.absTD, l.wts)
 	if err != nil {
 		return err
 	}
-	t1 := time.Now()
 	to64(l.obs, b.Obs)
 	to64(l.next, b.NextObs)
 	l.joinStored()
@@ -487,14 +478,10 @@ func (l *SAC) Step(ctx context.Context) error {
 	for k, c := range l.critic {
 		copy(l.q[k], c.Forward(l.xa))
 	}
-	var sumTD, sumQ float64
 	for i, y := range l.y {
-		d := max(math.Abs(l.q[0][i]-y), math.Abs(l.q[1][i]-y))
-		l.absTD[i] = d
-		sumTD += d
-		sumQ += l.q[0][i]
+		l.absTD[i] = max(math.Abs(l.q[0][i]-y), math.Abs(l.q[1][i]-y))
 	}
-	if weight, err = normalize(l.m, l.wts, weight, l.absTD, step); err != nil {
+	if weight, err = rs.scale(weight); err != nil {
 		return err
 	}
 	loss := l.criticGrad(weight)
@@ -519,12 +506,9 @@ func (l *SAC) Step(ctx context.Context) error {
 			return l.fail(step, c, err)
 		}
 	}
-	t2 := time.Now()
-	res, err := writeBack(l.m, b, l.absTD, l.q[0], l.y)
-	if err != nil {
-		return fmt.Errorf("learner: step %d: priority write-back: %w", step, err)
+	if err := rs.writeBack(l.q[0], l.y); err != nil {
+		return err
 	}
-	t3 := time.Now()
 	st := &l.stats
 
 	// Policy, through the updated critics, then the temperature.
@@ -563,22 +547,15 @@ func (l *SAC) Step(ctx context.Context) error {
 	if step%uint64(l.cfg.PublishEvery) == 0 {
 		l.publish()
 	}
-	inv := 1 / float64(len(l.y))
 	st.criticLoss.Store(math.Float64bits(loss))
 	st.policyLoss.Store(math.Float64bits(ploss))
 	st.alphaLoss.Store(math.Float64bits(aloss))
 	st.alpha.Store(math.Float64bits(l.alpha()))
 	st.entropy.Store(math.Float64bits(-meanLogp))
-	st.meanAbsTD.Store(math.Float64bits(sumTD * inv))
-	st.meanQ.Store(math.Float64bits(sumQ * inv))
 	st.criticGradNorm.Store(math.Float64bits(norm))
 	st.policyGradNorm.Store(math.Float64bits(pnorm))
-	st.writeBacks.Add(uint64(res.Applied))
-	st.stale.Add(uint64(res.Stale))
 	st.targetUpdates.Add(1)
-	st.timing.add(time.Since(t0), t1.Sub(t0), t3.Sub(t2))
-	st.sampled.add(l.absTD, l.q[0])
-	st.steps.Store(step)
+	rs.commit(&st.replayCounters, l.q[0])
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/model"
@@ -130,17 +129,11 @@ type TD3 struct {
 // td3Counters are the Stats fields, each an atomic word so Stats may read
 // them from any goroutine while Step writes them (no allocation per Step).
 type td3Counters struct {
-	timing         phaseTimer
-	sampled        momentTracker
-	steps          atomic.Uint64
+	replayCounters
 	criticLoss     atomic.Uint64 // float64 bits
 	actorLoss      atomic.Uint64 // float64 bits
-	meanAbsTD      atomic.Uint64 // float64 bits
-	meanQ          atomic.Uint64 // float64 bits
 	criticGradNorm atomic.Uint64 // float64 bits
 	actorGradNorm  atomic.Uint64 // float64 bits
-	writeBacks     atomic.Uint64
-	stale          atomic.Uint64
 	publishes      atomic.Uint64
 	version        atomic.Uint64
 	actorUpdates   atomic.Uint64
@@ -402,12 +395,10 @@ func (l *TD3) Step(ctx context.Context) error {
 	defer l.busy.exit()
 	step := l.steps + 1
 	b := l.batch
-	t0 := time.Now()
-	weight, err := sampleWeighted(l.m, l.rng, b, step)
+	rs, weight, err := startReplay(l.m, l.rng, b, step, l.absTD, l.wts)
 	if err != nil {
 		return err
 	}
-	t1 := time.Now()
 	if l.refer != nil {
 		// ReF-ER anneals the step size with its controller (Eq. 13).
 		sc := l.refer.stage.LRScale()
@@ -443,14 +434,10 @@ func (l *TD3) Step(ctx context.Context) error {
 	for k, c := range l.critic {
 		copy(l.q[k], c.Forward(l.xa))
 	}
-	var sumTD, sumQ float64
 	for i, y := range l.y {
-		d := max(math.Abs(l.q[0][i]-y), math.Abs(l.q[1][i]-y))
-		l.absTD[i] = d
-		sumTD += d
-		sumQ += l.q[0][i]
+		l.absTD[i] = max(math.Abs(l.q[0][i]-y), math.Abs(l.q[1][i]-y))
 	}
-	if weight, err = normalize(l.m, l.wts, weight, l.absTD, step); err != nil {
+	if weight, err = rs.scale(weight); err != nil {
 		return err
 	}
 	var loss float64
@@ -481,17 +468,15 @@ func (l *TD3) Step(ctx context.Context) error {
 			return l.fail(step, c, err)
 		}
 	}
-	t2 := time.Now()
-	res, err := writeBack(l.m, b, l.absTD, l.q[0], l.y)
-	if err != nil {
-		return fmt.Errorf("learner: step %d: priority write-back: %w", step, err)
+	if err := rs.writeBack(l.q[0], l.y); err != nil {
+		return err
 	}
 	if l.refer != nil {
 		if err := l.refer.stage.Refresh(l.refer.rho, l.q[0], l.refer.kl); err != nil {
 			return fmt.Errorf("learner: step %d: refer refresh: %w", step, err)
 		}
+		rs.wrote()
 	}
-	t3 := time.Now()
 
 	// Delayed: the actor through the updated first critic, then the
 	// targets.
@@ -526,16 +511,9 @@ func (l *TD3) Step(ctx context.Context) error {
 	if step%uint64(l.cfg.PublishEvery) == 0 {
 		l.publish()
 	}
-	inv := 1 / float64(len(l.y))
 	st.criticLoss.Store(math.Float64bits(loss))
-	st.meanAbsTD.Store(math.Float64bits(sumTD * inv))
-	st.meanQ.Store(math.Float64bits(sumQ * inv))
 	st.criticGradNorm.Store(math.Float64bits(norm))
-	st.writeBacks.Add(uint64(res.Applied))
-	st.stale.Add(uint64(res.Stale))
-	st.timing.add(time.Since(t0), t1.Sub(t0), t3.Sub(t2))
-	st.sampled.add(l.absTD, l.q[0])
-	st.steps.Store(step)
+	rs.commit(&st.replayCounters, l.q[0])
 	return nil
 }
 
