@@ -1,48 +1,38 @@
 package learner
 
 import (
-	"bytes"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"math"
 	"math/rand/v2"
 	"reflect"
 
+	"github.com/apexrl/apex/checkpoint"
 	"github.com/apexrl/apex/model"
 	"github.com/apexrl/apex/sampler"
 )
 
-// Checkpoint format, version 2. Integers are little endian.
+// Checkpoint format: one section of the checkpoint package's format (its
+// magic, kind, version, chunked payload and CRC-32C) per learner:
 //
-//	magic    8 bytes "APEXDQNL"
-//	version  uint32 (2)
-//	hdrLen   uint32: length of the JSON header (at most 1 MiB)
-//	header   hdrLen bytes of JSON: dqnHeader (config, method name and
-//	         loss, step, counters, RNG)
-//	crc      uint32 CRC-32C (Castagnoli) of every byte before it
-//	online   the online network, model.Net.Save's format (own checksum)
-//	target   the target network, the same format
-//	adam     the optimizer, model.Adam.Save's format (own checksum)
+//	learner.DQN version 1: JSON header (dqnHeader: config, method name
+//	         and loss, step, counters, RNG), then three nested sections:
+//	         the online network and the target network (model.Net), the
+//	         optimizer (model.Adam)
 //
-// The learner's state is all of that; the buffer (items, priorities) and
-// the sampler stage (whose state lives in the buffer, or is a function of
-// the step, like PER's beta) are checkpointed by their own packages.
-//
-// Version 1 (before the learner took a sampler.Method) kept the loss in
-// the config and has no method; this build refuses it (ErrCorrupt,
-// "unknown version").
+// The other learners follow the same pattern (td3_checkpoint.go,
+// vracer_checkpoint.go, sac_checkpoint.go). The learner's state is all of
+// that; the buffer (items, priorities) and the sampler stage (whose state
+// lives in the buffer, or is a function of the step, like PER's beta) are
+// checkpointed by their own packages. Files of the earlier format (magic
+// APEXDQNL, APEXTD3L, APEXVRCL or APEXSACL) are refused with an error that
+// names it (checkpoint.LegacyError).
 const (
-	ckMagic     = "APEXDQNL"
-	ckVersion   = 2
-	ckFixed     = 16
+	dqnKind     = "learner.DQN"
+	ckVersion   = 1
 	ckMaxHeader = 1 << 20
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // dqnHeader is the JSON header of a checkpoint.
 type dqnHeader struct {
@@ -59,11 +49,11 @@ type dqnHeader struct {
 
 // Save writes the learner's state to w: its configuration, the replay
 // method's name and loss, its step count, counters and sampling RNG state,
-// the online and target networks and Adam's moments (format above). Load on a learner built with the same
-// configuration and network shape continues the run bit for bit, given the
-// same buffer contents. Call it while Step is not running. Cost:
-// O(parameters); it builds each part in memory and writes it with one
-// Write.
+// the online and target networks and Adam's moments (format above). Load
+// on a learner built with the same configuration and network shape
+// continues the run bit for bit, given the same buffer contents. Call it
+// while Step is not running. Cost: O(parameters), streamed through one
+// chunk of at most 1 MiB per nesting level.
 func (l *DQN) Save(w io.Writer) error {
 	if w == nil {
 		return fmt.Errorf("%w: Save to a nil io.Writer", ErrConfig)
@@ -75,19 +65,9 @@ func (l *DQN) Save(w io.Writer) error {
 	st := l.Stats()
 	st.Loss, st.MeanAbsTD, st.MeanQ, st.GradNorm = finite0(st.Loss), finite0(st.MeanAbsTD), finite0(st.MeanQ), finite0(st.GradNorm)
 	h := dqnHeader{Config: l.cfg, Method: l.m.Name, Loss: l.m.Loss, Steps: l.steps, RNG: rng, Stats: st}
-	if err := writeHead(w, ckMagic, ckVersion, h); err != nil {
-		return fmt.Errorf("learner: Save: %w", err)
-	}
-	if err := l.net.Save(w); err != nil {
-		return fmt.Errorf("learner: Save: online network: %w", err)
-	}
-	if err := l.target.Save(w); err != nil {
-		return fmt.Errorf("learner: Save: target network: %w", err)
-	}
-	if err := l.adam.Save(w); err != nil {
-		return fmt.Errorf("learner: Save: optimizer: %w", err)
-	}
-	return nil
+	return saveSection(w, dqnKind, h, []part{
+		{"online network", l.net.Save}, {"target network", l.target.Save}, {"optimizer", l.adam.Save},
+	})
 }
 
 // Load restores a state written by Save into l, then publishes the
@@ -97,133 +77,136 @@ func (l *DQN) Save(w io.Writer) error {
 // The checkpoint must come from a learner with the same configuration
 // (after defaults), the same replay method (name and loss) and the same
 // network shape; otherwise the error wraps ErrMismatch and says what
-// differs. A stream that is not a valid
-// checkpoint (empty, truncated, wrong magic or version, bad checksum,
-// inconsistent contents) is an error wrapping ErrCorrupt (and the model
-// package's ErrCorrupt for a damaged network or optimizer). Networks with
-// a NaN or infinite parameter, optimizers with a NaN or infinite moment or
-// a negative second moment, and counters no run could produce (a step
-// counter other than the step count, a negative time or sum) are refused
-// with ErrCorrupt naming the field (model.ErrNonFinite too for a NaN or an
-// infinity). Every length is bounded before it is allocated (1 MiB of
-// header; each network and optimizer as model.LoadNet and LoadAdam bound
-// them), so a damaged or hostile stream costs about what it holds. On any
-// error l is left unchanged. Call it while Step is not running.
+// differs. A stream that is not a valid checkpoint (empty, truncated,
+// another kind or a newer version, a file of the earlier format, bad
+// checksum, inconsistent contents) is an error wrapping ErrCorrupt (and
+// the model package's ErrCorrupt for a damaged network or optimizer).
+// Networks with a NaN or infinite parameter, optimizers with a NaN or
+// infinite moment or a negative second moment, and counters no run could
+// produce (a step counter other than the step count, a negative time or
+// sum) are refused with ErrCorrupt naming the field (model.ErrNonFinite
+// too for a NaN or an infinity). Every length is bounded before it is
+// allocated (1 MiB of header; each network and optimizer as model.LoadNet
+// and LoadAdam bound them), so a damaged or hostile stream costs about what
+// it holds. On any error l is left unchanged. Call it while Step is not
+// running.
 func (l *DQN) Load(r io.Reader) error {
 	if r == nil {
 		return fmt.Errorf("%w: Load from a nil io.Reader", ErrConfig)
 	}
-	var h dqnHeader
-	if err := readHead(r, ckMagic, ckVersion, "a DQN learner", &h); err != nil {
-		return err
-	}
-	pcg, err := checkHead(h.Config, l.cfg, h.RNG)
-	if err != nil {
-		return err
-	}
-	if err := checkMethod(h.Method, h.Loss, l.m); err != nil {
-		return err
-	}
-	if err := checkCounters(h.Steps, h.Stats.Steps, h.Stats.Version, h.Stats.Timing, &h.Stats.Sampled); err != nil {
-		return err
-	}
+	return loadSection(r, dqnKind, func(r io.Reader) (func(), error) {
+		var h dqnHeader
+		if err := readHeader(r, &h); err != nil {
+			return nil, err
+		}
+		pcg, err := checkHead(h.Config, l.cfg, h.RNG)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkMethod(h.Method, h.Loss, l.m); err != nil {
+			return nil, err
+		}
+		if err := checkCounters(h.Steps, h.Stats.Steps, h.Stats.Version, h.Stats.Timing, &h.Stats.Sampled); err != nil {
+			return nil, err
+		}
+		online, err := loadNet(r, "online network", l.net)
+		if err != nil {
+			return nil, err
+		}
+		target, err := loadNet(r, "target network", l.net)
+		if err != nil {
+			return nil, err
+		}
+		adam, err := loadAdam(r, "optimizer", l.adam, h.Steps)
+		if err != nil {
+			return nil, err
+		}
+		return func() {
+			l.net.CopyFrom(online)
+			l.target.CopyFrom(target)
+			l.adam = adam
+			*l.pcg = *pcg
+			l.steps = h.Steps
+			c, s := &l.stats, h.Stats
+			c.steps.Store(h.Steps)
+			c.loss.Store(floatBits(s.Loss))
+			c.meanAbsTD.Store(floatBits(s.MeanAbsTD))
+			c.meanQ.Store(floatBits(s.MeanQ))
+			c.gradNorm.Store(floatBits(s.GradNorm))
+			c.writeBacks.Store(s.WriteBacks)
+			c.stale.Store(s.StaleWriteBacks)
+			c.publishes.Store(s.Publishes)
+			c.version.Store(s.Version)
+			c.targetUpdates.Store(s.TargetUpdates)
+			c.timing.store(s.Timing)
+			c.sampled.store(s.Sampled)
+			l.publish()
+		}, nil
+	})
+}
 
-	online, err := loadNet(r, "online network", l.net)
-	if err != nil {
-		return err
-	}
-	target, err := loadNet(r, "target network", l.net)
-	if err != nil {
-		return err
-	}
-	adam, err := loadAdam(r, "optimizer", l.adam, h.Steps)
-	if err != nil {
-		return err
-	}
+// part is one nested piece of a learner's checkpoint: a network or an
+// optimizer, written by its own Save.
+type part struct {
+	name string
+	save func(io.Writer) error
+}
 
-	// Everything read and checked: commit.
-	l.net.CopyFrom(online)
-	l.target.CopyFrom(target)
-	l.adam = adam
-	*l.pcg = *pcg
-	l.steps = h.Steps
-	c, s := &l.stats, h.Stats
-	c.steps.Store(h.Steps)
-	c.loss.Store(floatBits(s.Loss))
-	c.meanAbsTD.Store(floatBits(s.MeanAbsTD))
-	c.meanQ.Store(floatBits(s.MeanQ))
-	c.gradNorm.Store(floatBits(s.GradNorm))
-	c.writeBacks.Store(s.WriteBacks)
-	c.stale.Store(s.StaleWriteBacks)
-	c.publishes.Store(s.Publishes)
-	c.version.Store(s.Version)
-	c.targetUpdates.Store(s.TargetUpdates)
-	c.timing.store(s.Timing)
-	c.sampled.store(s.Sampled)
-	l.publish()
+// saveSection writes a learner's section of the given kind: the JSON
+// header h, then each part's own section.
+func saveSection(w io.Writer, kind string, h any, parts []part) error {
+	err := checkpoint.Save(w, kind, ckVersion, func(w io.Writer) error {
+		if err := checkpoint.WriteJSON(w, h); err != nil {
+			return err
+		}
+		for _, p := range parts {
+			if err := p.save(w); err != nil {
+				return fmt.Errorf("%s: %w", p.name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("learner: Save: %w", err)
+	}
 	return nil
 }
 
-// writeHead writes a learner checkpoint's framed JSON header h: magic,
-// version, length, JSON, CRC-32C (one Write).
-func writeHead(w io.Writer, magic string, version uint32, h any) error {
-	js, err := json.Marshal(h)
-	if err != nil {
+// loadSection reads a learner's section of the given kind: read reads and
+// checks its payload and returns the function that commits it, which runs
+// only once the whole section (its end marker and checksums) has been
+// read and checked, so that on any error the learner is unchanged. Errors
+// about the data wrap ErrCorrupt (or ErrMismatch, from read); a failure of
+// r itself is returned wrapped as it is.
+func loadSection(r io.Reader, kind string, read func(io.Reader) (func(), error)) error {
+	var commit func()
+	err := checkpoint.Load(r, kind, ckVersion, func(_ uint32, r io.Reader) error {
+		var err error
+		commit, err = read(r)
 		return err
+	})
+	switch {
+	case err == nil:
+		commit()
+		return nil
+	case errors.Is(err, ErrCorrupt) || errors.Is(err, ErrMismatch):
+		return err
+	case errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrFormat):
+		return errorf(ErrCorrupt, "%w", err)
 	}
-	head := make([]byte, 0, ckFixed+len(js)+4)
-	head = append(head, magic...)
-	head = binary.LittleEndian.AppendUint32(head, version)
-	head = binary.LittleEndian.AppendUint32(head, uint32(len(js)))
-	head = append(head, js...)
-	head = binary.LittleEndian.AppendUint32(head, crc32.Checksum(head, castagnoli))
-	_, err = w.Write(head)
-	return err
+	return fmt.Errorf("learner: reading the checkpoint: %w", err) // the reader's own failure
 }
 
-// readHead reads and checks the framed header writeHead wrote into h
-// (unknown JSON fields refused). what names the checkpoint kind for the
-// bad-magic message. Errors wrap ErrCorrupt. The header is at most
-// ckMaxHeader (1 MiB) and memory grows only with the bytes that arrive.
-// JSON has no NaN or infinity (and a number beyond float64's range fails
-// to decode), so every float field of h is finite.
-func readHead(r io.Reader, magic string, version uint32, what string, h any) error {
-	var fixed [ckFixed]byte
-	if n, err := io.ReadFull(r, fixed[:]); err != nil {
-		if n == 0 && errors.Is(err, io.EOF) {
-			return errorf(ErrCorrupt, "empty input")
+// readHeader reads a learner checkpoint's JSON header into h (unknown
+// fields refused; at most ckMaxHeader bytes, memory growing only with the
+// bytes that arrive). JSON has no NaN or infinity (and a number beyond
+// float64's range fails to decode), so every float field of h is finite.
+func readHeader(r io.Reader, h any) error {
+	if err := checkpoint.ReadJSON(r, h, ckMaxHeader); err != nil {
+		if errors.Is(err, checkpoint.ErrCorrupt) {
+			return errorf(ErrCorrupt, "header: %w", err)
 		}
-		return errorf(ErrCorrupt, "header truncated after %d bytes: %w", n, err)
-	}
-	if string(fixed[:8]) != magic {
-		return errorf(ErrCorrupt, "bad magic %q (want %q): not %s checkpoint", fixed[:8], magic, what)
-	}
-	if v := binary.LittleEndian.Uint32(fixed[8:]); v != version {
-		return errorf(ErrCorrupt, "unknown version %d (this build reads %d)", v, version)
-	}
-	hdrLen := binary.LittleEndian.Uint32(fixed[12:])
-	if hdrLen == 0 || hdrLen > ckMaxHeader {
-		return errorf(ErrCorrupt, "header length %d out of range (1..%d)", hdrLen, ckMaxHeader)
-	}
-	// Read through a LimitReader (ReadAll grows its buffer as data
-	// arrives), so a length field cannot allocate more than the stream
-	// holds.
-	want := int(hdrLen) + 4
-	rest, err := io.ReadAll(io.LimitReader(r, int64(want)))
-	if err != nil {
-		return fmt.Errorf("learner: reading the checkpoint header: %w", err) // the reader's own failure
-	}
-	if len(rest) < want {
-		return errorf(ErrCorrupt, "header truncated: %d of %d bytes: %w", len(rest), want, io.ErrUnexpectedEOF)
-	}
-	crc := crc32.Update(crc32.Checksum(fixed[:], castagnoli), castagnoli, rest[:hdrLen])
-	if got := binary.LittleEndian.Uint32(rest[hdrLen:]); got != crc {
-		return errorf(ErrCorrupt, "header checksum %08x, computed %08x", got, crc)
-	}
-	dec := json.NewDecoder(bytes.NewReader(rest[:hdrLen]))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(h); err != nil {
-		return errorf(ErrCorrupt, "header: %w", err)
+		return err
 	}
 	return nil
 }

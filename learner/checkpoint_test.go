@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/internal/cktest"
 	"github.com/apexrl/apex/model"
 	"github.com/apexrl/apex/sampler"
 )
@@ -118,8 +119,8 @@ func TestSaveLoadContinues(t *testing.T) {
 	}
 }
 
-// checkpoint returns a saved learner after a few steps, and the learner.
-func checkpoint(t *testing.T) ([]byte, *DQN) {
+// dqnCheckpoint returns a saved learner after a few steps, and the learner.
+func dqnCheckpoint(t *testing.T) ([]byte, *DQN) {
 	t.Helper()
 	buf := newBuffer(t, 256, ckNetCfg.In)
 	fillRandom(t, buf, rand.New(rand.NewPCG(2, 2)), 200, ckNetCfg.In, ckNetCfg.Out)
@@ -152,7 +153,7 @@ func (s snapshot) same(l *DQN) bool {
 // TestLoadCorrupt: every truncation and every single-byte change of a
 // checkpoint is refused with ErrCorrupt, and leaves the learner as it was.
 func TestLoadCorrupt(t *testing.T) {
-	ck, l := checkpoint(t)
+	ck, l := dqnCheckpoint(t)
 	steps(t, l, 2) // so that a wrongful partial Load would show
 	before := snap(l)
 	if err := l.Load(bytes.NewReader(nil)); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "empty") {
@@ -177,24 +178,31 @@ func TestLoadCorrupt(t *testing.T) {
 
 	// Named cases, for their messages.
 	bad = slices.Clone(ck)
-	for _, v := range []uint32{1, ckVersion + 1} { // 1: before the method was recorded
-		binary.LittleEndian.PutUint32(bad[8:], v)
-		if err := l.Load(bytes.NewReader(bad)); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("version %d", v)) {
-			t.Errorf("version %d: %v", v, err)
-		}
+	binary.LittleEndian.PutUint32(bad[8:], ckVersion+1)
+	if err := l.Load(bytes.NewReader(cktest.Reseal(bad))); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("learner.DQN version %d, this build reads learner.DQN up to version %d", ckVersion+1, ckVersion)) {
+		t.Errorf("version %d: %v", ckVersion+1, err)
+	}
+	legacy := binary.LittleEndian.AppendUint32([]byte("APEXDQNL"), 2)
+	if err := l.Load(bytes.NewReader(append(legacy, make([]byte, 64)...))); !errors.Is(err, ErrCorrupt) ||
+		!strings.Contains(err.Error(), "APEXDQNL version 2 (a DQN learner checkpoint), written by apex before the unified checkpoint format") {
+		t.Errorf("a legacy DQN checkpoint: %v", err)
 	}
 	var netCk bytes.Buffer
 	if err := l.net.Save(&netCk); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Load(&netCk); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "magic") {
+	if err := l.Load(&netCk); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "a model.Net version 1 section, want learner.DQN") {
 		t.Errorf("a network checkpoint: %v", err)
 	}
-	hdrEnd := ckFixed + int(binary.LittleEndian.Uint32(ck[12:])) + 4
-	bad = slices.Clone(ck)
-	bad[hdrEnd+20] ^= 1 // inside the online network's section
-	if err := l.Load(bytes.NewReader(bad)); !errors.Is(err, ErrCorrupt) || !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "online network") {
+	kind, js, rest := splitCk(t, ck)
+	damaged := slices.Clone(rest)
+	damaged[40] ^= 1 // inside the online network's section
+	if err := l.Load(bytes.NewReader(joinCk(kind, js, damaged))); !errors.Is(err, ErrCorrupt) || !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "online network") {
 		t.Errorf("damaged network: %v", err)
+	}
+	// Data after the optimizer's section, inside the learner's.
+	if err := l.Load(bytes.NewReader(joinCk(kind, js, append(slices.Clone(rest), 7)))); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "1 payload bytes after its state") {
+		t.Errorf("trailing payload: %v", err)
 	}
 	if !before.same(l) {
 		t.Fatal("a failed Load changed the learner")
@@ -216,7 +224,7 @@ func TestLoadCorrupt(t *testing.T) {
 // TestLoadMismatch: a valid checkpoint from a learner with another config
 // or network shape is refused with ErrMismatch naming the difference.
 func TestLoadMismatch(t *testing.T) {
-	ck, _ := checkpoint(t)
+	ck, _ := dqnCheckpoint(t)
 	buf := newBuffer(t, 256, ckNetCfg.In)
 	fillRandom(t, buf, rand.New(rand.NewPCG(2, 2)), 200, ckNetCfg.In, ckNetCfg.Out)
 
@@ -239,7 +247,7 @@ func TestLoadMismatch(t *testing.T) {
 
 // TestLoadNonFinite: a checkpoint of a poisoned network is refused.
 func TestLoadNonFinite(t *testing.T) {
-	_, l := checkpoint(t)
+	_, l := dqnCheckpoint(t)
 	l.target.Params()[3] = math.Inf(-1)
 	var ck bytes.Buffer
 	if err := l.Save(&ck); err != nil {
@@ -256,7 +264,7 @@ func TestLoadNonFinite(t *testing.T) {
 // TestLoadOtherMethod: a checkpoint trained under another replay method,
 // or the same method with another loss, is refused with ErrMismatch.
 func TestLoadOtherMethod(t *testing.T) {
-	ck, _ := checkpoint(t) // method "per", Huber(1)
+	ck, _ := dqnCheckpoint(t) // method "per", Huber(1)
 	buf := newBuffer(t, 256, ckNetCfg.In)
 	fillRandom(t, buf, rand.New(rand.NewPCG(2, 2)), 200, ckNetCfg.In, ckNetCfg.Out)
 	net, err := model.NewNet(ckNetCfg, rand.New(rand.NewPCG(3, 0)))

@@ -6,7 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"hash/crc32"
+	"io"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apexrl/apex/checkpoint"
+	"github.com/apexrl/apex/internal/cktest"
 	"github.com/apexrl/apex/model"
 	"github.com/apexrl/apex/sampler"
 )
@@ -33,54 +35,59 @@ func allocated(f func()) uint64 {
 // loadBudget is the most a Load may allocate for an input of n bytes.
 func loadBudget(n int) uint64 { return 64*uint64(n) + 64<<20 }
 
-// fixFrames returns a copy of a learner checkpoint with the CRC-32C of
-// every complete frame recomputed (the learner's header, then each
-// network and optimizer in model.Net.Save's framing), so that a fuzzer's
-// mutations get past the checksums.
-func fixFrames(data []byte) []byte {
-	data = slices.Clone(data)
-	put := func(start, end int) {
-		binary.LittleEndian.PutUint32(data[end-4:], crc32.Checksum(data[start:end-4], castagnoli))
-	}
-	if len(data) < ckFixed {
-		return data
-	}
-	off := ckFixed + int(binary.LittleEndian.Uint32(data[12:])) + 4
-	if off > len(data) {
-		return data
-	}
-	put(0, off)
-	for off+24 <= len(data) {
-		hdr := uint64(binary.LittleEndian.Uint32(data[off+12:]))
-		count := binary.LittleEndian.Uint64(data[off+16:])
-		if count > 1<<40 {
-			break
-		}
-		end := uint64(off) + 24 + hdr + 8*count + 4
-		if end > uint64(len(data)) {
-			break
-		}
-		put(off, int(end))
-		off = int(end)
-	}
-	return data
-}
+// fixFrames returns a copy of a learner checkpoint with every section's
+// checksums recomputed (the learner's, and each network's and optimizer's
+// nested in it), so that a fuzzer's mutations get past the checksums.
+func fixFrames(data []byte) []byte { return cktest.Reseal(data) }
 
-// netFrame is a network checkpoint frame with the given JSON header and
-// count zero values, checksum included: what an editor that recomputes
-// checksums could write.
+// tailLen is the number of bytes after the last value of a small learner
+// checkpoint: the last optimizer's chunk checksum and end marker, then the
+// learner's (everything fits one chunk).
+const tailLen = 4 + 16 + 4 + 16
+
+// netFrame is a network section with the given JSON header and count zero
+// values, checksums included: what an editor that re-frames checkpoints
+// could write.
 func netFrame(header string, count int) []byte {
-	b := []byte("APEXNET1")
-	b = binary.LittleEndian.AppendUint32(b, 1)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(header)))
-	b = binary.LittleEndian.AppendUint64(b, uint64(count))
-	b = append(b, header...)
-	b = append(b, make([]byte, 8*count)...)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	var b bytes.Buffer
+	checkpoint.Save(&b, "model.Net", 1, func(w io.Writer) error {
+		p := binary.LittleEndian.AppendUint32(nil, uint32(len(header)))
+		p = append(p, header...)
+		p = binary.LittleEndian.AppendUint64(p, uint64(count))
+		_, err := w.Write(append(p, make([]byte, 8*count)...))
+		return err
+	})
+	return b.Bytes()
 }
 
-// headLen is the length of a learner checkpoint's framed header.
-func headLen(data []byte) int { return ckFixed + int(binary.LittleEndian.Uint32(data[12:])) + 4 }
+// splitCk splits a learner checkpoint into its kind, its JSON header and
+// the rest of its payload (the nested sections).
+func splitCk(t testing.TB, ck []byte) (kind string, js, rest []byte) {
+	t.Helper()
+	r := checkpoint.NewReader(bytes.NewReader(ck))
+	h, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := binary.LittleEndian.Uint32(p)
+	return h.Kind, p[4 : 4+n], p[4+n:]
+}
+
+// joinCk builds a learner checkpoint (valid checksums) from its parts.
+func joinCk(kind string, js, rest []byte) []byte {
+	var b bytes.Buffer
+	checkpoint.Save(&b, kind, ckVersion, func(w io.Writer) error {
+		p := binary.LittleEndian.AppendUint32(nil, uint32(len(js)))
+		p = append(append(p, js...), rest...)
+		_, err := w.Write(p)
+		return err
+	})
+	return b.Bytes()
+}
 
 // fuzzDQN is a small DQN learner after a few steps.
 func fuzzDQN(t testing.TB, netSeed uint64) *DQN {
@@ -190,15 +197,16 @@ func checkLoad(t *testing.T, data []byte, save func(*bytes.Buffer) error, load f
 // sameCheckpoint reports whether two learner checkpoints hold the same
 // state but for the publish counter (each Load publishes once).
 func sameCheckpoint(t *testing.T, a, b []byte) bool {
-	ha, hb := headLen(a), headLen(b)
-	if !bytes.Equal(a[ha:], b[hb:]) {
+	_, jsa, ra := splitCk(t, a)
+	_, jsb, rb := splitCk(t, b)
+	if !bytes.Equal(ra, rb) {
 		return false
 	}
 	var ja, jb map[string]any
-	if err := json.Unmarshal(a[ckFixed:ha-4], &ja); err != nil {
+	if err := json.Unmarshal(jsa, &ja); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(b[ckFixed:hb-4], &jb); err != nil {
+	if err := json.Unmarshal(jsb, &jb); err != nil {
 		t.Fatal(err)
 	}
 	delete(ja["stats"].(map[string]any), "publishes")
@@ -216,7 +224,7 @@ func addSeeds(f *testing.F, ck []byte, extra ...any) {
 	add(bytes.Replace(ck, []byte(`"steps":`), []byte(`"steps":1`), 1), true)
 	add(bytes.Replace(ck, []byte(`"hidden":[`), []byte(`"hidden":[9`), 1), true)
 	nan := slices.Clone(ck)
-	binary.LittleEndian.PutUint64(nan[len(nan)-12:], math.Float64bits(math.NaN()))
+	binary.LittleEndian.PutUint64(nan[len(nan)-tailLen-8:], math.Float64bits(math.NaN()))
 	add(nan, true)
 }
 
@@ -322,7 +330,7 @@ func TestLoadRefusesNonFiniteState(t *testing.T) {
 	} {
 		// The optimizer is the last frame: its last value is v[n-1].
 		bad := slices.Clone(ck.Bytes())
-		binary.LittleEndian.PutUint64(bad[len(bad)-12:], math.Float64bits(c.v))
+		binary.LittleEndian.PutUint64(bad[len(bad)-tailLen-8:], math.Float64bits(c.v))
 		bad = fixFrames(bad)
 		err := dst.Load(bytes.NewReader(bad))
 		want := "Adam second moment v[" + strconv.Itoa(n-1) + "] " + c.want
@@ -340,16 +348,16 @@ func TestLoadRefusesHugeNetworkHeader(t *testing.T) {
 	if err := fuzzDQN(t, 1).Save(&ck); err != nil {
 		t.Fatal(err)
 	}
-	head := ck.Bytes()[:headLen(ck.Bytes())]
+	kind, js, rest := splitCk(t, ck.Bytes())
 	for _, c := range []struct {
 		header string
 		count  int
 		want   string
 	}{
-		{`{"config":{"in":3,"hidden":[16000,16000],"out":2,"dueling":true}}`, 2, "2 parameters stored, the config needs"},
+		{`{"config":{"in":3,"hidden":[16000,16000],"out":2,"dueling":true}}`, 2, "2 values stored, want"},
 		{`{"config":{"in":3,"hidden":[100000000,100000000],"out":2}}`, 0, "more than 268435456 parameters"},
 	} {
-		data := append(slices.Clone(head), netFrame(c.header, c.count)...)
+		data := joinCk(kind, js, netFrame(c.header, c.count))
 		dst := fuzzDQN(t, 9)
 		var err error
 		alloc := allocated(func() { err = dst.Load(bytes.NewReader(data)) })
@@ -366,18 +374,11 @@ func TestLoadRefusesHugeNetworkHeader(t *testing.T) {
 		{`"steps_ns":`, `"steps_ns":-`, "negative duration"},
 		{`"sum_td2":`, `"sum_td2":-`, "negative sum"},
 	} {
-		js := ck.Bytes()[ckFixed : headLen(ck.Bytes())-4]
 		edited := strings.Replace(string(js), c.from, c.to, 1)
 		if edited == string(js) {
 			t.Fatalf("no %q in the header", c.from)
 		}
-		var b []byte
-		b = append(b, ck.Bytes()[:12]...)
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(edited)))
-		b = append(b, edited...)
-		b = binary.LittleEndian.AppendUint32(b, 0)
-		b = append(b, ck.Bytes()[headLen(ck.Bytes()):]...)
-		err := fuzzDQN(t, 9).Load(bytes.NewReader(fixFrames(b)))
+		err := fuzzDQN(t, 9).Load(bytes.NewReader(joinCk(kind, []byte(edited), rest)))
 		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("edit %s → %s: %v, want ErrCorrupt saying %q", c.from, c.to, err, c.want)
 		}

@@ -8,28 +8,18 @@ import (
 	"github.com/apexrl/apex/model"
 )
 
-// SAC checkpoint format, version 1, framed like the DQN's (checkpoint.go).
-// Integers are little endian.
-//
-//	magic    8 bytes "APEXSACL"
-//	version  uint32 (1)
-//	hdrLen   uint32: length of the JSON header (at most 1 MiB)
-//	header   hdrLen bytes of JSON: sacHeader (config, method name and
-//	         loss, step, log α, counters, RNG)
-//	crc      uint32 CRC-32C (Castagnoli) of every byte before it
-//	nets     five networks, model.Net.Save's format (own checksums):
-//	         policy, critic 1, critic 2, target critic 1, target critic 2
-//	adams    four optimizers, model.Adam.Save's format: policy, critic 1,
-//	         critic 2, temperature
+// SAC checkpoint format: one section of kind learner.SAC, version 1,
+// framed like the DQN's (checkpoint.go): a JSON header (sacHeader: config,
+// method name and loss, step, log α, counters, RNG), then nested
+// sections: five networks (model.Net: policy, critic 1, critic 2, target
+// critic 1, target critic 2) and four optimizers (model.Adam: policy,
+// critic 1, critic 2, temperature).
 //
 // log α travels in the header as a JSON number, which Go's encoder writes
 // in the shortest form that decodes to the same float64: the value
 // round-trips bit for bit. As for the other learners, the buffer and the
 // sampler stage are checkpointed by their own packages.
-const (
-	sacMagic   = "APEXSACL"
-	sacVersion = 1
-)
+const sacKind = "learner.SAC"
 
 // sacHeader is the JSON header of a SAC checkpoint.
 type sacHeader struct {
@@ -71,21 +61,15 @@ func (l *SAC) Save(w io.Writer) error {
 		*f = finite0(*f)
 	}
 	h := sacHeader{Config: l.cfg, Method: l.m.Name, Loss: l.m.Loss, Steps: l.steps, LogAlpha: l.logAlpha[0], RNG: rng, Stats: st}
-	if err := writeHead(w, sacMagic, sacVersion, h); err != nil {
-		return fmt.Errorf("learner: Save: %w", err)
-	}
 	nets, names := l.sacNets()
+	var parts []part
 	for i, n := range nets {
-		if err := n.Save(w); err != nil {
-			return fmt.Errorf("learner: Save: %s: %w", names[i], err)
-		}
+		parts = append(parts, part{names[i], n.Save})
 	}
 	for i, a := range []*model.Adam{l.policyAdam, l.criticAdam[0], l.criticAdam[1], l.alphaAdam} {
-		if err := a.Save(w); err != nil {
-			return fmt.Errorf("learner: Save: optimizer %d: %w", i, err)
-		}
+		parts = append(parts, part{fmt.Sprintf("optimizer %d", i), a.Save})
 	}
-	return nil
+	return saveSection(w, sacKind, h, parts)
 }
 
 // Load restores a state written by Save into l, then publishes the
@@ -111,77 +95,80 @@ func (l *SAC) Load(r io.Reader) error {
 	if r == nil {
 		return fmt.Errorf("%w: Load from a nil io.Reader", ErrConfig)
 	}
-	var h sacHeader
-	if err := readHead(r, sacMagic, sacVersion, "a SAC learner", &h); err != nil {
-		return err
-	}
-	pcg, err := checkHead(h.Config, l.cfg, h.RNG)
-	if err != nil {
-		return err
-	}
-	if err := checkMethod(h.Method, h.Loss, l.m); err != nil {
-		return err
-	}
-	if err := checkCounters(h.Steps, h.Stats.Steps, h.Stats.Version, h.Stats.Timing, &h.Stats.Sampled); err != nil {
-		return err
-	}
-	switch {
-	case h.Stats.TargetUpdates != h.Steps:
-		return errorf(ErrCorrupt, "stats.target_updates = %d, the step count is %d (one per step)", h.Stats.TargetUpdates, h.Steps)
-	case !(math.Abs(h.LogAlpha) <= maxLogAlpha):
-		return errorf(ErrCorrupt, "log_alpha = %v (must be within ±%d)", h.LogAlpha, maxLogAlpha)
-	case h.Stats.Alpha != math.Exp(h.LogAlpha):
-		return errorf(ErrCorrupt, "stats.alpha = %v, but log_alpha = %v gives %v", h.Stats.Alpha, h.LogAlpha, math.Exp(h.LogAlpha))
-	}
-
-	nets, names := l.sacNets()
-	var loaded [5]*model.Net
-	for i, n := range nets {
-		if loaded[i], err = loadNet(r, names[i], n); err != nil {
-			return err
+	return loadSection(r, sacKind, func(r io.Reader) (func(), error) {
+		var h sacHeader
+		if err := readHeader(r, &h); err != nil {
+			return nil, err
 		}
-	}
-	policyAdam, err := loadAdam(r, "policy optimizer", l.policyAdam, h.Steps)
-	if err != nil {
-		return err
-	}
-	var criticAdam [2]*model.Adam
-	for k := range criticAdam {
-		if criticAdam[k], err = loadAdam(r, fmt.Sprintf("critic %d optimizer", k+1), l.criticAdam[k], h.Steps); err != nil {
-			return err
+		pcg, err := checkHead(h.Config, l.cfg, h.RNG)
+		if err != nil {
+			return nil, err
 		}
-	}
-	alphaAdam, err := loadAdam(r, "temperature optimizer", l.alphaAdam, h.Steps)
-	if err != nil {
-		return err
-	}
+		if err := checkMethod(h.Method, h.Loss, l.m); err != nil {
+			return nil, err
+		}
+		if err := checkCounters(h.Steps, h.Stats.Steps, h.Stats.Version, h.Stats.Timing, &h.Stats.Sampled); err != nil {
+			return nil, err
+		}
+		switch {
+		case h.Stats.TargetUpdates != h.Steps:
+			return nil, errorf(ErrCorrupt, "stats.target_updates = %d, the step count is %d (one per step)", h.Stats.TargetUpdates, h.Steps)
+		case !(math.Abs(h.LogAlpha) <= maxLogAlpha):
+			return nil, errorf(ErrCorrupt, "log_alpha = %v (must be within ±%d)", h.LogAlpha, maxLogAlpha)
+		case h.Stats.Alpha != math.Exp(h.LogAlpha):
+			return nil, errorf(ErrCorrupt, "stats.alpha = %v, but log_alpha = %v gives %v", h.Stats.Alpha, h.LogAlpha, math.Exp(h.LogAlpha))
+		}
 
-	// Everything read and checked: commit.
-	for i, n := range nets {
-		n.CopyFrom(loaded[i])
-	}
-	l.policyAdam, l.criticAdam, l.alphaAdam = policyAdam, criticAdam, alphaAdam
-	*l.pcg = *pcg
-	l.steps = h.Steps
-	l.logAlpha[0] = h.LogAlpha
-	c, s := &l.stats, h.Stats
-	c.steps.Store(h.Steps)
-	c.criticLoss.Store(floatBits(s.CriticLoss))
-	c.policyLoss.Store(floatBits(s.PolicyLoss))
-	c.alphaLoss.Store(floatBits(s.AlphaLoss))
-	c.alpha.Store(floatBits(l.alpha()))
-	c.entropy.Store(floatBits(s.Entropy))
-	c.meanAbsTD.Store(floatBits(s.MeanAbsTD))
-	c.meanQ.Store(floatBits(s.MeanQ))
-	c.criticGradNorm.Store(floatBits(s.CriticGradNorm))
-	c.policyGradNorm.Store(floatBits(s.PolicyGradNorm))
-	c.writeBacks.Store(s.WriteBacks)
-	c.stale.Store(s.StaleWriteBacks)
-	c.publishes.Store(s.Publishes)
-	c.version.Store(s.Version)
-	c.targetUpdates.Store(s.TargetUpdates)
-	c.timing.store(s.Timing)
-	c.sampled.store(s.Sampled)
-	l.publish()
-	return nil
+		nets, names := l.sacNets()
+		var loaded [5]*model.Net
+		for i, n := range nets {
+			if loaded[i], err = loadNet(r, names[i], n); err != nil {
+				return nil, err
+			}
+		}
+		policyAdam, err := loadAdam(r, "policy optimizer", l.policyAdam, h.Steps)
+		if err != nil {
+			return nil, err
+		}
+		var criticAdam [2]*model.Adam
+		for k := range criticAdam {
+			if criticAdam[k], err = loadAdam(r, fmt.Sprintf("critic %d optimizer", k+1), l.criticAdam[k], h.Steps); err != nil {
+				return nil, err
+			}
+		}
+		alphaAdam, err := loadAdam(r, "temperature optimizer", l.alphaAdam, h.Steps)
+		if err != nil {
+			return nil, err
+		}
+
+		return func() {
+			// Everything read and checked: commit.
+			for i, n := range nets {
+				n.CopyFrom(loaded[i])
+			}
+			l.policyAdam, l.criticAdam, l.alphaAdam = policyAdam, criticAdam, alphaAdam
+			*l.pcg = *pcg
+			l.steps = h.Steps
+			l.logAlpha[0] = h.LogAlpha
+			c, s := &l.stats, h.Stats
+			c.steps.Store(h.Steps)
+			c.criticLoss.Store(floatBits(s.CriticLoss))
+			c.policyLoss.Store(floatBits(s.PolicyLoss))
+			c.alphaLoss.Store(floatBits(s.AlphaLoss))
+			c.alpha.Store(floatBits(l.alpha()))
+			c.entropy.Store(floatBits(s.Entropy))
+			c.meanAbsTD.Store(floatBits(s.MeanAbsTD))
+			c.meanQ.Store(floatBits(s.MeanQ))
+			c.criticGradNorm.Store(floatBits(s.CriticGradNorm))
+			c.policyGradNorm.Store(floatBits(s.PolicyGradNorm))
+			c.writeBacks.Store(s.WriteBacks)
+			c.stale.Store(s.StaleWriteBacks)
+			c.publishes.Store(s.Publishes)
+			c.version.Store(s.Version)
+			c.targetUpdates.Store(s.TargetUpdates)
+			c.timing.store(s.Timing)
+			c.sampled.store(s.Sampled)
+			l.publish()
+		}, nil
+	})
 }

@@ -7,27 +7,14 @@ import (
 	"github.com/apexrl/apex/model"
 )
 
-// TD3 checkpoint format, version 1, framed like the DQN's (checkpoint.go).
-// Integers are little endian.
-//
-//	magic    8 bytes "APEXTD3L"
-//	version  uint32 (1)
-//	hdrLen   uint32: length of the JSON header (at most 1 MiB)
-//	header   hdrLen bytes of JSON: td3Header (config, method name and
-//	         loss, step, counters, RNG)
-//	crc      uint32 CRC-32C (Castagnoli) of every byte before it
-//	nets     six networks, model.Net.Save's format (own checksums): actor,
-//	         target actor, critic 1, critic 2, target critic 1, target
-//	         critic 2
-//	adams    three optimizers, model.Adam.Save's format: actor, critic 1,
-//	         critic 2
-//
-// As for the DQN, the buffer and the sampler stage are checkpointed by
-// their own packages.
-const (
-	td3Magic   = "APEXTD3L"
-	td3Version = 1
-)
+// TD3 checkpoint format: one section of kind learner.TD3, version 1,
+// framed like the DQN's (checkpoint.go): a JSON header (td3Header: config,
+// method name and loss, step, counters, RNG, ReF-ER beta), then nested
+// sections: six networks (model.Net: actor, target actor, critic 1,
+// critic 2, target critic 1, target critic 2) and three optimizers
+// (model.Adam: actor, critic 1, critic 2). As for the DQN, the buffer and
+// the sampler stage are checkpointed by their own packages.
+const td3Kind = "learner.TD3"
 
 // td3Header is the JSON header of a TD3 checkpoint.
 type td3Header struct {
@@ -74,21 +61,15 @@ func (l *TD3) Save(w io.Writer) error {
 		b := l.refer.stage.Beta()
 		h.ReferBeta = &b
 	}
-	if err := writeHead(w, td3Magic, td3Version, h); err != nil {
-		return fmt.Errorf("learner: Save: %w", err)
-	}
 	nets, names := l.td3Nets()
+	var parts []part
 	for i, n := range nets {
-		if err := n.Save(w); err != nil {
-			return fmt.Errorf("learner: Save: %s: %w", names[i], err)
-		}
+		parts = append(parts, part{names[i], n.Save})
 	}
 	for i, a := range []*model.Adam{l.actorAdam, l.criticAdam[0], l.criticAdam[1]} {
-		if err := a.Save(w); err != nil {
-			return fmt.Errorf("learner: Save: optimizer %d: %w", i, err)
-		}
+		parts = append(parts, part{fmt.Sprintf("optimizer %d", i), a.Save})
 	}
-	return nil
+	return saveSection(w, td3Kind, h, parts)
 }
 
 // Load restores a state written by Save into l, then publishes the
@@ -112,77 +93,80 @@ func (l *TD3) Load(r io.Reader) error {
 	if r == nil {
 		return fmt.Errorf("%w: Load from a nil io.Reader", ErrConfig)
 	}
-	var h td3Header
-	if err := readHead(r, td3Magic, td3Version, "a TD3 learner", &h); err != nil {
-		return err
-	}
-	pcg, err := checkHead(h.Config, l.cfg, h.RNG)
-	if err != nil {
-		return err
-	}
-	if err := checkMethod(h.Method, h.Loss, l.m); err != nil {
-		return err
-	}
-	if err := checkCounters(h.Steps, h.Stats.Steps, h.Stats.Version, h.Stats.Timing, &h.Stats.Sampled); err != nil {
-		return err
-	}
-	actorUpdates := h.Steps / uint64(l.cfg.PolicyDelay)
-	if h.Stats.ActorUpdates != actorUpdates || h.Stats.Steps != h.Steps {
-		return errorf(ErrCorrupt, "counters (%d steps, %d actor updates) do not match the step count %d and PolicyDelay %d",
-			h.Stats.Steps, h.Stats.ActorUpdates, h.Steps, l.cfg.PolicyDelay)
-	}
+	return loadSection(r, td3Kind, func(r io.Reader) (func(), error) {
+		var h td3Header
+		if err := readHeader(r, &h); err != nil {
+			return nil, err
+		}
+		pcg, err := checkHead(h.Config, l.cfg, h.RNG)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkMethod(h.Method, h.Loss, l.m); err != nil {
+			return nil, err
+		}
+		if err := checkCounters(h.Steps, h.Stats.Steps, h.Stats.Version, h.Stats.Timing, &h.Stats.Sampled); err != nil {
+			return nil, err
+		}
+		actorUpdates := h.Steps / uint64(l.cfg.PolicyDelay)
+		if h.Stats.ActorUpdates != actorUpdates || h.Stats.Steps != h.Steps {
+			return nil, errorf(ErrCorrupt, "counters (%d steps, %d actor updates) do not match the step count %d and PolicyDelay %d",
+				h.Stats.Steps, h.Stats.ActorUpdates, h.Steps, l.cfg.PolicyDelay)
+		}
 
-	nets, names := l.td3Nets()
-	var loaded [6]*model.Net
-	for i, n := range nets {
-		if loaded[i], err = loadNet(r, names[i], n); err != nil {
-			return err
+		nets, names := l.td3Nets()
+		var loaded [6]*model.Net
+		for i, n := range nets {
+			if loaded[i], err = loadNet(r, names[i], n); err != nil {
+				return nil, err
+			}
 		}
-	}
-	actorAdam, err := loadAdam(r, "actor optimizer", l.actorAdam, actorUpdates)
-	if err != nil {
-		return err
-	}
-	var criticAdam [2]*model.Adam
-	for k := range criticAdam {
-		if criticAdam[k], err = loadAdam(r, fmt.Sprintf("critic %d optimizer", k+1), l.criticAdam[k], h.Steps); err != nil {
-			return err
+		actorAdam, err := loadAdam(r, "actor optimizer", l.actorAdam, actorUpdates)
+		if err != nil {
+			return nil, err
 		}
-	}
+		var criticAdam [2]*model.Adam
+		for k := range criticAdam {
+			if criticAdam[k], err = loadAdam(r, fmt.Sprintf("critic %d optimizer", k+1), l.criticAdam[k], h.Steps); err != nil {
+				return nil, err
+			}
+		}
 
-	if b := h.ReferBeta; b != nil && !(*b >= 0 && *b <= 1) {
-		return errorf(ErrCorrupt, "ReF-ER beta %v outside [0, 1]", *b)
-	}
-	// Everything read and checked: commit. The ReF-ER controller goes first
-	// (it cannot fail: beta was checked above), so an error leaves all as it
-	// was.
-	if l.refer != nil && h.ReferBeta != nil {
-		if err := l.refer.stage.SetController(h.Steps, *h.ReferBeta); err != nil {
-			return errorf(ErrCorrupt, "%w", err)
+		if b := h.ReferBeta; b != nil && !(*b >= 0 && *b <= 1) {
+			return nil, errorf(ErrCorrupt, "ReF-ER beta %v outside [0, 1]", *b)
 		}
-	}
-	for i, n := range nets {
-		n.CopyFrom(loaded[i])
-	}
-	l.actorAdam, l.criticAdam = actorAdam, criticAdam
-	*l.pcg = *pcg
-	l.steps, l.actorUpdates = h.Steps, actorUpdates
-	c, s := &l.stats, h.Stats
-	c.steps.Store(h.Steps)
-	c.criticLoss.Store(floatBits(s.CriticLoss))
-	c.actorLoss.Store(floatBits(s.ActorLoss))
-	c.meanAbsTD.Store(floatBits(s.MeanAbsTD))
-	c.meanQ.Store(floatBits(s.MeanQ))
-	c.criticGradNorm.Store(floatBits(s.CriticGradNorm))
-	c.actorGradNorm.Store(floatBits(s.ActorGradNorm))
-	c.writeBacks.Store(s.WriteBacks)
-	c.stale.Store(s.StaleWriteBacks)
-	c.publishes.Store(s.Publishes)
-	c.version.Store(s.Version)
-	c.actorUpdates.Store(s.ActorUpdates)
-	c.targetUpdates.Store(s.TargetUpdates)
-	c.timing.store(s.Timing)
-	c.sampled.store(s.Sampled)
-	l.publish()
-	return nil
+		return func() {
+			// Everything read and checked: commit. The ReF-ER controller goes first
+			// (it cannot fail: beta was checked above), so an error leaves all as it
+			// was.
+			if l.refer != nil && h.ReferBeta != nil {
+				if err := l.refer.stage.SetController(h.Steps, *h.ReferBeta); err != nil {
+					panic("learner: TD3.Load: the ReF-ER controller refused a checked beta: " + err.Error())
+				}
+			}
+			for i, n := range nets {
+				n.CopyFrom(loaded[i])
+			}
+			l.actorAdam, l.criticAdam = actorAdam, criticAdam
+			*l.pcg = *pcg
+			l.steps, l.actorUpdates = h.Steps, actorUpdates
+			c, s := &l.stats, h.Stats
+			c.steps.Store(h.Steps)
+			c.criticLoss.Store(floatBits(s.CriticLoss))
+			c.actorLoss.Store(floatBits(s.ActorLoss))
+			c.meanAbsTD.Store(floatBits(s.MeanAbsTD))
+			c.meanQ.Store(floatBits(s.MeanQ))
+			c.criticGradNorm.Store(floatBits(s.CriticGradNorm))
+			c.actorGradNorm.Store(floatBits(s.ActorGradNorm))
+			c.writeBacks.Store(s.WriteBacks)
+			c.stale.Store(s.StaleWriteBacks)
+			c.publishes.Store(s.Publishes)
+			c.version.Store(s.Version)
+			c.actorUpdates.Store(s.ActorUpdates)
+			c.targetUpdates.Store(s.TargetUpdates)
+			c.timing.store(s.Timing)
+			c.sampled.store(s.Sampled)
+			l.publish()
+		}, nil
+	})
 }

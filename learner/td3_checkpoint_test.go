@@ -152,7 +152,7 @@ func TestTD3LoadRefuses(t *testing.T) {
 	}
 	unchanged("corrupt")
 
-	dqn, _ := checkpoint(t)
+	dqn, _ := dqnCheckpoint(t)
 	if err := l.Load(bytes.NewReader(dqn)); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "TD3") {
 		t.Errorf("a DQN checkpoint: %v", err)
 	}

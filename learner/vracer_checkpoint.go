@@ -5,27 +5,17 @@ import (
 	"io"
 )
 
-// V-RACER checkpoint format, version 1, framed like the DQN's
-// (checkpoint.go). Integers are little endian.
-//
-//	magic    8 bytes "APEXVRCL"
-//	version  uint32 (1)
-//	hdrLen   uint32: length of the JSON header (at most 1 MiB)
-//	header   hdrLen bytes of JSON: vracerHeader (config, method name and
-//	         loss, step, beta, counters, RNG)
-//	crc      uint32 CRC-32C (Castagnoli) of every byte before it
-//	net      the network, model.Net.Save's format (own checksum)
-//	adam     the optimizer, model.Adam.Save's format (own checksum)
+// V-RACER checkpoint format: one section of kind learner.VRACER, version
+// 1, framed like the DQN's (checkpoint.go): a JSON header (vracerHeader:
+// config, method name, step, beta, counters, RNG), then nested sections:
+// the network (model.Net) and the optimizer (model.Adam).
 //
 // The buffer is checkpointed by its own package. The REFER stage is not:
 // a stage built over a loaded buffer re-assembles the stored episodes
 // with rho = 1 and fresh Retrace targets; Load restores the controller
 // (the step k, hence c_max and the learning-rate scale, and beta), and the
 // first recount puts n_far right.
-const (
-	vracerMagic   = "APEXVRCL"
-	vracerVersion = 1
-)
+const vracerKind = "learner.VRACER"
 
 // vracerHeader is the JSON header of a V-RACER checkpoint.
 type vracerHeader struct {
@@ -57,16 +47,7 @@ func (l *VRACER) Save(w io.Writer) error {
 		*f = finite0(*f)
 	}
 	h := vracerHeader{Config: l.cfg, Method: l.m.Name, Steps: l.steps, Beta: l.stage.Beta(), RNG: rng, Stats: st}
-	if err := writeHead(w, vracerMagic, vracerVersion, h); err != nil {
-		return fmt.Errorf("learner: Save: %w", err)
-	}
-	if err := l.net.Save(w); err != nil {
-		return fmt.Errorf("learner: Save: network: %w", err)
-	}
-	if err := l.adam.Save(w); err != nil {
-		return fmt.Errorf("learner: Save: optimizer: %w", err)
-	}
-	return nil
+	return saveSection(w, vracerKind, h, []part{{"network", l.net.Save}, {"optimizer", l.adam.Save}})
 }
 
 // Load restores a state written by Save into l, sets the stage's
@@ -87,66 +68,69 @@ func (l *VRACER) Load(r io.Reader) error {
 	if r == nil {
 		return fmt.Errorf("%w: Load from a nil io.Reader", ErrConfig)
 	}
-	var h vracerHeader
-	if err := readHead(r, vracerMagic, vracerVersion, "a V-RACER learner", &h); err != nil {
-		return err
-	}
-	pcg, err := checkHead(h.Config, l.cfg, h.RNG)
-	if err != nil {
-		return err
-	}
-	if h.Method != l.m.Name {
-		return errorf(ErrMismatch, "method differs: saved %q, learner %q", h.Method, l.m.Name)
-	}
-	if !(h.Beta >= 0 && h.Beta <= 1) || h.Stats.Steps != h.Steps {
-		return errorf(ErrCorrupt, "beta %v, counters of %d steps for step count %d", h.Beta, h.Stats.Steps, h.Steps)
-	}
-	if err := checkCounters(h.Steps, h.Stats.Steps, h.Stats.Version, h.Stats.Timing, nil); err != nil {
-		return err
-	}
-	net, err := loadNet(r, "network", l.net)
-	if err != nil {
-		return err
-	}
-	for _, k := range l.stdW {
-		if net.Params()[k] != 0 {
-			return errorf(ErrCorrupt, "network: the std parameters' weight %s is %g (must be 0)", net.Where(k), net.Params()[k])
+	return loadSection(r, vracerKind, func(r io.Reader) (func(), error) {
+		var h vracerHeader
+		if err := readHeader(r, &h); err != nil {
+			return nil, err
 		}
-	}
-	adam, err := loadAdam(r, "optimizer", l.adam, h.Steps)
-	if err != nil {
-		return err
-	}
+		pcg, err := checkHead(h.Config, l.cfg, h.RNG)
+		if err != nil {
+			return nil, err
+		}
+		if h.Method != l.m.Name {
+			return nil, errorf(ErrMismatch, "method differs: saved %q, learner %q", h.Method, l.m.Name)
+		}
+		if !(h.Beta >= 0 && h.Beta <= 1) || h.Stats.Steps != h.Steps {
+			return nil, errorf(ErrCorrupt, "beta %v, counters of %d steps for step count %d", h.Beta, h.Stats.Steps, h.Steps)
+		}
+		if err := checkCounters(h.Steps, h.Stats.Steps, h.Stats.Version, h.Stats.Timing, nil); err != nil {
+			return nil, err
+		}
+		net, err := loadNet(r, "network", l.net)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range l.stdW {
+			if net.Params()[k] != 0 {
+				return nil, errorf(ErrCorrupt, "network: the std parameters' weight %s is %g (must be 0)", net.Where(k), net.Params()[k])
+			}
+		}
+		adam, err := loadAdam(r, "optimizer", l.adam, h.Steps)
+		if err != nil {
+			return nil, err
+		}
 
-	// Everything read and checked: commit. The controller goes first (it
-	// cannot fail: beta was checked above), so an error leaves all as it was.
-	if err := l.stage.SetController(h.Steps, h.Beta); err != nil {
-		return errorf(ErrCorrupt, "%w", err)
-	}
-	l.net.CopyFrom(net)
-	l.adam = adam
-	*l.pcg = *pcg
-	l.steps = h.Steps
-	c, s := &l.stats, h.Stats
-	c.steps.Store(h.Steps)
-	c.loss.Store(floatBits(s.Loss))
-	c.policyLoss.Store(floatBits(s.PolicyLoss))
-	c.valueLoss.Store(floatBits(s.ValueLoss))
-	c.klLoss.Store(floatBits(s.KLLoss))
-	c.meanV.Store(floatBits(s.MeanV))
-	c.meanAbsAdv.Store(floatBits(s.MeanAbsAdv))
-	c.meanRho.Store(floatBits(s.MeanRho))
-	c.nearFrac.Store(floatBits(s.NearFraction))
-	c.meanKL.Store(floatBits(s.MeanKL))
-	c.std.Store(floatBits(s.Std))
-	c.lr.Store(floatBits(s.LR))
-	c.gradNorm.Store(floatBits(s.GradNorm))
-	c.beta.Store(floatBits(l.stage.Beta()))
-	c.cmax.Store(floatBits(l.stage.CMax()))
-	c.farFrac.Store(floatBits(s.FarFraction))
-	c.publishes.Store(s.Publishes)
-	c.version.Store(s.Version)
-	c.timing.store(s.Timing)
-	l.publish()
-	return nil
+		return func() {
+			// Everything read and checked: commit. The controller goes first (it
+			// cannot fail: beta was checked above), so an error leaves all as it was.
+			if err := l.stage.SetController(h.Steps, h.Beta); err != nil {
+				panic("learner: VRACER.Load: the ReF-ER controller refused a checked beta: " + err.Error())
+			}
+			l.net.CopyFrom(net)
+			l.adam = adam
+			*l.pcg = *pcg
+			l.steps = h.Steps
+			c, s := &l.stats, h.Stats
+			c.steps.Store(h.Steps)
+			c.loss.Store(floatBits(s.Loss))
+			c.policyLoss.Store(floatBits(s.PolicyLoss))
+			c.valueLoss.Store(floatBits(s.ValueLoss))
+			c.klLoss.Store(floatBits(s.KLLoss))
+			c.meanV.Store(floatBits(s.MeanV))
+			c.meanAbsAdv.Store(floatBits(s.MeanAbsAdv))
+			c.meanRho.Store(floatBits(s.MeanRho))
+			c.nearFrac.Store(floatBits(s.NearFraction))
+			c.meanKL.Store(floatBits(s.MeanKL))
+			c.std.Store(floatBits(s.Std))
+			c.lr.Store(floatBits(s.LR))
+			c.gradNorm.Store(floatBits(s.GradNorm))
+			c.beta.Store(floatBits(l.stage.Beta()))
+			c.cmax.Store(floatBits(l.stage.CMax()))
+			c.farFrac.Store(floatBits(s.FarFraction))
+			c.publishes.Store(s.Publishes)
+			c.version.Store(s.Version)
+			c.timing.store(s.Timing)
+			l.publish()
+		}, nil
+	})
 }

@@ -1,40 +1,30 @@
 package model
 
 import (
-	"bytes"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
-	"hash/crc32"
 	"io"
 	"math"
+
+	"github.com/apexrl/apex/checkpoint"
 )
 
-// Checkpoint format, version 1 (the same framing for a Net and an Adam).
-// All integers are little endian.
+// Checkpoints. A Net and an Adam each write one section of the checkpoint
+// package's format (its magic, kind, version, chunked payload and CRC-32C):
 //
-//	magic    8 bytes: "APEXNET1" for a Net, "APEXADAM" for an Adam
-//	version  uint32 (1)
-//	hdrLen   uint32: length of the JSON header (at most 1 MiB)
-//	count    uint64: number of float64 values after the header
-//	header   hdrLen bytes of JSON: netHeader or adamHeader
-//	values   count IEEE-754 float64 bit patterns
-//	crc      uint32 CRC-32C (Castagnoli) of every byte before it
+//	model.Net  version 1: JSON header (netHeader: the Config), then the
+//	           parameters (checkpoint.WriteFloat64s: count, float64 bits)
+//	model.Adam version 1: JSON header (adamHeader: hyper-parameters, step
+//	           count, length), then the moments m and v (each as above)
 //
-// A Net stores its Config and its parameters; an Adam its hyper-parameters,
-// its step count and its moments m then v. Nothing is decoded before the
-// checksum has matched, and the header must then agree with count.
+// Nothing is decoded before its chunk's checksum has matched, and the
+// header must agree with the stored counts. Files of the earlier format
+// (magic APEXNET1 or APEXADAM) are refused with an error that names it.
 const (
-	netMagic    = "APEXNET1"
-	adamMagic   = "APEXADAM"
-	ckVersion   = 1
-	ckFixed     = 24
-	maxHeader   = 1 << 20
-	readChunk   = 1 << 20 // Load's allocation step: memory grows only as data arrives
-	maxCkValues = 2 * maxParams
+	netKind   = "model.Net"
+	adamKind  = "model.Adam"
+	ckVersion = 1
+	maxHeader = 1 << 20
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 type netHeader struct {
 	Config Config `json:"config"`
@@ -46,71 +36,90 @@ type adamHeader struct {
 	Len    int        `json:"len"`
 }
 
-// Save writes n's configuration and parameters to w in the versioned,
-// checksummed format above (Clone semantics on LoadNet: buffers and
-// gradients are not stored). Cost O(parameters); it builds the checkpoint
-// in memory (8 bytes per parameter) and writes it with one Write.
+// Save writes n's configuration and parameters to w as one checkpoint
+// section (format above; Clone semantics on LoadNet: buffers and gradients
+// are not stored). Cost O(parameters), streamed through one chunk of at
+// most 1 MiB.
 func (n *Net) Save(w io.Writer) error {
 	if w == nil {
 		return errorf(ErrConfig, "Save to a nil io.Writer")
 	}
-	return writeCheckpoint(w, netMagic, netHeader{Config: n.cfg}, n.params)
+	return checkpoint.Save(w, netKind, ckVersion, func(w io.Writer) error {
+		if err := checkpoint.WriteJSON(w, netHeader{Config: n.cfg}); err != nil {
+			return err
+		}
+		return checkpoint.WriteFloat64s(w, n.params)
+	})
 }
 
 // LoadNet reads a network written by Net.Save. It reads exactly the
-// checkpoint's bytes from r (it does not buffer ahead), so other data may
-// follow. An empty, truncated or damaged stream, a wrong magic or version,
-// a bad checksum or a header that does not match the data is an error
-// wrapping ErrCorrupt (and io.ErrUnexpectedEOF when truncated) that says
-// which.
+// section's bytes from r (it does not buffer ahead), so other data may
+// follow. An empty, truncated or damaged stream, another kind of section
+// or a newer version, a file of the earlier format, a bad checksum or a
+// header that does not match the data is an error wrapping ErrCorrupt
+// (and io.ErrUnexpectedEOF when truncated) that says which.
 //
 // A NaN or infinite parameter is refused too: the error wraps ErrCorrupt
 // and a *NonFiniteError (ErrNonFinite) naming the first one and its place
 // in the network, for example "params[12] (layer 0 W[3,0]) is NaN". Save
 // still writes such a network (a failed run's diagnostic checkpoint);
-// inspect one with a reader of the format above, not by loading it.
+// inspect one with a checkpoint.Reader, not by loading it.
 //
-// Memory: the stored values are read in steps of 1 MiB as they arrive, so
-// a length field cannot make LoadNet allocate more than about twice what
-// the stream holds; the header's Config is validated (at most 1024 layers
-// per list and 2^28 parameters) and its parameter count, computed without
-// allocating, must equal the stored count before the network is built.
-// Cost: O(parameters) time; about 3 × 8 bytes per parameter at the peak
-// (the bytes read, the parameters and their gradients).
+// Memory: the header is at most 1 MiB; its Config is validated (at most
+// 1024 layers per list and 2^28 parameters) and its parameter count,
+// computed without allocating, must equal the stored count before
+// anything is read; the values are read in steps as they arrive, so a
+// length field cannot make LoadNet allocate much more than the stream
+// holds. Cost: O(parameters) time; about 3 × 8 bytes per parameter at the
+// peak (the values read, the parameters and their gradients).
 func LoadNet(r io.Reader) (*Net, error) {
 	if r == nil {
 		return nil, errorf(ErrConfig, "LoadNet from a nil io.Reader")
 	}
-	var h netHeader
-	raw, err := readCheckpoint(r, netMagic, &h)
+	var n *Net
+	err := checkpoint.Load(r, netKind, ckVersion, func(_ uint32, r io.Reader) error {
+		var h netHeader
+		if err := checkpoint.ReadJSON(r, &h, maxHeader); err != nil {
+			return err
+		}
+		cfg, err := h.Config.Validate()
+		if err != nil {
+			return errorf(ErrCorrupt, "network config: %w", err)
+		}
+		vals, err := readValues(r, cfg.numParams(), "parameters", "the config needs")
+		if err != nil {
+			return err
+		}
+		if n, err = NewNet(cfg, nil); err != nil {
+			return errorf(ErrCorrupt, "network config: %w", err)
+		}
+		copy(n.params, vals)
+		if err := n.CheckFinite(); err != nil {
+			return errorf(ErrCorrupt, "%w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, err
-	}
-	cfg, err := h.Config.Validate()
-	if err != nil {
-		return nil, errorf(ErrCorrupt, "network config: %w", err)
-	}
-	if np, stored := cfg.numParams(), len(raw)/8; np != stored {
-		return nil, errorf(ErrCorrupt, "%d parameters stored, the config needs %d", stored, np)
-	}
-	n, err := NewNet(cfg, nil)
-	if err != nil {
-		return nil, errorf(ErrCorrupt, "network config: %w", err)
-	}
-	decodeFloats(n.params, raw)
-	if err := n.CheckFinite(); err != nil {
-		return nil, errorf(ErrCorrupt, "%w", err)
+		return nil, corrupt(err)
 	}
 	return n, nil
 }
 
-// Save writes Adam's configuration, step count and moments to w (format
-// above). Cost O(parameters); builds the checkpoint in memory.
+// Save writes Adam's configuration, step count and moments to w as one
+// checkpoint section (format above). Cost O(parameters), streamed.
 func (a *Adam) Save(w io.Writer) error {
 	if w == nil {
 		return errorf(ErrConfig, "Save to a nil io.Writer")
 	}
-	return writeCheckpoint(w, adamMagic, adamHeader{Config: a.cfg, Steps: a.t, Len: len(a.m)}, a.m, a.v)
+	return checkpoint.Save(w, adamKind, ckVersion, func(w io.Writer) error {
+		if err := checkpoint.WriteJSON(w, adamHeader{Config: a.cfg, Steps: a.t, Len: len(a.m)}); err != nil {
+			return err
+		}
+		if err := checkpoint.WriteFloat64s(w, a.m); err != nil {
+			return err
+		}
+		return checkpoint.WriteFloat64s(w, a.v)
+	})
 }
 
 // LoadAdam reads an optimizer written by Adam.Save, restoring its
@@ -119,157 +128,76 @@ func (a *Adam) Save(w io.Writer) error {
 // moment, or a negative second moment, is refused with an error wrapping
 // ErrCorrupt that names it ("Adam second moment v[12] is NaN"), and
 // ErrNonFinite as well for a NaN or an infinity. The header's length must
-// agree with the stored count before the moments are allocated. Cost:
-// O(parameters) time, about 3 × 16 bytes per parameter at the peak.
+// be at most 2^28 and agree with the stored counts before the moments are
+// read, and they are read as they arrive. Cost: O(parameters) time, about
+// 3 × 16 bytes per parameter at the peak.
 func LoadAdam(r io.Reader) (*Adam, error) {
 	if r == nil {
 		return nil, errorf(ErrConfig, "LoadAdam from a nil io.Reader")
 	}
-	var h adamHeader
-	raw, err := readCheckpoint(r, adamMagic, &h)
-	if err != nil {
-		return nil, err
-	}
-	if count := len(raw) / 8; h.Len <= 0 || h.Len > maxParams || 2*h.Len != count {
-		return nil, errorf(ErrCorrupt, "Adam header says %d parameters, %d values stored", h.Len, count)
-	}
-	a, err := NewAdam(h.Len, h.Config)
-	if err != nil {
-		return nil, errorf(ErrCorrupt, "Adam config: %w", err)
-	}
-	if a.cfg != h.Config {
-		return nil, errorf(ErrCorrupt, "Adam config %+v is not in its saved (validated) form", h.Config)
-	}
-	a.t = h.Steps
-	decodeFloats(a.m, raw[:8*h.Len])
-	decodeFloats(a.v, raw[8*h.Len:])
-	if i := firstNonFinite(a.m); i >= 0 {
-		return nil, errorf(ErrCorrupt, "%w", &NonFiniteError{What: "Adam first moment m", Index: i, Value: a.m[i]})
-	}
-	for i, v := range a.v {
-		switch {
-		case math.IsNaN(v) || math.IsInf(v, 0):
-			return nil, errorf(ErrCorrupt, "%w", &NonFiniteError{What: "Adam second moment v", Index: i, Value: v})
-		case v < 0:
-			return nil, errorf(ErrCorrupt, "Adam second moment v[%d] is %g (must be >= 0)", i, v)
+	var a *Adam
+	err := checkpoint.Load(r, adamKind, ckVersion, func(_ uint32, r io.Reader) error {
+		var h adamHeader
+		if err := checkpoint.ReadJSON(r, &h, maxHeader); err != nil {
+			return err
 		}
+		if h.Len <= 0 || h.Len > maxParams {
+			return errorf(ErrCorrupt, "Adam header says %d parameters (must be in [1, %d])", h.Len, maxParams)
+		}
+		m, err := readValues(r, h.Len, "first moments", "the Adam header says")
+		if err != nil {
+			return err
+		}
+		v, err := readValues(r, h.Len, "second moments", "the Adam header says")
+		if err != nil {
+			return err
+		}
+		if a, err = NewAdam(h.Len, h.Config); err != nil {
+			return errorf(ErrCorrupt, "Adam config: %w", err)
+		}
+		if a.cfg != h.Config {
+			return errorf(ErrCorrupt, "Adam config %+v is not in its saved (validated) form", h.Config)
+		}
+		a.t = h.Steps
+		copy(a.m, m)
+		copy(a.v, v)
+		if i := firstNonFinite(a.m); i >= 0 {
+			return errorf(ErrCorrupt, "%w", &NonFiniteError{What: "Adam first moment m", Index: i, Value: a.m[i]})
+		}
+		for i, v := range a.v {
+			switch {
+			case math.IsNaN(v) || math.IsInf(v, 0):
+				return errorf(ErrCorrupt, "%w", &NonFiniteError{What: "Adam second moment v", Index: i, Value: v})
+			case v < 0:
+				return errorf(ErrCorrupt, "Adam second moment v[%d] is %g (must be >= 0)", i, v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, corrupt(err)
 	}
 	return a, nil
 }
 
-func writeCheckpoint(w io.Writer, magic string, header any, vecs ...[]float64) error {
-	js, err := json.Marshal(header)
-	if err != nil {
-		return errorf(ErrConfig, "Save: %w", err)
+// readValues reads a vector of want float64 values (checkpoint.WriteFloat64s),
+// refusing another stored count with an error naming what and why before
+// anything is allocated.
+func readValues(r io.Reader, want int, what, why string) ([]float64, error) {
+	vals, err := checkpoint.ReadFloat64s(r, want)
+	if err != nil && errors.Is(err, checkpoint.ErrCorrupt) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, errorf(ErrCorrupt, "%s: %w (%s %d)", what, err, why, want)
 	}
-	count := 0
-	for _, v := range vecs {
-		count += len(v)
-	}
-	buf := make([]byte, 0, ckFixed+len(js)+8*count+4)
-	buf = append(buf, magic...)
-	buf = binary.LittleEndian.AppendUint32(buf, ckVersion)
-	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(js)))
-	buf = binary.LittleEndian.AppendUint64(buf, uint64(count))
-	buf = append(buf, js...)
-	for _, v := range vecs {
-		for _, x := range v {
-			buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(x))
-		}
-	}
-	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
-	if _, err := w.Write(buf); err != nil {
+	return vals, err
+}
+
+// corrupt wraps ErrCorrupt around an error about the data (a damaged,
+// truncated, unsupported or legacy section); a failure of the reader
+// itself, and errors that already wrap ErrCorrupt, are returned as they
+// are.
+func corrupt(err error) error {
+	if errors.Is(err, ErrCorrupt) || !(errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrFormat)) {
 		return err
 	}
-	return nil
-}
-
-// readCheckpoint reads one checkpoint of the given magic from r, checks it
-// and decodes its header into header (unknown fields refused). It returns
-// the stored values undecoded: count little-endian float64 bit patterns,
-// 8 bytes each. The lengths in the fixed part are bounded (header at most
-// maxHeader, count at most maxCkValues) and the bytes are read in steps of
-// readChunk, so memory grows only as data arrives.
-func readCheckpoint(r io.Reader, magic string, header any) ([]byte, error) {
-	var fixed [ckFixed]byte
-	if n, err := io.ReadFull(r, fixed[:]); err != nil {
-		if n == 0 && errors.Is(err, io.EOF) {
-			return nil, errorf(ErrCorrupt, "empty input")
-		}
-		return nil, truncated("header", err)
-	}
-	if got := string(fixed[:8]); got != magic {
-		kind := map[string]string{netMagic: "a network", adamMagic: "an Adam optimizer"}
-		if k, ok := kind[got]; ok {
-			return nil, errorf(ErrCorrupt, "this is %s checkpoint, not %s", k, kind[magic])
-		}
-		return nil, errorf(ErrCorrupt, "bad magic %q (want %q)", got, magic)
-	}
-	if v := binary.LittleEndian.Uint32(fixed[8:]); v != ckVersion {
-		return nil, errorf(ErrCorrupt, "unsupported format version %d (this build reads %d)", v, ckVersion)
-	}
-	hdrLen := binary.LittleEndian.Uint32(fixed[12:])
-	count := binary.LittleEndian.Uint64(fixed[16:])
-	if hdrLen == 0 || hdrLen > maxHeader {
-		return nil, errorf(ErrCorrupt, "header length %d (must be in [1, %d])", hdrLen, maxHeader)
-	}
-	if count > maxCkValues {
-		return nil, errorf(ErrCorrupt, "%d values (at most %d)", count, maxCkValues)
-	}
-	rest, err := readN(r, int(hdrLen)+8*int(count)+4)
-	if err != nil {
-		return nil, truncated("data", err)
-	}
-	body := rest[:len(rest)-4]
-	crc := crc32.Update(crc32.Checksum(fixed[:], castagnoli), castagnoli, body)
-	if want := binary.LittleEndian.Uint32(rest[len(rest)-4:]); crc != want {
-		return nil, errorf(ErrCorrupt, "checksum mismatch (stored %08x, computed %08x)", want, crc)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body[:hdrLen]))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(header); err != nil {
-		return nil, errorf(ErrCorrupt, "header: %w", err)
-	}
-	if dec.More() {
-		return nil, errorf(ErrCorrupt, "header: data after the JSON object")
-	}
-	return body[hdrLen:], nil
-}
-
-// decodeFloats sets dst[i] to the float64 whose little-endian bits are
-// raw[8i:8i+8]; len(raw) must be 8*len(dst).
-func decodeFloats(dst []float64, raw []byte) {
-	for i := range dst {
-		dst[i] = math.Float64frombits(binary.LittleEndian.Uint64(raw[8*i:]))
-	}
-}
-
-// readN reads exactly n bytes, allocating in steps of readChunk so that a
-// damaged length cannot make it allocate more than the stream holds.
-func readN(r io.Reader, n int) ([]byte, error) {
-	buf := make([]byte, 0, min(n, readChunk))
-	for len(buf) < n {
-		k := min(n-len(buf), readChunk)
-		if cap(buf)-len(buf) < k {
-			nb := make([]byte, len(buf), min(n, 2*cap(buf)+k))
-			copy(nb, buf)
-			buf = nb
-		}
-		m, err := io.ReadFull(r, buf[len(buf):len(buf)+k])
-		buf = buf[:len(buf)+m]
-		if err != nil {
-			return buf, err
-		}
-	}
-	return buf, nil
-}
-
-func truncated(what string, err error) error {
-	if errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return errorf(ErrCorrupt, "truncated in the %s: %w", what, err)
-	}
-	return err // a reader's own error (a failing disk), not the data's fault
+	return errorf(ErrCorrupt, "%w", err)
 }

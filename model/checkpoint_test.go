@@ -6,9 +6,12 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/apexrl/apex/checkpoint"
 )
 
 func TestNetSaveLoad(t *testing.T) {
@@ -132,31 +135,33 @@ func TestLoadCorrupt(t *testing.T) {
 	bad = slices.Clone(good)
 	bad[0] = 'X'
 	expect(t, bad, "bad magic")
-	bad = slices.Clone(good)
-	bad[8] = 2
-	expect(t, bad, "unsupported format version 2")
-	expect(t, ab.Bytes(), "Adam optimizer checkpoint, not a network")
-	if _, err := LoadAdam(bytes.NewReader(good)); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "network checkpoint, not an Adam") {
+	var nb2 bytes.Buffer
+	checkpoint.Save(&nb2, netKind, 2, func(w io.Writer) error { return nil })
+	expect(t, nb2.Bytes(), "model.Net version 2, this build reads model.Net up to version 1", checkpoint.ErrFormat)
+	expect(t, ab.Bytes(), "a model.Adam version 1 section, want model.Net")
+	if _, err := LoadAdam(bytes.NewReader(good)); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "a model.Net version 1 section, want model.Adam") {
 		t.Errorf("LoadAdam of a network: %v", err)
 	}
-	// A huge declared length is refused without allocating it.
-	bad = slices.Clone(good)
-	for i := 16; i < 24; i++ {
-		bad[i] = 0xff
-	}
-	expect(t, bad, "values")
+	// A huge declared count is refused without allocating it.
+	var pl bytes.Buffer
+	checkpoint.WriteJSON(&pl, netHeader{Config: net.Config()})
+	pl.Write([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	expect(t, frame(netKind, pl.Bytes()), "values stored")
 
-	// A consistent checkpoint (valid checksum) whose header disagrees with
-	// its data.
+	// A consistent checkpoint (valid checksums) whose header disagrees
+	// with its data.
 	var sb bytes.Buffer
-	writeCheckpoint(&sb, netMagic, netHeader{Config: Config{In: 4, Hidden: []int{16, 16}, Out: 3}}, net.Params())
-	expect(t, sb.Bytes(), "parameters stored")
+	writeCheckpoint(&sb, netKind, netHeader{Config: Config{In: 4, Hidden: []int{16, 16}, Out: 3}}, net.Params())
+	expect(t, sb.Bytes(), "values stored")
 	sb.Reset()
-	writeCheckpoint(&sb, netMagic, netHeader{Config: Config{In: -4, Out: 2}}, net.Params())
+	writeCheckpoint(&sb, netKind, netHeader{Config: Config{In: -4, Out: 2}}, net.Params())
 	expect(t, sb.Bytes(), "In = -4", ErrConfig)
 	sb.Reset()
-	writeCheckpoint(&sb, netMagic, map[string]any{"config": map[string]any{"in": 1, "out": 1}, "extra": 1}, []float64{1, 2})
+	writeCheckpoint(&sb, netKind, map[string]any{"config": map[string]any{"in": 1, "out": 1}, "extra": 1}, []float64{1, 2})
 	expect(t, sb.Bytes(), "unknown field")
+	sb.Reset()
+	writeCheckpoint(&sb, netKind, netHeader{Config: Config{In: 1, Out: 1}}, []float64{1, 2}, []float64{3})
+	expect(t, sb.Bytes(), "payload bytes after its state")
 
 	// A reader's own failure is passed through, not called corruption.
 	boom := errors.New("disk on fire")
@@ -181,8 +186,28 @@ func TestLoadAdamCorrupt(t *testing.T) {
 		}
 	}
 	var sb bytes.Buffer
-	writeCheckpoint(&sb, adamMagic, adamHeader{Config: adam.Config(), Len: 4}, make([]float64, 10))
+	writeCheckpoint(&sb, adamKind, adamHeader{Config: adam.Config(), Len: 4}, make([]float64, 10), make([]float64, 10))
 	if _, err := LoadAdam(&sb); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("inconsistent length: %v", err)
+	}
+}
+
+// TestLegacyNetRefused: a network file of the format apex wrote before the
+// checkpoint package (APEXNET1 version 1, a fixture written by that
+// release) is refused with an error that names it and says what to do.
+func TestLegacyNetRefused(t *testing.T) {
+	data, err := os.ReadFile("testdata/legacy-apexnet1-v1.net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = LoadNet(bytes.NewReader(data))
+	var le *checkpoint.LegacyError
+	if !errors.Is(err, ErrCorrupt) || !errors.As(err, &le) || le.Magic != "APEXNET1" || le.Version != 1 ||
+		!strings.Contains(err.Error(), "APEXNET1 version 1 (a network checkpoint), written by apex before the unified checkpoint format") ||
+		!strings.Contains(err.Error(), "resume it with the apex release that wrote it, or start a new run") {
+		t.Fatalf("LoadNet of an APEXNET1 file: %v", err)
+	}
+	if _, err := LoadAdam(bytes.NewReader(data)); !errors.As(err, &le) {
+		t.Fatalf("LoadAdam of an APEXNET1 file: %v", err)
 	}
 }

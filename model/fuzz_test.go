@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
+	"io"
 	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/apexrl/apex/checkpoint"
 )
 
 // allocated returns the bytes f allocated (runtime.MemStats.TotalAlloc),
@@ -28,34 +30,50 @@ func allocated(f func()) uint64 {
 // length fields say.
 func loadBudget(n int) uint64 { return 64*uint64(n) + 64<<20 }
 
-// fixCRC recomputes the CRC-32C of the checkpoint frame at the start of
-// data (the one its fixed part describes, or all of data when that runs
-// past the end) so a fuzzer's mutations get past the checksum. It returns
-// a copy.
-func fixCRC(data []byte) []byte {
-	data = slices.Clone(data)
-	end := len(data)
-	if len(data) >= ckFixed {
-		hdr := uint64(binary.LittleEndian.Uint32(data[12:]))
-		count := binary.LittleEndian.Uint64(data[16:])
-		if count <= maxCkValues {
-			if e := ckFixed + hdr + 8*count + 4; e <= uint64(len(data)) {
-				end = int(e)
+// writeCheckpoint writes a section of the given kind whose payload is
+// header as JSON followed by each vector (the layout Save writes), as an
+// editor that re-frames the checkpoint would.
+func writeCheckpoint(w io.Writer, kind string, header any, vecs ...[]float64) error {
+	return checkpoint.Save(w, kind, ckVersion, func(w io.Writer) error {
+		if err := checkpoint.WriteJSON(w, header); err != nil {
+			return err
+		}
+		for _, v := range vecs {
+			if err := checkpoint.WriteFloat64s(w, v); err != nil {
+				return err
 			}
 		}
-	}
-	if end >= 4 {
-		binary.LittleEndian.PutUint32(data[end-4:], crc32.Checksum(data[:end-4], castagnoli))
-	}
-	return data
+		return nil
+	})
 }
 
-// craft writes a checkpoint with an arbitrary header (and a valid
-// checksum), as an editor that recomputes the checksum would.
-func craft(t testing.TB, magic string, header any, vals []float64) []byte {
+// frame wraps a payload in a valid section of the given kind, so a
+// fuzzer's mutations get past the checksums.
+func frame(kind string, payload []byte) []byte {
+	var b bytes.Buffer
+	checkpoint.Save(&b, kind, ckVersion, func(w io.Writer) error { _, err := w.Write(payload); return err })
+	return b.Bytes()
+}
+
+// payload returns the payload of the section at the start of data.
+func payload(t testing.TB, data []byte) []byte {
+	r := checkpoint.NewReader(bytes.NewReader(data))
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// craft writes a checkpoint with an arbitrary header (and valid
+// checksums), as an editor that re-frames the checkpoint would.
+func craft(t testing.TB, kind string, header any, vecs ...[]float64) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	if err := writeCheckpoint(&b, magic, header, vals); err != nil {
+	if err := writeCheckpoint(&b, kind, header, vecs...); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
@@ -98,14 +116,14 @@ func TestLoadNetHugeHeaderRefusedCheaply(t *testing.T) {
 		vals []float64
 		want string
 	}{
-		{"wide hidden layers", Config{In: 1, Hidden: []int{16000, 16000}, Out: 1}, nil, "0 parameters stored, the config needs 256064001"},
-		{"wide input", Config{In: 1 << 27, Out: 1}, []float64{1, 2}, "2 parameters stored, the config needs 134217729"},
+		{"wide hidden layers", Config{In: 1, Hidden: []int{16000, 16000}, Out: 1}, nil, "parameters: checkpoint: corrupt: 0 values stored, want 256064001"},
+		{"wide input", Config{In: 1 << 27, Out: 1}, []float64{1, 2}, "2 values stored, want 134217729"},
 		{"beyond the parameter limit", Config{In: 1 << 20, Hidden: []int{1 << 20}, Out: 1}, nil, "more than 268435456 parameters"},
 		{"too deep", Config{In: 1, Hidden: deep, Out: 1}, nil, "Hidden has 5000 layers (at most 1024)"},
 		{"too deep streams", Config{In: 1, Out: 1, Dueling: true, StreamHidden: deep}, nil, "StreamHidden has 5000 layers (at most 1024)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			data := craft(t, netMagic, netHeader{Config: c.cfg}, c.vals)
+			data := craft(t, netKind, netHeader{Config: c.cfg}, c.vals)
 			var err error
 			alloc := allocated(func() { _, err = LoadNet(bytes.NewReader(data)) })
 			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
@@ -117,15 +135,18 @@ func TestLoadNetHugeHeaderRefusedCheaply(t *testing.T) {
 		})
 	}
 	// A length field beyond the stream: memory grows only with the data.
-	data := craft(t, netMagic, netHeader{Config: Config{In: 1, Out: 1}}, []float64{1, 2})
-	binary.LittleEndian.PutUint64(data[16:], maxCkValues) // 4 GiB declared
+	var pl bytes.Buffer
+	checkpoint.WriteJSON(&pl, netHeader{Config: Config{In: 1 << 13, Hidden: []int{1 << 14}, Out: 1}})
+	pl.Write(binary.LittleEndian.AppendUint64(nil, 1<<27+2<<14+1)) // the count the config needs: 1 GiB declared
+	pl.Write(make([]byte, 64))
+	data := frame(netKind, pl.Bytes())
 	var err error
-	alloc := allocated(func() { _, err = LoadNet(bytes.NewReader(fixCRC(data))) })
+	alloc := allocated(func() { _, err = LoadNet(bytes.NewReader(data)) })
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "truncated") {
 		t.Fatalf("LoadNet: %v, want a truncation", err)
 	}
 	if alloc > 4<<20 {
-		t.Errorf("LoadNet allocated %d bytes for a %d-byte stream declaring 4 GiB", alloc, len(data))
+		t.Errorf("LoadNet allocated %d bytes for a %d-byte stream declaring 1 GiB", alloc, len(data))
 	}
 }
 
@@ -195,10 +216,10 @@ func TestLoadAdamRefusesBadMoments(t *testing.T) {
 	}
 	// A length that disagrees with the values is refused before the
 	// moments are allocated.
-	data := craft(t, adamMagic, adamHeader{Config: mustAdamConfig(t), Len: maxParams}, []float64{0, 0})
+	data := craft(t, adamKind, adamHeader{Config: mustAdamConfig(t), Len: maxParams}, []float64{0, 0}, nil)
 	var err error
 	alloc := allocated(func() { _, err = LoadAdam(bytes.NewReader(data)) })
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "Adam header says 268435456 parameters, 2 values stored") {
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "first moments: checkpoint: corrupt: 2 values stored, want 268435456") {
 		t.Errorf("LoadAdam: %v", err)
 	}
 	if alloc > 1<<20 {
@@ -224,14 +245,13 @@ func FuzzLoadNet(f *testing.F) {
 	for _, s := range netSeeds(f) {
 		f.Add(s, false)
 		f.Add(s[:len(s)/2], false)
-		edited := bytes.Replace(s, []byte(`"in":`), []byte(`"in":9`), 1)
-		f.Add(edited, true)
+		f.Add(bytes.Replace(payload(f, s), []byte(`"in":`), []byte(`"in":9`), 1), true)
 	}
-	f.Add(craft(f, netMagic, netHeader{Config: Config{In: 1, Hidden: []int{16000, 16000}, Out: 1}}, nil), false)
-	f.Add(craft(f, netMagic, map[string]any{"config": map[string]any{"in": 1, "out": 1, "hidden": []int{}}}, []float64{math.NaN(), 1}), false)
+	f.Add(craft(f, netKind, netHeader{Config: Config{In: 1, Hidden: []int{16000, 16000}, Out: 1}}, nil), false)
+	f.Add(craft(f, netKind, map[string]any{"config": map[string]any{"in": 1, "out": 1, "hidden": []int{}}}, []float64{math.NaN(), 1}), false)
 	f.Fuzz(func(t *testing.T, data []byte, fix bool) {
 		if fix {
-			data = fixCRC(data)
+			data = frame(netKind, data)
 		}
 		var n *Net
 		var err error
@@ -289,12 +309,12 @@ func FuzzLoadAdam(f *testing.F) {
 	for _, s := range [][]byte{real, b.Bytes()} {
 		f.Add(s, false)
 		f.Add(s[:len(s)-7], false)
-		f.Add(bytes.Replace(s, []byte(`"len":`), []byte(`"len":1`), 1), true)
+		f.Add(bytes.Replace(payload(f, s), []byte(`"len":`), []byte(`"len":1`), 1), true)
 	}
-	f.Add(craft(f, adamMagic, adamHeader{Config: mustAdamConfig(f), Len: 1}, []float64{1, -1}), false)
+	f.Add(craft(f, adamKind, adamHeader{Config: mustAdamConfig(f), Len: 1}, []float64{1}, []float64{-1}), false)
 	f.Fuzz(func(t *testing.T, data []byte, fix bool) {
 		if fix {
-			data = fixCRC(data)
+			data = frame(adamKind, data)
 		}
 		var a *Adam
 		var err error

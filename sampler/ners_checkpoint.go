@@ -6,12 +6,13 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"math"
 	"math/rand/v2"
 
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/checkpoint"
+	"github.com/apexrl/apex/model"
 )
 
 // Stateful is implemented by a stage whose state lives neither in the
@@ -25,11 +26,13 @@ type Stateful interface {
 
 var _ Stateful = (*NERS)(nil)
 
-// NERS checkpoint layout (little endian): magic "APEXNERS", version
-// uint32, then a uint64 length and that many bytes of gob (nersState),
-// then CRC-32C of those bytes, then the scorer (NERSNet.Save).
+// NERS checkpoint: one section of the checkpoint package's format, kind
+// sampler.NERS, version 1, whose payload is a uint64 length and that many
+// bytes of gob (nersState), then the scorer (NERSNet.Save: its networks'
+// and optimizers' own sections). A file of the earlier format (magic
+// APEXNERS) is refused with an error that names it.
 const (
-	nersMagic   = "APEXNERS"
+	nersKind    = "sampler.NERS"
 	nersVersion = 1
 )
 
@@ -97,18 +100,19 @@ func (s *NERS) Save(w io.Writer) error {
 	if err := gob.NewEncoder(&g).Encode(&st); err != nil {
 		return fmt.Errorf("ners: save: %w", err)
 	}
-	var hdr [20]byte
-	copy(hdr[:8], nersMagic)
-	binary.LittleEndian.PutUint32(hdr[8:], nersVersion)
-	binary.LittleEndian.PutUint64(hdr[12:], uint64(g.Len()))
-	var crc [4]byte
-	binary.LittleEndian.PutUint32(crc[:], crc32.Checksum(g.Bytes(), crc32.MakeTable(crc32.Castagnoli)))
-	for _, part := range [][]byte{hdr[:], g.Bytes(), crc[:]} {
-		if _, err := w.Write(part); err != nil {
-			return fmt.Errorf("ners: save: %w", err)
+	err = checkpoint.Save(w, nersKind, nersVersion, func(w io.Writer) error {
+		if _, err := w.Write(binary.LittleEndian.AppendUint64(nil, uint64(g.Len()))); err != nil {
+			return err
 		}
+		if _, err := w.Write(g.Bytes()); err != nil {
+			return err
+		}
+		return s.net.Save(w)
+	})
+	if err != nil {
+		return fmt.Errorf("ners: save: %w", err)
 	}
-	return s.net.Save(w)
+	return nil
 }
 
 // Load restores what Save wrote into s, a stage built over a buffer of
@@ -130,72 +134,29 @@ func (s *NERS) Load(r io.Reader) error {
 	if r == nil {
 		return fmt.Errorf("%w: ners: Load from a nil io.Reader", buffer.ErrNil)
 	}
-	var hdr [20]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return fmt.Errorf("%w: ners: truncated header: %v", buffer.ErrCorrupt, err)
-	}
-	if string(hdr[:8]) != nersMagic {
-		return fmt.Errorf("%w: ners: not a NERS checkpoint (bad magic)", buffer.ErrCorrupt)
-	}
-	if v := binary.LittleEndian.Uint32(hdr[8:]); v != nersVersion {
-		return fmt.Errorf("%w: ners: version %d, this build reads %d", buffer.ErrCorrupt, v, nersVersion)
-	}
-	n := binary.LittleEndian.Uint64(hdr[12:])
-	// The state's size is bounded by this stage's: its per-slot arrays
-	// (16 bytes a slot in memory, at most 32 in gob), history (8 bytes a
-	// ref, at most 12) and moments, plus gob's
-	// overhead. A larger length field is damage, refused before any
-	// allocation.
-	if limit := uint64(48*len(s.gen) + 24*len(s.hist) + 32*s.width + 1<<16); n > limit {
-		return fmt.Errorf("%w: ners: state of %d bytes, more than a stage of %d slots can hold (%d)", buffer.ErrCorrupt, n, len(s.gen), limit)
-	}
-	// Read through a LimitReader (ReadAll grows as data arrives): the
-	// length field cannot make Load allocate more than the stream holds.
-	data, err := io.ReadAll(io.LimitReader(r, int64(n)+4))
-	if err != nil {
-		return fmt.Errorf("ners: reading the state: %w", err) // the reader's own failure, not the data's
-	}
-	if uint64(len(data)) < n+4 {
-		return fmt.Errorf("%w: ners: truncated state: %d of %d bytes: %w", buffer.ErrCorrupt, len(data), n+4, io.ErrUnexpectedEOF)
-	}
-	if binary.LittleEndian.Uint32(data[n:]) != crc32.Checksum(data[:n], crc32.MakeTable(crc32.Castagnoli)) {
-		return fmt.Errorf("%w: ners: state checksum mismatch", buffer.ErrCorrupt)
-	}
 	var st nersState
-	if err := gob.NewDecoder(bytes.NewReader(data[:n])).Decode(&st); err != nil {
-		return fmt.Errorf("%w: ners: state: %v", buffer.ErrCorrupt, err)
-	}
-	c := len(s.gen)
-	switch {
-	case st.Width != s.width || st.Capacity != c:
-		return fmt.Errorf("%w: ners: saved for %d-wide features over %d slots, this stage has %d and %d", buffer.ErrConfig, st.Width, st.Capacity, s.width, c)
-	case len(st.Hist) > len(s.hist):
-		return fmt.Errorf("%w: ners: saved history of %d refs, this stage's History is %d", buffer.ErrConfig, len(st.Hist), len(s.hist))
-	case len(st.TD) != c || len(st.Q) != c || len(st.Y) != c || len(st.Gen) != c || len(st.MomMean) != s.width || len(st.MomM2) != s.width:
-		return fmt.Errorf("%w: ners: state arrays of the wrong length", buffer.ErrCorrupt)
-	}
-	// The decoded state must satisfy the stage's invariants before any of
-	// it is taken.
-	probe := &NERS{bcfg: s.bcfg, width: s.width, td: st.TD, q: st.Q, y: st.Y, gen: st.Gen,
-		hist: make([]buffer.Ref, len(s.hist)), histN: len(st.Hist), seen: st.Seen, steps: st.Steps, lastUpdate: st.LastUpdate,
-		momN: st.MomN, momMean: st.MomMean, momM2: st.MomM2}
-	copy(probe.hist, st.Hist)
-	if err := probe.check(); err != nil {
-		return fmt.Errorf("%w: ners: saved state: %v", buffer.ErrCorrupt, err)
-	}
-	if err := st.checkScalars(); err != nil {
-		return fmt.Errorf("%w: ners: saved state: %w", buffer.ErrCorrupt, err)
-	}
-	pcg := &rand.PCG{}
-	if err := pcg.UnmarshalBinary(st.RNG); err != nil {
-		return fmt.Errorf("%w: ners: random stream: %v", buffer.ErrCorrupt, err)
-	}
-	if err := s.net.Load(r); err != nil {
-		if errors.Is(err, buffer.ErrConfig) {
-			return fmt.Errorf("ners: %w", err)
+	var pcg *rand.PCG
+	var commitNet func()
+	err := checkpoint.Load(r, nersKind, nersVersion, func(_ uint32, r io.Reader) error {
+		var err error
+		if st, pcg, err = s.readState(r); err != nil {
+			return err
 		}
-		return fmt.Errorf("%w: ners: %w", buffer.ErrCorrupt, err)
+		// The scorer is committed with the rest, once the whole section
+		// has been read and checked, so that on any error s is unchanged.
+		commitNet, err = s.net.load(r)
+		return err
+	})
+	if err != nil {
+		switch {
+		case errors.Is(err, buffer.ErrConfig), errors.Is(err, buffer.ErrCorrupt):
+			return err
+		case errors.Is(err, checkpoint.ErrCorrupt), errors.Is(err, checkpoint.ErrFormat), errors.Is(err, model.ErrCorrupt):
+			return fmt.Errorf("%w: ners: %w", buffer.ErrCorrupt, err)
+		}
+		return fmt.Errorf("ners: reading the checkpoint: %w", err)
 	}
+	commitNet()
 	*s.pcg = *pcg
 	s.steps, s.lastUpdate, s.baseline, s.hasBase, s.seen = st.Steps, st.LastUpdate, st.Baseline, st.HasBase, st.Seen
 	s.histN = copy(s.hist, st.Hist)
@@ -214,4 +175,62 @@ func (s *NERS) Load(r io.Reader) error {
 	s.stats = st.Stats
 	s.statMu.Unlock()
 	return nil
+}
+
+// readState reads and checks the gob state Save wrote (everything of the
+// stage but its scorer) for s, and its random stream. Errors wrap
+// buffer.ErrCorrupt or, for a state written for another stage,
+// buffer.ErrConfig.
+func (s *NERS) readState(r io.Reader) (nersState, *rand.PCG, error) {
+	var st nersState
+	var nb [8]byte
+	if _, err := io.ReadFull(r, nb[:]); err != nil {
+		return st, nil, fmt.Errorf("%w: ners: truncated state length: %w", buffer.ErrCorrupt, err)
+	}
+	n := binary.LittleEndian.Uint64(nb[:])
+	// The state's size is bounded by this stage's: its per-slot arrays
+	// (16 bytes a slot in memory, at most 32 in gob), history (8 bytes a
+	// ref, at most 12) and moments, plus gob's overhead. A larger length
+	// field is damage, refused before any allocation.
+	if limit := uint64(48*len(s.gen) + 24*len(s.hist) + 32*s.width + 1<<16); n > limit {
+		return st, nil, fmt.Errorf("%w: ners: state of %d bytes, more than a stage of %d slots can hold (%d)", buffer.ErrCorrupt, n, len(s.gen), limit)
+	}
+	// Read through a LimitReader (ReadAll grows as data arrives): the
+	// length field cannot make Load allocate more than the stream holds.
+	data, err := io.ReadAll(io.LimitReader(r, int64(n)))
+	if err != nil {
+		return st, nil, err
+	}
+	if uint64(len(data)) < n {
+		return st, nil, fmt.Errorf("%w: ners: truncated state: %d of %d bytes: %w", buffer.ErrCorrupt, len(data), n, io.ErrUnexpectedEOF)
+	}
+	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&st); err != nil {
+		return st, nil, fmt.Errorf("%w: ners: state: %v", buffer.ErrCorrupt, err)
+	}
+	c := len(s.gen)
+	switch {
+	case st.Width != s.width || st.Capacity != c:
+		return st, nil, fmt.Errorf("%w: ners: saved for %d-wide features over %d slots, this stage has %d and %d", buffer.ErrConfig, st.Width, st.Capacity, s.width, c)
+	case len(st.Hist) > len(s.hist):
+		return st, nil, fmt.Errorf("%w: ners: saved history of %d refs, this stage's History is %d", buffer.ErrConfig, len(st.Hist), len(s.hist))
+	case len(st.TD) != c || len(st.Q) != c || len(st.Y) != c || len(st.Gen) != c || len(st.MomMean) != s.width || len(st.MomM2) != s.width:
+		return st, nil, fmt.Errorf("%w: ners: state arrays of the wrong length", buffer.ErrCorrupt)
+	}
+	// The decoded state must satisfy the stage's invariants before any of
+	// it is taken.
+	probe := &NERS{bcfg: s.bcfg, width: s.width, td: st.TD, q: st.Q, y: st.Y, gen: st.Gen,
+		hist: make([]buffer.Ref, len(s.hist)), histN: len(st.Hist), seen: st.Seen, steps: st.Steps, lastUpdate: st.LastUpdate,
+		momN: st.MomN, momMean: st.MomMean, momM2: st.MomM2}
+	copy(probe.hist, st.Hist)
+	if err := probe.check(); err != nil {
+		return st, nil, fmt.Errorf("%w: ners: saved state: %v", buffer.ErrCorrupt, err)
+	}
+	if err := st.checkScalars(); err != nil {
+		return st, nil, fmt.Errorf("%w: ners: saved state: %w", buffer.ErrCorrupt, err)
+	}
+	pcg := &rand.PCG{}
+	if err := pcg.UnmarshalBinary(st.RNG); err != nil {
+		return st, nil, fmt.Errorf("%w: ners: random stream: %v", buffer.ErrCorrupt, err)
+	}
+	return st, pcg, nil
 }

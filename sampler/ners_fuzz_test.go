@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
+	"io"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -13,12 +13,12 @@ import (
 	"testing"
 
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/checkpoint"
+	"github.com/apexrl/apex/internal/cktest"
 	"github.com/apexrl/apex/model"
 	"github.com/apexrl/apex/sampler"
 	"github.com/apexrl/apex/sampler/samplertest"
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // allocated returns the bytes f allocated (every goroutine's: callers keep
 // the test single-threaded).
@@ -33,40 +33,10 @@ func allocated(f func()) uint64 {
 // loadBudget is the most a Load may allocate for an input of n bytes.
 func loadBudget(n int) uint64 { return 64*uint64(n) + 64<<20 }
 
-// fixModelFrames recomputes the CRC-32C of every complete network or
-// optimizer frame (model.Net.Save's framing) of data from off on, in
-// place, so that a fuzzer's mutations get past the checksums.
-func fixModelFrames(data []byte, off int) {
-	for off+24 <= len(data) {
-		hdr := uint64(binary.LittleEndian.Uint32(data[off+12:]))
-		count := binary.LittleEndian.Uint64(data[off+16:])
-		if count > 1<<40 {
-			return
-		}
-		end := uint64(off) + 24 + hdr + 8*count + 4
-		if end > uint64(len(data)) {
-			return
-		}
-		binary.LittleEndian.PutUint32(data[end-4:], crc32.Checksum(data[off:end-4], castagnoli))
-		off = int(end)
-	}
-}
-
-// fixNERS returns a copy of a NERS checkpoint with its state's checksum
-// and the scorer's recomputed.
-func fixNERS(data []byte) []byte {
-	data = slices.Clone(data)
-	if len(data) < 20 {
-		return data
-	}
-	n := binary.LittleEndian.Uint64(data[12:])
-	if n > uint64(len(data)) || 20+n+4 > uint64(len(data)) {
-		return data
-	}
-	binary.LittleEndian.PutUint32(data[20+n:], crc32.Checksum(data[20:20+n], castagnoli))
-	fixModelFrames(data, int(20+n+4))
-	return data
-}
+// fixNERS returns a copy of a NERS checkpoint (or of a scorer's) with
+// every section's checksums recomputed, so that a fuzzer's mutations get
+// past them.
+func fixNERS(data []byte) []byte { return cktest.Reseal(data) }
 
 var nersFuzzCfg = sampler.NERSConfig{Interval: 3, TrainSize: 8, History: 32, Seed: 11}
 
@@ -189,8 +159,7 @@ func FuzzNERSNetLoad(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, fix bool) {
 		if fix {
-			data = slices.Clone(data)
-			fixModelFrames(data, 0)
+			data = fixNERS(data)
 		}
 		checkStateLoad(t, data, func(b *bytes.Buffer) error { return target.Save(b) },
 			func(d []byte) error { return target.Load(bytes.NewReader(d)) }, model.ErrCorrupt, buffer.ErrConfig)
@@ -225,8 +194,12 @@ func TestNERSLoadRefusesNonFinite(t *testing.T) {
 	}
 
 	// A length field claiming the most the stage allows, on a short stream.
-	real := slices.Clone(ck.Bytes()[:64])
-	binary.LittleEndian.PutUint64(real[12:], 48*64+1<<16)
+	var short bytes.Buffer
+	checkpoint.Save(&short, "sampler.NERS", 1, func(w io.Writer) error {
+		_, err := w.Write(append(binary.LittleEndian.AppendUint64(nil, 48*64+1<<16), make([]byte, 40)...))
+		return err
+	})
+	real := short.Bytes()
 	alloc := allocated(func() { err = dst.Load(bytes.NewReader(real)) })
 	if !errors.Is(err, buffer.ErrCorrupt) || !strings.Contains(err.Error(), "truncated state") {
 		t.Errorf("Load of a short stream: %v", err)

@@ -481,28 +481,40 @@ func (n *NERSNet) Load(r io.Reader) error {
 	if r == nil {
 		return fmt.Errorf("%w: ners: Load from a nil io.Reader", buffer.ErrNil)
 	}
+	commit, err := n.load(r)
+	if err != nil {
+		return err
+	}
+	commit()
+	return nil
+}
+
+// load reads and checks what Save wrote and returns the function that
+// puts it into n; n is not changed until it runs.
+func (n *NERSNet) load(r io.Reader) (func(), error) {
 	nets := make([]*model.Net, len(n.params))
 	opts := make([]*model.Adam, len(n.params))
 	for i := range n.params {
 		var err error
 		if nets[i], err = model.LoadNet(r); err != nil {
-			return fmt.Errorf("ners scorer: %s: %w", n.where[i], err)
+			return nil, fmt.Errorf("ners scorer: %s: %w", n.where[i], err)
 		}
 		if !nets[i].SameShape(n.subnet(i)) {
-			return fmt.Errorf("%w: ners scorer: saved %s has another shape", buffer.ErrConfig, n.where[i])
+			return nil, fmt.Errorf("%w: ners scorer: saved %s has another shape", buffer.ErrConfig, n.where[i])
 		}
 		if opts[i], err = model.LoadAdam(r); err != nil {
-			return fmt.Errorf("ners scorer: optimizer of %s: %w", n.where[i], err)
+			return nil, fmt.Errorf("ners scorer: optimizer of %s: %w", n.where[i], err)
 		}
 		if opts[i].Len() != len(n.params[i]) {
-			return fmt.Errorf("%w: ners scorer: saved optimizer of %s has %d moments, want %d", buffer.ErrConfig, n.where[i], opts[i].Len(), len(n.params[i]))
+			return nil, fmt.Errorf("%w: ners scorer: saved optimizer of %s has %d moments, want %d", buffer.ErrConfig, n.where[i], opts[i].Len(), len(n.params[i]))
 		}
 	}
-	for i := range n.params {
-		n.subnet(i).CopyFrom(nets[i])
-		n.opt[i] = opts[i]
-	}
-	return nil
+	return func() {
+		for i := range n.params {
+			n.subnet(i).CopyFrom(nets[i])
+			n.opt[i] = opts[i]
+		}
+	}, nil
 }
 
 // subnet is the i-th subnet in Params order.
