@@ -2,19 +2,18 @@ package runtime
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/checkpoint"
 	"github.com/apexrl/apex/sampler"
 )
 
@@ -27,21 +26,33 @@ var ErrCheckpoint = errors.New("runtime: bad checkpoint")
 // setting the checkpoint's model, replay or rate limiter was built for.
 var ErrResumeConflict = errors.New("runtime: resume")
 
-// Checkpoint file layout (little endian), version 2:
+// Checkpoint file layout: a sequence of sections of the checkpoint
+// package's format (magic, kind, version, chunked payload, CRC-32C), one
+// per part of the run, each written by the part's own Save:
 //
-//	magic    "APEXTRN1"
-//	version  uint32
-//	hdrLen   uint32, then hdrLen bytes of JSON (ckHeader), then CRC-32C of them
-//	learner  uint64 length + the learner's Save bytes (learner.DQN or
-//	         learner.TD3, own checksum)
-//	buffer   uint64 length + buffer.Buffer.Save bytes (own checksum)
-//	stage    uint64 length + the sampler stage's Save bytes when it is a
-//	         sampler.Stateful (NERS), else length 0
+//	runtime.Trainer version 1: JSON (ckHeader: the configuration, the
+//	         counters, the evaluation curve, the rate limiter's balance,
+//	         and the list of the parts that follow)
+//	buffer   the replay buffer (buffer.Buffer.Save)
+//	learner  the learner (learner.DQN, TD3, SAC or VRACER's Save)
+//	stage    the sampler stage's state (its Save), only when the stage is a
+//	         sampler.Stateful (NERS)
 //
-// Version 1 files (no stage section) are still read.
+// The trainer reads them in that order and refuses a part it does not
+// know, a part missing or left over, and anything after the last one.
+// Files of the earlier format (magic APEXTRN1, versions 1 and 2, written
+// by apex before the checkpoint package) are refused with an error that
+// names their format and version and says what to do.
 const (
-	ckMagic   = "APEXTRN1"
-	ckVersion = 2
+	ckKind    = "runtime.Trainer"
+	ckVersion = 1
+)
+
+// The parts of a checkpoint after its header, in file order.
+const (
+	partBuffer  = "replay buffer"
+	partLearner = "learner"
+	partStage   = "sampler stage"
 )
 
 type ckHeader struct {
@@ -50,6 +61,8 @@ type ckHeader struct {
 	Curve    []EvalPoint `json:"curve"`
 	Inserted int64       `json:"limiter_inserted"`
 	Sampled  int64       `json:"limiter_sampled"`
+	// Parts names the sections that follow the header, in order.
+	Parts []string `json:"parts"`
 }
 
 // maxHeaderBytes bounds a checkpoint's JSON header (the configuration,
@@ -66,8 +79,8 @@ const maxHeaderBytes = 64 << 20
 // CheckpointEvery and when it ends): it waits for the insert and the
 // learner step in progress to finish and holds new ones until the state is
 // written; actors keep stepping into the bounded queue meanwhile. Cost:
-// O(replay size) time; memory O(learner parameters) plus a 1 MiB write
-// buffer, not O(replay size).
+// O(replay size) time; memory a 1 MiB write buffer plus one chunk (at most
+// 1 MiB) per open section, not O(replay size).
 func (t *Trainer) SaveCheckpoint(path string) error {
 	if path == "" {
 		return errors.New("runtime: checkpoint: empty path")
@@ -108,8 +121,7 @@ func (t *Trainer) SaveCheckpoint(path string) error {
 const tmpInfix = ".tmp"
 
 // writeCheckpoint streams the checkpoint into f (format above) with the
-// pipeline held. Each section's length is written as a placeholder and
-// patched once the section is written.
+// pipeline held: the header, then each part's own section.
 func (t *Trainer) writeCheckpoint(f *os.File) error {
 	release := t.pipe.hold()
 	defer release()
@@ -123,6 +135,10 @@ func (t *Trainer) writeCheckpoint(f *os.File) error {
 	t.mu.Lock()
 	h.Curve = append([]EvalPoint(nil), t.curve...)
 	t.mu.Unlock()
+	parts := t.ckParts()
+	for _, p := range parts {
+		h.Parts = append(h.Parts, p.name)
+	}
 	js, err := json.Marshal(h)
 	if err != nil {
 		return err
@@ -130,65 +146,37 @@ func (t *Trainer) writeCheckpoint(f *os.File) error {
 	if len(js) > maxHeaderBytes { // ResumeTrainer would refuse it
 		return fmt.Errorf("the header (configuration, counters and %d evaluations) is %d bytes, above %d", len(h.Curve), len(js), maxHeaderBytes)
 	}
-	cw := &countingWriter{w: bufio.NewWriterSize(f, 1<<20)}
-	var hdr [16]byte
-	copy(hdr[:8], ckMagic)
-	binary.LittleEndian.PutUint32(hdr[8:], ckVersion)
-	binary.LittleEndian.PutUint32(hdr[12:], uint32(len(js)))
-	cw.Write(hdr[:])
-	cw.Write(js)
-	cw.Write(binary.LittleEndian.AppendUint32(nil, crc32.Checksum(js, crc32.MakeTable(crc32.Castagnoli))))
-	stage, stateful := t.agent.method.Selector.(sampler.Stateful)
-	for _, s := range []struct {
-		name string
-		save func(io.Writer) error
-	}{
-		{"learner", t.agent.save},
-		{"replay buffer", t.buf.Save},
-		{"sampler stage", func(w io.Writer) error {
-			if stateful {
-				return stage.Save(w)
-			}
-			return nil
-		}},
-	} {
-		at := cw.n
-		cw.Write(make([]byte, 8)) // the length, patched below
-		if cw.err != nil {
-			return cw.err
-		}
-		if err := s.save(cw); err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
-		}
-		if cw.err != nil {
-			return cw.err
-		}
-		if err := cw.w.Flush(); err != nil {
-			return err
-		}
-		if _, err := f.WriteAt(binary.LittleEndian.AppendUint64(nil, uint64(cw.n-at-8)), at); err != nil {
-			return err
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := checkpoint.Save(bw, ckKind, ckVersion, func(w io.Writer) error { return checkpoint.WriteJSON(w, h) }); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if err := p.save(bw); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
 		}
 	}
-	return cw.w.Flush()
+	return bw.Flush()
 }
 
-// countingWriter counts the bytes written through it and keeps the first
-// error (later writes are then dropped).
-type countingWriter struct {
-	w   *bufio.Writer
-	n   int64
-	err error
+// ckPart is one part of a run that a checkpoint holds after its header:
+// its name (in the header's list) and its Save and Load.
+type ckPart struct {
+	name string
+	save func(io.Writer) error
+	load func(io.Reader) error
 }
 
-func (c *countingWriter) Write(p []byte) (int, error) {
-	if c.err != nil {
-		return 0, c.err
+// ckParts lists t's parts in checkpoint order (the buffer first: the run
+// is built over it).
+func (t *Trainer) ckParts() []ckPart {
+	parts := []ckPart{
+		{partBuffer, t.buf.Save, nil},
+		{partLearner, t.agent.save, t.agent.load},
 	}
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	c.err = err
-	return n, err
+	if stage, stateful := t.agent.method.Selector.(sampler.Stateful); stateful {
+		parts = append(parts, ckPart{partStage, stage.Save, stage.Load})
+	}
+	return parts
 }
 
 // removeStaleTemps removes the temporary files that saves of path
@@ -243,8 +231,11 @@ func probeWritable(path string) error {
 // original run's newer checkpoint). Actors start new episodes with fresh
 // seeds: their mid-episode state is not part of a checkpoint.
 //
-// Every length and count in the file is checked against the file's size
-// before anything is allocated; the sections are streamed from the file.
+// The sections are streamed from the file, and every length is bounded
+// before anything is allocated (chunks of at most 1 MiB; the header at
+// most 64 MiB; each part as its Load bounds it). A file of the earlier
+// format (APEXTRN1) is refused with an error wrapping ErrCheckpoint and a
+// *checkpoint.LegacyError that names its version and says what to do.
 func ResumeTrainer(path string, override func(*TrainConfig)) (*Trainer, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -258,67 +249,25 @@ func ResumeTrainer(path string, override func(*TrainConfig)) (*Trainer, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w: %s: not a regular file", ErrCheckpoint, path)
 	}
-	size := fi.Size()
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrCheckpoint, path, fmt.Sprintf(format, args...))
 	}
-	var hdr [16]byte
-	if _, err := io.ReadFull(f, hdr[:]); err != nil || string(hdr[:8]) != ckMagic {
-		return nil, bad("not an apex training checkpoint (bad magic)")
+	badPart := func(part string, err error) error {
+		return fmt.Errorf("%w: %s: %s: %w", ErrCheckpoint, path, part, err)
 	}
-	version := binary.LittleEndian.Uint32(hdr[8:])
-	if version != 1 && version != ckVersion {
-		return nil, bad("version %d, this build reads 1 and %d", version, ckVersion)
-	}
-	n := int64(binary.LittleEndian.Uint32(hdr[12:]))
-	if n > maxHeaderBytes || n > size-16-4 {
-		return nil, bad("header length %d (the file has %d bytes, at most %d allowed)", n, size, maxHeaderBytes)
-	}
-	js := make([]byte, n+4)
-	if _, err := io.ReadFull(f, js); err != nil {
-		return nil, bad("truncated header: %v", err)
-	}
-	if binary.LittleEndian.Uint32(js[n:]) != crc32.Checksum(js[:n], crc32.MakeTable(crc32.Castagnoli)) {
-		return nil, bad("header checksum mismatch")
-	}
+	br := bufio.NewReaderSize(f, 1<<20)
 	var h ckHeader
-	dec := json.NewDecoder(bytes.NewReader(js[:n]))
-	if err := dec.Decode(&h); err != nil {
-		return nil, bad("header: %v", err)
+	err = checkpoint.Load(br, ckKind, ckVersion, func(_ uint32, r io.Reader) error {
+		return checkpoint.ReadJSON(r, &h, maxHeaderBytes)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: header: %w", ErrCheckpoint, path, err)
 	}
 	if err := h.check(); err != nil {
 		return nil, bad("header: %v", err)
 	}
-	off := 16 + n + 4
-	section := func(name string) (*io.SectionReader, error) {
-		var l [8]byte
-		if _, err := f.ReadAt(l[:], off); err != nil {
-			return nil, bad("truncated before the %s section", name)
-		}
-		ln := binary.LittleEndian.Uint64(l[:])
-		if ln > uint64(size-off-8) {
-			return nil, bad("truncated %s section (%d of %d bytes)", name, size-off-8, ln)
-		}
-		s := io.NewSectionReader(f, off+8, int64(ln))
-		off += 8 + int64(ln)
-		return s, nil
-	}
-	lsec, err := section("learner")
-	if err != nil {
-		return nil, err
-	}
-	bsec, err := section("replay buffer")
-	if err != nil {
-		return nil, err
-	}
-	var ssec *io.SectionReader
-	if version >= 2 {
-		if ssec, err = section("sampler stage"); err != nil {
-			return nil, err
-		}
-	}
-	if off != size {
-		return nil, bad("%d bytes after the last section", size-off)
+	if len(h.Parts) == 0 || h.Parts[0] != partBuffer {
+		return nil, bad("the header lists the parts %q; this build reads %q first", h.Parts, partBuffer)
 	}
 	// A run saved before ignored settings were refused may carry some:
 	// they did nothing then, and are dropped now.
@@ -337,9 +286,9 @@ func ResumeTrainer(path string, override func(*TrainConfig)) (*Trainer, error) {
 	if err := checkConfig(h.Config); err != nil { // the file's own settings, before anything is built from them
 		return nil, bad("%v", err)
 	}
-	buf, err := buffer.Load(bufio.NewReaderSize(bsec, 1<<20))
+	buf, err := buffer.Load(br)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrCheckpoint, path, err)
+		return nil, badPart(partBuffer, err)
 	}
 	cfg.Resumes = h.Config.Resumes + 1
 	t, err := newTrainer(cfg, buf)
@@ -349,36 +298,31 @@ func ResumeTrainer(path string, override func(*TrainConfig)) (*Trainer, error) {
 		}
 		return nil, fmt.Errorf("runtime: resume %s: %w", path, err)
 	}
-	if err := loadExactly(lsec, t.agent.load); err != nil {
-		return nil, fmt.Errorf("%w: %s: learner: %w", ErrCheckpoint, path, err)
+	parts := t.ckParts()
+	var want []string
+	for _, p := range parts {
+		want = append(want, p.name)
 	}
-	st, stateful := t.agent.method.Selector.(sampler.Stateful)
-	switch {
-	case stateful && (ssec == nil || ssec.Size() == 0):
-		return nil, bad("the %s stage keeps state, and the checkpoint has none for it", cfg.Sampler)
-	case !stateful && ssec != nil && ssec.Size() != 0:
-		return nil, bad("a %d-byte sampler stage section, but the %s stage keeps no state", ssec.Size(), cfg.Sampler)
-	case stateful:
-		if err := loadExactly(ssec, st.Load); err != nil {
-			return nil, fmt.Errorf("%w: %s: sampler stage: %w", ErrCheckpoint, path, err)
+	if !slices.Equal(h.Parts, want) {
+		return nil, bad("the checkpoint holds the parts %q, but this %s run (sampler %s) has %q", h.Parts, cfg.Algo, cfg.Sampler, want)
+	}
+	for _, p := range parts[1:] {
+		if err := p.load(br); err != nil {
+			return nil, badPart(p.name, err)
 		}
+	}
+	switch hd, err := checkpoint.NewReader(br).Next(); {
+	case err == io.EOF:
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s: after the last part: %w", ErrCheckpoint, path, err)
+	default:
+		return nil, bad("a %s section after the last part", hd)
 	}
 	t.base = h.Base
 	t.curve = h.Curve
 	t.limiter.restore(h.Inserted, h.Sampled)
 	t.limBase = limiterState{h.Inserted, h.Sampled}
 	return t, nil
-}
-
-// loadExactly runs load over s and checks that it read all of s.
-func loadExactly(s *io.SectionReader, load func(io.Reader) error) error {
-	if err := load(s); err != nil {
-		return err
-	}
-	if pos, _ := s.Seek(0, io.SeekCurrent); pos != s.Size() {
-		return fmt.Errorf("%d bytes after its state", s.Size()-pos)
-	}
-	return nil
 }
 
 // check refuses counters and curve points a run cannot have produced

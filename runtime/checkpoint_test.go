@@ -3,17 +3,18 @@ package runtime
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apexrl/apex/checkpoint"
 )
 
 func smallRun(path string) TrainConfig {
@@ -118,7 +119,18 @@ func TestCheckpointErrors(t *testing.T) {
 	flipped := bytes.Clone(good)
 	flipped[len(flipped)/2] ^= 0x40
 	hdr := bytes.Clone(good)
-	hdr[20] ^= 1
+	hdr[40] ^= 1
+	js, rest := splitCheckpoint(t, good)
+	var stage bytes.Buffer
+	checkpoint.Save(&stage, "sampler.NERS", 1, func(io.Writer) error { return nil })
+	var h map[string]any
+	if err := json.Unmarshal(js, &h); err != nil {
+		t.Fatal(err)
+	}
+	h["parts"] = []string{partBuffer, partLearner, partStage}
+	withStage, _ := json.Marshal(h)
+	h["parts"] = []string{partBuffer, partLearner, "optimizer moments"}
+	unknown, _ := json.Marshal(h)
 	for name, c := range map[string]struct {
 		path string
 		over func(*TrainConfig)
@@ -129,8 +141,11 @@ func TestCheckpointErrors(t *testing.T) {
 		"truncated":    {write(good[:len(good)-100]), nil, "truncated"},
 		"byte flipped": {write(flipped), nil, "checksum"},
 		"header":       {write(hdr), nil, "header"},
-		"stage state for a stateless stage": {write(append(bytes.Clone(good[:len(good)-8]), 4, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4)), nil,
-			"keeps no state"},
+		"stage state for a stateless stage": {write(joinCheckpoint(withStage, append(bytes.Clone(rest), stage.Bytes()...))), nil,
+			`the checkpoint holds the parts ["replay buffer" "learner" "sampler stage"], but this dqn run (sampler per) has ["replay buffer" "learner"]`},
+		"unknown part":                  {write(joinCheckpoint(unknown, rest)), nil, `holds the parts ["replay buffer" "learner" "optimizer moments"]`},
+		"a section after the last part": {write(append(bytes.Clone(good), stage.Bytes()...)), nil, "a sampler.NERS version 1 section after the last part"},
+		"bytes after the last part":     {write(append(bytes.Clone(good), 1, 2, 3)), nil, "after the last part"},
 	} {
 		_, err := ResumeTrainer(c.path, c.over)
 		if !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), c.want) {
@@ -145,25 +160,36 @@ func TestCheckpointErrors(t *testing.T) {
 	}
 }
 
-// TestCheckpointVersion1: a version 1 file (no sampler stage section, as
-// written before stateful stages) still resumes.
-func TestCheckpointVersion1(t *testing.T) {
-	tr, _, data := savedRun(t, t.TempDir())
-	if !bytes.Equal(data[len(data)-8:], make([]byte, 8)) {
-		t.Fatal("a per run's checkpoint does not end with an empty stage section")
+// TestCheckpointLegacyFixtures: the checkpoints the release before the
+// checkpoint package wrote (APEXTRN1 version 2: a dqn CartPole run and a
+// td3 Pendulum run, kept in testdata) are refused with an error that names
+// their format and version and says what to do; so is a version 1 file.
+func TestCheckpointLegacyFixtures(t *testing.T) {
+	for _, name := range []string{"legacy-apextrn1-v2-dqn-cartpole.ckpt", "legacy-apextrn1-v2-td3-pendulum.ckpt"} {
+		path := filepath.Join("testdata", name)
+		_, err := ResumeTrainer(path, nil)
+		var le *checkpoint.LegacyError
+		if !errors.Is(err, ErrCheckpoint) || !errors.As(err, &le) || le.Magic != "APEXTRN1" || le.Version != 2 {
+			t.Fatalf("%s: %v, want ErrCheckpoint and a checkpoint.LegacyError for APEXTRN1 version 2", name, err)
+		}
+		for _, want := range []string{path, "APEXTRN1 version 2 (a training checkpoint), written by apex before the unified checkpoint format",
+			"resume it with the apex release that wrote it, or start a new run"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %q does not say %q", name, err, want)
+			}
+		}
 	}
-	v1 := bytes.Clone(data[:len(data)-8])
-	v1[8] = 1 // version, little endian
-	old := filepath.Join(t.TempDir(), "v1.ckpt")
-	if err := os.WriteFile(old, v1, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	re, err := ResumeTrainer(old, nil)
+	data, err := os.ReadFile(filepath.Join("testdata", "legacy-apextrn1-v2-dqn-cartpole.ckpt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(savedBuffer(t, re), savedBuffer(t, tr)) {
-		t.Fatal("the version 1 file's replay buffer differs")
+	data[8] = 1 // version 1, as written before stateful stages
+	path := filepath.Join(t.TempDir(), "v1.ckpt")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ResumeTrainer(path, nil); !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), "APEXTRN1 version 1") {
+		t.Errorf("a version 1 file: %v", err)
 	}
 }
 
@@ -174,9 +200,9 @@ func TestCheckpointVersion1(t *testing.T) {
 func TestCheckpointDropsIgnoredSettings(t *testing.T) {
 	dir := t.TempDir()
 	_, _, good := savedRun(t, dir)
-	n := int(binary.LittleEndian.Uint32(good[12:]))
+	hjs, rest := splitCheckpoint(t, good)
 	var h map[string]json.RawMessage
-	if err := json.Unmarshal(good[16:16+n], &h); err != nil {
+	if err := json.Unmarshal(hjs, &h); err != nil {
 		t.Fatal(err)
 	}
 	var cfg map[string]any
@@ -193,14 +219,8 @@ func TestCheckpointDropsIgnoredSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var old bytes.Buffer
-	old.Write(good[:12])
-	old.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(hj))))
-	old.Write(hj)
-	old.Write(binary.LittleEndian.AppendUint32(nil, crc32.Checksum(hj, crc32.MakeTable(crc32.Castagnoli))))
-	old.Write(good[16+n+4:])
 	path := filepath.Join(dir, "old.ckpt")
-	if err := os.WriteFile(path, old.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(path, joinCheckpoint(hj, rest), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	tr, err := ResumeTrainer(path, nil)

@@ -1,36 +1,48 @@
 package runtime
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apexrl/apex/checkpoint"
 )
 
 // splitCheckpoint splits a training checkpoint into its JSON header and
-// the sections after the header's checksum.
+// the sections after the header's.
 func splitCheckpoint(tb testing.TB, data []byte) (js, rest []byte) {
 	tb.Helper()
-	n := int(binary.LittleEndian.Uint32(data[12:]))
-	return data[16 : 16+n], data[16+n+4:]
+	br := bytes.NewReader(data)
+	r := checkpoint.NewReader(br)
+	if _, err := r.Next(); err != nil {
+		tb.Fatal(err)
+	}
+	p, err := io.ReadAll(r)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rest, _ = io.ReadAll(br)
+	return p[4:], rest
 }
 
-// joinCheckpoint builds a version 2 training checkpoint from a header and
-// sections, with the header's checksum computed: mutations of the header
-// get past the checksum and reach the decoder and the trainer's checks.
+// joinCheckpoint builds a training checkpoint from a header and sections,
+// the header's checksums computed: mutations of the header get past them
+// and reach the decoder and the trainer's checks.
 func joinCheckpoint(js, rest []byte) []byte {
-	out := append([]byte(ckMagic), make([]byte, 8)...)
-	binary.LittleEndian.PutUint32(out[8:], ckVersion)
-	binary.LittleEndian.PutUint32(out[12:], uint32(len(js)))
-	out = append(out, js...)
-	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(js, crc32.MakeTable(crc32.Castagnoli)))
-	return append(out, rest...)
+	var b bytes.Buffer
+	checkpoint.Save(&b, ckKind, ckVersion, func(w io.Writer) error {
+		_, err := w.Write(append(binary.LittleEndian.AppendUint32(nil, uint32(len(js))), js...))
+		return err
+	})
+	return append(b.Bytes(), rest...)
 }
 
 // FuzzResumeTrainer feeds ResumeTrainer checkpoints whose header (the
