@@ -433,3 +433,97 @@ adloop:
 addone:
 	VZEROUPPER
 	RET
+
+// func transpose8AVX2(src *float32, lds int, dst *float32, ldd int)
+//
+// Transposes one 8×8 block: dst[c·ldd + r] = src[r·lds + c] for r, c < 8
+// (strides in elements). Unpack, shuffle, then swap 128-bit lanes: the
+// textbook 24-instruction 8×8 transpose.
+TEXT ·transpose8AVX2(SB), NOSPLIT, $0-32
+	MOVQ src+0(FP), SI
+	MOVQ lds+8(FP), BX
+	SHLQ $2, BX
+	MOVQ dst+16(FP), DI
+	MOVQ ldd+24(FP), DX
+	SHLQ $2, DX
+	LEAQ (BX)(BX*2), CX        // 3 rows of src
+	VMOVUPS (SI), Y0
+	VMOVUPS (SI)(BX*1), Y1
+	VMOVUPS (SI)(BX*2), Y2
+	VMOVUPS (SI)(CX*1), Y3
+	LEAQ (SI)(BX*4), SI
+	VMOVUPS (SI), Y4
+	VMOVUPS (SI)(BX*1), Y5
+	VMOVUPS (SI)(BX*2), Y6
+	VMOVUPS (SI)(CX*1), Y7
+	VUNPCKLPS Y1, Y0, Y8       // t0 = unpacklo(r0, r1)
+	VUNPCKHPS Y1, Y0, Y9       // t1 = unpackhi(r0, r1)
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+	VSHUFPS $0x44, Y10, Y8, Y0 // tt0 = shuffle(t0, t2, 1,0,1,0)
+	VSHUFPS $0xEE, Y10, Y8, Y1 // tt1 = shuffle(t0, t2, 3,2,3,2)
+	VSHUFPS $0x44, Y11, Y9, Y2
+	VSHUFPS $0xEE, Y11, Y9, Y3
+	VSHUFPS $0x44, Y14, Y12, Y4
+	VSHUFPS $0xEE, Y14, Y12, Y5
+	VSHUFPS $0x44, Y15, Y13, Y6
+	VSHUFPS $0xEE, Y15, Y13, Y7
+	VPERM2F128 $0x20, Y4, Y0, Y8 // column 0 = low lanes of tt0, tt4
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y4, Y0, Y12 // column 4 = high lanes of tt0, tt4
+	VPERM2F128 $0x31, Y5, Y1, Y13
+	VPERM2F128 $0x31, Y6, Y2, Y14
+	VPERM2F128 $0x31, Y7, Y3, Y15
+	LEAQ (DX)(DX*2), CX
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y9, (DI)(DX*1)
+	VMOVUPS Y10, (DI)(DX*2)
+	VMOVUPS Y11, (DI)(CX*1)
+	LEAQ (DI)(DX*4), DI
+	VMOVUPS Y12, (DI)
+	VMOVUPS Y13, (DI)(DX*1)
+	VMOVUPS Y14, (DI)(DX*2)
+	VMOVUPS Y15, (DI)(CX*1)
+	VZEROUPPER
+	RET
+
+// func axpbyAVX2(dst, src *float32, n int, a, b float32)
+//
+// See axpbyAVX512: 8 per iteration, the tail masked.
+TEXT ·axpbyAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), R11
+	VBROADCASTSS a+24(FP), Y8
+	VBROADCASTSS b+28(FP), Y9
+	LEAQ f32mask<>(SB), R13
+
+axloop:
+	TESTQ R11, R11
+	JLE  axdone
+	MOVQ $8, R12
+	MOVQ R11, R10
+	CMPQ R10, R12
+	CMOVQGT R12, R10
+	MOVQ $16, R12
+	SUBQ R10, R12
+	VMOVUPS (R13)(R12*4), Y7
+	VMASKMOVPS (DI), Y7, Y0
+	VMASKMOVPS (SI), Y7, Y1
+	VMULPS Y9, Y0, Y0
+	VFMADD231PS Y8, Y1, Y0
+	VMASKMOVPS Y0, Y7, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, R11
+	JMP  axloop
+
+axdone:
+	VZEROUPPER
+	RET

@@ -406,3 +406,38 @@ adloop:
 addone:
 	VZEROUPPER
 	RET
+
+// func axpbyAVX512(dst, src *float32, n int, a, b float32)
+//
+// dst[i] = a·src[i] + b·dst[i] for i < n (Polyak's soft target update
+// with a = τ, b = 1 − τ), 16 per iteration, the tail masked.
+TEXT ·axpbyAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), R11
+	VBROADCASTSS a+24(FP), Z8
+	VBROADCASTSS b+28(FP), Z9
+	XORQ R10, R10
+
+axloop:
+	TESTQ R11, R11
+	JLE  axdone
+	MOVQ $16, R12
+	MOVQ R11, R13
+	CMPQ R13, R12
+	CMOVQGT R12, R13
+	MOVL $-1, R12
+	BZHIL R13, R12, R12
+	KMOVW R12, K1
+	VMOVUPS.Z (DI)(R10*1), K1, Z0
+	VMOVUPS.Z (SI)(R10*1), K1, Z1
+	VMULPS Z9, Z0, Z0
+	VFMADD231PS Z8, Z1, Z0     // a·src + b·dst
+	VMOVUPS Z0, K1, (DI)(R10*1)
+	ADDQ $64, R10
+	SUBQ $16, R11
+	JMP  axloop
+
+axdone:
+	VZEROUPPER
+	RET

@@ -234,6 +234,67 @@ func gemmGeneric(m, n, k int, a []float32, ars, aps int, b []float32, ldb int, c
 	}
 }
 
+// Transpose writes the r×c row-major matrix src (row stride lds ≥ c)
+// into dst as c×r (row stride ldd ≥ r): dst[j·ldd + i] = src[i·lds + j].
+// The SIMD implementations move 8×8 blocks through ymm registers (AVX2
+// shuffles, also on AVX512) and do the edges in Go. Cost O(r·c), no
+// allocation. It panics on a slice too short for the shape.
+func (i Impl) Transpose(dst []float32, ldd int, src []float32, lds int, r, c int) {
+	switch {
+	case r < 0 || c < 0 || lds < c || ldd < r:
+		panic(fmt.Sprintf("f32: Transpose: r=%d c=%d lds=%d ldd=%d", r, c, lds, ldd))
+	case r == 0 || c == 0:
+		return
+	case len(src) < (r-1)*lds+c || len(dst) < (c-1)*ldd+r:
+		panic(fmt.Sprintf("f32: Transpose: len(src) = %d, len(dst) = %d for %d×%d (strides %d, %d)", len(src), len(dst), r, c, lds, ldd))
+	}
+	r8, c8 := 0, 0
+	if impl := i.resolve(); impl != Portable {
+		r8, c8 = r&^7, c&^7
+		for i0 := 0; i0 < r8; i0 += 8 {
+			for j0 := 0; j0 < c8; j0 += 8 {
+				transpose8(&src[i0*lds+j0], lds, &dst[j0*ldd+i0], ldd)
+			}
+		}
+	}
+	// The edges (or everything, portably): rows ≥ r8 of every column, and
+	// columns ≥ c8 of the rows < r8.
+	for i0 := range r {
+		j0 := 0
+		if i0 < r8 {
+			j0 = c8
+		}
+		row := src[i0*lds : i0*lds+c]
+		for j := j0; j < c; j++ {
+			dst[j*ldd+i0] = row[j]
+		}
+	}
+}
+
+// Polyak sets dst[i] = tau·src[i] + (1−tau)·dst[i] (the soft target
+// update, model.Polyak). Cost O(n), no allocation. It panics on lengths
+// that differ or tau outside [0, 1].
+func (i Impl) Polyak(dst, src []float32, tau float32) {
+	if len(dst) != len(src) {
+		panic(fmt.Sprintf("f32: Polyak: len(dst) = %d, len(src) = %d", len(dst), len(src)))
+	}
+	if !(tau >= 0 && tau <= 1) {
+		panic(fmt.Sprintf("f32: Polyak: tau = %g (must be in [0, 1])", tau))
+	}
+	if len(dst) == 0 {
+		return
+	}
+	keep := 1 - tau
+	if impl := i.resolve(); impl != Portable {
+		axpbyAsm(impl, &dst[0], &src[0], len(dst), tau, keep)
+		return
+	}
+	src = src[:len(dst)]
+	for j, s := range src {
+		dst[j] = tau*s + keep*dst[j]
+	}
+}
+
 // ColSum sets dst[j] = Σ_{r<rows} src[r·ld + j] for j < n: the bias
 // gradient of a layer, the column sums of its B×Out dZ. Cost O(rows·n), no
 // allocation. It panics on a slice too short or ld < n.

@@ -32,6 +32,15 @@ func sumSqAVX2(x *float32, n int, out *[16]float32)
 //go:noescape
 func adamAVX2(p, grad, m, v *float32, n int, c *[8]float32)
 
+//go:noescape
+func transpose8AVX2(src *float32, lds int, dst *float32, ldd int)
+
+//go:noescape
+func axpbyAVX512(dst, src *float32, n int, a, b float32)
+
+//go:noescape
+func axpbyAVX2(dst, src *float32, n int, a, b float32)
+
 // hasAVX2 and hasAVX512 report what the CPU and the operating system (the
 // saved register state, which x/sys/cpu checks through XGETBV) support.
 // BZHI (BMI2) is part of both kernels' tail masks.
@@ -69,5 +78,15 @@ func adamAsm(impl Impl, p, g, m, v *float32, n int, c *[8]float32) {
 		adamAVX512(p, g, m, v, n, c)
 	} else {
 		adamAVX2(p, g, m, v, n, c)
+	}
+}
+
+func transpose8(src *float32, lds int, dst *float32, ldd int) { transpose8AVX2(src, lds, dst, ldd) }
+
+func axpbyAsm(impl Impl, dst, src *float32, n int, a, b float32) {
+	if impl == AVX512 {
+		axpbyAVX512(dst, src, n, a, b)
+	} else {
+		axpbyAVX2(dst, src, n, a, b)
 	}
 }

@@ -25,3 +25,11 @@ func sumSqAsm(Impl, *float32, int, *[16]float32) {
 func adamAsm(Impl, *float32, *float32, *float32, *float32, int, *[8]float32) {
 	panic("f32: no assembly kernels in this build")
 }
+
+func transpose8(*float32, int, *float32, int) {
+	panic("f32: no assembly kernels in this build")
+}
+
+func axpbyAsm(Impl, *float32, *float32, int, float32, float32) {
+	panic("f32: no assembly kernels in this build")
+}

@@ -287,3 +287,50 @@ func TestGemmPanicsOnShortSlices(t *testing.T) {
 		}()
 	}
 }
+
+func TestTransposeMatchesPortable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 6))
+	for _, impl := range append(simdImpls(t), Portable) {
+		for range 100 {
+			r, c := 1+rng.IntN(40), 1+rng.IntN(40)
+			lds, ldd := c+rng.IntN(3), r+rng.IntN(3)
+			src := randSlice(rng, (r-1)*lds+c)
+			dst := randSlice(rng, (c-1)*ldd+r+5)
+			before := clone(dst)
+			impl.Transpose(dst, ldd, src, lds, r, c)
+			for idx := range dst {
+				j, i := idx/ldd, idx%ldd
+				want := before[idx]
+				if j < c && i < r {
+					want = src[i*lds+j]
+				}
+				if dst[idx] != want {
+					t.Fatalf("%v r=%d c=%d lds=%d ldd=%d: dst[%d] = %v, want %v", impl, r, c, lds, ldd, idx, dst[idx], want)
+				}
+			}
+		}
+	}
+}
+
+func TestPolyakMatchesPortable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 7))
+	for _, impl := range simdImpls(t) {
+		for _, n := range []int{1, 7, 8, 9, 15, 16, 17, 100, 4610} {
+			src, dst := randSlice(rng, n), randSlice(rng, n)
+			want := clone(dst)
+			Portable.Polyak(want, src, 0.005)
+			impl.Polyak(dst, src, 0.005)
+			for i := range dst {
+				// Two products and a sum of magnitude ≤ 1: a few u.
+				if d := math.Abs(float64(dst[i] - want[i])); d > 4*0x1p-24 {
+					t.Fatalf("%v n=%d: dst[%d] = %v, portable %v", impl, n, i, dst[i], want[i])
+				}
+			}
+		}
+		a, b := []float32{1, 2}, []float32{3, 4}
+		impl.Polyak(a, b, 1)
+		if a[0] != 3 || a[1] != 4 {
+			t.Errorf("%v: Polyak with tau 1 = %v, want a copy", impl, a)
+		}
+	}
+}

@@ -91,6 +91,7 @@ type MLP struct {
 	x     []float32   // the last Forward's input (the caller's)
 	y     [][]float32 // each layer's output, B×Out
 	dz    [][]float32 // each layer's dL/d(pre-activation), B×Out
+	dx    []float32   // BackwardInput's dL/dx, B×In
 	wt    []float32   // Wᵀ scratch for dX, Out×In of the largest layer
 	batch int         // rows of the last Forward, 0 before the first
 }
@@ -134,9 +135,7 @@ func NewMLP(layers []Layer, impl Impl) (*MLP, error) {
 	for i, l := range layers {
 		net.offs[i] = off
 		off += l.In*l.Out + l.Out
-		if i > 0 {
-			wt = max(wt, l.In*l.Out)
-		}
+		wt = max(wt, l.In*l.Out)
 	}
 	net.wt = make([]float32, wt)
 	return net, nil
@@ -209,7 +208,15 @@ func (n *MLP) Forward(x []float32) []float32 {
 //
 // Cost: about twice Forward's flops; no allocation after warm-up. It
 // panics if there was no Forward or len(dy) does not match it.
-func (n *MLP) Backward(dy []float32) {
+func (n *MLP) Backward(dy []float32) { n.backward(dy, false) }
+
+// BackwardInput is Backward that also returns dL/dx (B×In) for the input
+// of the last Forward, in a buffer the MLP owns, valid until the next
+// backward pass (TD3's policy gradient through a critic's action input).
+// Cost: Backward plus one Gemm of the first layer.
+func (n *MLP) BackwardInput(dy []float32) []float32 { return n.backward(dy, true) }
+
+func (n *MLP) backward(dy []float32, wantDX bool) []float32 {
 	top := len(n.layers) - 1
 	bsz := n.batch
 	if bsz == 0 || len(dy) != bsz*n.layers[top].Out {
@@ -242,22 +249,23 @@ func (n *MLP) Backward(dy []float32) {
 		// dW = xᵀ·dz: A(r, p) = x[p·In + r].
 		n.impl.Gemm(l.In, l.Out, bsz, x, 1, l.In, dz, l.Out, n.w(n.grads, i), l.Out, InitZero, nil, PostNone, nil)
 		n.impl.ColSum(n.b(n.grads, i), dz, bsz, l.Out, l.Out)
-		if i == 0 {
-			break
+		if i == 0 && !wantDX {
+			return nil
 		}
-		// dz below = (dz·Wᵀ) ⊙ act'(x).
+		// dz below = (dz·Wᵀ) ⊙ act'(x); at the first layer dx = dz·Wᵀ.
 		w := n.w(n.params, i)
 		wt := n.wt[:l.In*l.Out]
-		for r := range l.In {
-			row := w[r*l.Out : (r+1)*l.Out]
-			for c, v := range row {
-				wt[c*l.In+r] = v
-			}
+		n.impl.Transpose(wt, l.In, w, l.Out, l.In, l.Out)
+		if i == 0 {
+			n.dx = grow(n.dx, bsz*l.In)
+			n.impl.Gemm(bsz, l.In, l.Out, dz, l.Out, 1, wt, l.In, n.dx, l.In, InitZero, nil, PostNone, nil)
+			return n.dx
 		}
 		n.dz[i-1] = grow(n.dz[i-1], bsz*l.In)
 		n.impl.Gemm(bsz, l.In, l.Out, dz, l.Out, 1, wt, l.In, n.dz[i-1], l.In, InitZero, nil, n.layers[i-1].Act.gradPost(), x)
 		dz = n.dz[i-1]
 	}
+	return nil
 }
 
 // grow returns s resliced to n, reallocating only if its capacity is short.
