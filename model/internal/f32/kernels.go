@@ -194,7 +194,9 @@ func checkGemm(m, n, k int, a []float32, ars, aps int, b []float32, ldb int, c [
 	}
 }
 
-// gemmGeneric is Gemm's portable twin (bounds already checked).
+// gemmGeneric is Gemm's portable twin (bounds already checked). Rows go
+// four at a time, so each row of B is loaded once for four rows of C;
+// every C[i][j] still sums its products in the order p = 0, 1, …, k−1.
 func gemmGeneric(m, n, k int, a []float32, ars, aps int, b []float32, ldb int, c []float32, ldc int, init Init, bias []float32, post Post, aux []float32) {
 	for i := range m {
 		ci := c[i*ldc : i*ldc+n]
@@ -204,13 +206,39 @@ func gemmGeneric(m, n, k int, a []float32, ars, aps int, b []float32, ldb int, c
 		case InitBias:
 			copy(ci, bias[:n])
 		}
+	}
+	i := 0
+	for ; i+4 <= m; i += 4 {
+		c0 := c[i*ldc : i*ldc+n]
+		c1 := c[(i+1)*ldc : (i+1)*ldc+n]
+		c2 := c[(i+2)*ldc : (i+2)*ldc+n]
+		c3 := c[(i+3)*ldc : (i+3)*ldc+n]
+		for p := range k {
+			a0, a1 := a[i*ars+p*aps], a[(i+1)*ars+p*aps]
+			a2, a3 := a[(i+2)*ars+p*aps], a[(i+3)*ars+p*aps]
+			bp := b[p*ldb : p*ldb+n]
+			c0, c1, c2, c3 := c0[:len(bp)], c1[:len(bp)], c2[:len(bp)], c3[:len(bp)] // no bounds checks below
+			for j, bv := range bp {
+				c0[j] += a0 * bv
+				c1[j] += a1 * bv
+				c2[j] += a2 * bv
+				c3[j] += a3 * bv
+			}
+		}
+	}
+	for ; i < m; i++ {
+		ci := c[i*ldc : i*ldc+n]
 		for p := range k {
 			aip := a[i*ars+p*aps]
 			bp := b[p*ldb : p*ldb+n]
+			ci := ci[:len(bp)]
 			for j, bv := range bp {
 				ci[j] += aip * bv
 			}
 		}
+	}
+	for i := range m {
+		ci := c[i*ldc : i*ldc+n]
 		switch post {
 		case PostReLU:
 			for j, v := range ci {
