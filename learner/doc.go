@@ -32,9 +32,14 @@
 //     gives V(s) and a Gaussian policy's mean, with a learned
 //     state-independent std; Retrace targets over the stored episodes; the
 //     off-policy policy and value gradients skipped on far-policy steps
-//     and a KL penalty toward the stored behaviours, weighted by the
-//     sampler.REFER stage's controller (methods refer, refer-1, refer-2,
-//     er).
+//     and a KL penalty toward the stored behaviours, weighted by ReF-ER's
+//     controller (methods refer, refer-1, refer-2, er).
+//   - REFERController, ReF-ER's learner-side state for V-RACER and TD3
+//     under a ReF-ER method: each stored step's rho, V, KL and Retrace
+//     target, the far-policy counter, beta, c_max and the learning-rate
+//     scale. The learner builds it over the method's Episodes (the REFER
+//     stage's sampler.EpisodeSource) and it follows the stage's episodes
+//     as their observer.
 //
 // All take a sampler.Method: the selection stage, its per-item weights,
 // its batch normaliser and its loss, which a prioritized replay paper

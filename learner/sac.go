@@ -264,7 +264,7 @@ func NewSAC(cfg SACConfig, policy *model.Net, critic *model.Net, buf *buffer.Buf
 	if err := m.Validate(); err != nil {
 		return nil, errorf(ErrConfig, "%w", err)
 	}
-	if _, ok := m.Selector.(*sampler.REFER); ok {
+	if m.Episodes != nil {
 		return nil, errorf(ErrConfig, "SAC with the ReF-ER method %q: ReF-ER's importance ratios need each step's behaviour density, which SAC's actors do not store (use td3 or vracer with ReF-ER)", m.Name)
 	}
 	bc, pc, cc := buf.Config(), policy.Config(), critic.Config()

@@ -121,8 +121,8 @@ type TD3 struct {
 
 	stats td3Counters
 
-	// refer is the ReF-ER state when m.Selector is a *sampler.REFER (see
-	// td3Refer), nil otherwise.
+	// refer is the ReF-ER state when m is a ReF-ER method (m.Episodes set;
+	// see td3Refer), nil otherwise.
 	refer *td3Refer
 }
 
@@ -306,8 +306,8 @@ func NewTD3(cfg TD3Config, actorNet *model.Net, critic *model.Net, buf *buffer.B
 	for i := range l.dqa {
 		l.dqa[i] = -1 / float64(b)
 	}
-	if st, ok := m.Selector.(*sampler.REFER); ok {
-		if l.refer, err = newTD3Refer(st, bc, b, nA); err != nil {
+	if m.Episodes != nil {
+		if l.refer, err = newTD3Refer(m.Episodes, bc, b, nA); err != nil {
 			return nil, err
 		}
 	}
@@ -317,6 +317,16 @@ func NewTD3(cfg TD3Config, actorNet *model.Net, critic *model.Net, buf *buffer.B
 
 // Config returns the learner's configuration with defaults filled in.
 func (l *TD3) Config() TD3Config { return l.cfg }
+
+// REFER returns the learner's ReF-ER controller when its method is a
+// ReF-ER one, nil otherwise (its Stats are safe from any goroutine;
+// everything else belongs to the stepping goroutine).
+func (l *TD3) REFER() *REFERController {
+	if l.refer == nil {
+		return nil
+	}
+	return l.refer.ctl
+}
 
 // Method returns the replay method the learner was built with.
 func (l *TD3) Method() sampler.Method { return l.m }
@@ -370,7 +380,7 @@ func (l *TD3) Stats() TD3Stats {
 //
 // Errors name the step (1-based) and wrap what went wrong: ctx's error if
 // ctx is already done (nothing is done then); a sampling or Weighter error
-// (nothing changed); under ReF-ER, the stage's RowWeights error
+// (nothing changed); under ReF-ER, the controller's RowWeights error
 // (buffer.ErrShape, nothing changed); a Normalizer error (nothing changed); a
 // *model.NonFiniteError (errors.Is model.ErrNonFinite) for a NaN or
 // infinite critic loss (or TD error, under a method with a Normalizer) or
@@ -401,7 +411,7 @@ func (l *TD3) Step(ctx context.Context) error {
 	}
 	if l.refer != nil {
 		// ReF-ER anneals the step size with its controller (Eq. 13).
-		sc := l.refer.stage.LRScale()
+		sc := l.refer.ctl.LRScale()
 		l.actorAdam.SetLR(l.cfg.ActorLR * sc)
 		for _, a := range l.criticAdam {
 			a.SetLR(l.cfg.CriticLR * sc)
@@ -472,7 +482,7 @@ func (l *TD3) Step(ctx context.Context) error {
 		return err
 	}
 	if l.refer != nil {
-		if err := l.refer.stage.Refresh(l.refer.rho, l.q[0], l.refer.kl); err != nil {
+		if err := l.refer.ctl.Refresh(l.refer.rho, l.q[0], l.refer.kl); err != nil {
 			return fmt.Errorf("learner: step %d: refer refresh: %w", step, err)
 		}
 		rs.wrote()
@@ -505,7 +515,7 @@ func (l *TD3) Step(ctx context.Context) error {
 	}
 
 	if l.refer != nil {
-		l.refer.stage.AfterStep(step)
+		l.refer.ctl.AfterStep(step)
 	}
 	l.steps = step
 	if step%uint64(l.cfg.PublishEvery) == 0 {

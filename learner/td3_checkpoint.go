@@ -26,8 +26,9 @@ type td3Header struct {
 	// RNG is the learner stream's PCG state (rand.PCG.MarshalBinary).
 	RNG   []byte   `json:"rng"`
 	Stats TD3Stats `json:"stats"`
-	// ReferBeta is the ReF-ER stage's penalty coefficient after the last
-	// step (TD3 with a REFER method only; the stage's step is Steps).
+	// ReferBeta is the ReF-ER controller's penalty coefficient after the
+	// last step (TD3 with a ReF-ER method only; the controller's step is
+	// Steps).
 	ReferBeta *float64 `json:"refer_beta,omitempty"`
 }
 
@@ -58,7 +59,7 @@ func (l *TD3) Save(w io.Writer) error {
 	}
 	h := td3Header{Config: l.cfg, Method: l.m.Name, Loss: l.m.Loss, Steps: l.steps, RNG: rng, Stats: st}
 	if l.refer != nil {
-		b := l.refer.stage.Beta()
+		b := l.refer.ctl.Beta()
 		h.ReferBeta = &b
 	}
 	nets, names := l.td3Nets()
@@ -140,7 +141,7 @@ func (l *TD3) Load(r io.Reader) error {
 			// (it cannot fail: beta was checked above), so an error leaves all as it
 			// was.
 			if l.refer != nil && h.ReferBeta != nil {
-				if err := l.refer.stage.SetController(h.Steps, *h.ReferBeta); err != nil {
+				if err := l.refer.ctl.SetController(h.Steps, *h.ReferBeta); err != nil {
 					panic("learner: TD3.Load: the ReF-ER controller refused a checked beta: " + err.Error())
 				}
 			}

@@ -10,7 +10,8 @@ import (
 
 // td3Refer is TD3 with Remember and Forget Experience Replay (Novati &
 // Koumoutsakos 2019, the DDPG arm, Alg. 4, adapted to TD3): the state a
-// TD3 keeps when its method's Selector is a *sampler.REFER stage.
+// TD3 keeps when its method is a ReF-ER one (Method.Episodes set), beside
+// the ReF-ER controller it builds over the method's stage.
 //
 // The actors explore with Gaussian noise of a fixed std (actor.Continuous
 // with ContinuousConfig.Floats), so each stored step holds the behaviour
@@ -22,7 +23,7 @@ import (
 //	log rho = clamp(Σ_j ((a_j−m_bj)² − (a_j−m_j)²)/(2 s_bj²), −7, 7),  rho = min(e^(log rho), RhoClip)
 //	KL      = KL(μ_t||π) = Σ_j (m_j − m_bj)²/(2 s_bj²)
 //
-// and with the stage's RowWeights (algW, klW; refer: beta·1[near], 1−beta):
+// and with the controller's RowWeights (algW, klW; refer: beta·1[near], 1−beta):
 //
 //   - the critics' per-row weight is 1[near] (refer, refer-1; 1 for
 //     refer-2 and er) times the method's weight: far rows get no critic
@@ -32,14 +33,14 @@ import (
 //     i.e. beta·DPG on near rows minus (1−beta)·∇KL on all rows;
 //   - after the step the rows' rho, Q_1(s, a) (as the stage's V) and KL are
 //     written back (Refresh) and AfterStep(k) moves c_max and beta;
-//   - both Adam step sizes are the configured ones times the stage's
+//   - both Adam step sizes are the configured ones times the controller's
 //     LRScale, 1/(1 + A·k) (Eq. 13), set before each step.
 //
-// TD3 keeps its own critic targets, so the stage's Retrace targets are
-// unused: build the stage with REFERConfig.NoRetrace to skip their sweeps
-// (the runtime does).
+// TD3 keeps its own critic targets, so the controller's Retrace targets
+// are unused: build the method with REFERConfig.NoRetrace to skip their
+// sweeps (the runtime does).
 type td3Refer struct {
-	stage           *sampler.REFER
+	ctl             *REFERController
 	meanCol, stdCol int
 	rho, kl         []float64 // B: the rows' ratios and KL(μ||π), before the step's updates
 	algW, klW       []float64 // B: the stage's RowWeights
@@ -49,15 +50,19 @@ type td3Refer struct {
 	a, mb, sb       []float64 // A: one row's action, behaviour mean and std
 }
 
-// newTD3Refer returns the ReF-ER state for stage over a buffer of config
-// bc, batches of b rows and nA action dimensions.
-func newTD3Refer(stage *sampler.REFER, bc buffer.Config, b, nA int) (*td3Refer, error) {
+// newTD3Refer returns the ReF-ER state over the method's stage src and a
+// buffer of config bc, for batches of b rows and nA action dimensions.
+func newTD3Refer(src sampler.EpisodeSource, bc buffer.Config, b, nA int) (*td3Refer, error) {
 	mc, sc, _, err := sampler.REFERColumnIndex(bc)
 	if err != nil {
 		return nil, errorf(ErrConfig, "td3 with ReF-ER: %w", err)
 	}
-	v := stage.Config().Variant
-	return &td3Refer{stage: stage, meanCol: mc, stdCol: sc,
+	ctl, err := NewREFERController(src)
+	if err != nil {
+		return nil, err
+	}
+	v := ctl.Config().Variant
+	return &td3Refer{ctl: ctl, meanCol: mc, stdCol: sc,
 		skipFar: v == sampler.REFERFull || v == sampler.REFERSkipOnly,
 		rho:     make([]float64, b), kl: make([]float64, b), algW: make([]float64, b), klW: make([]float64, b),
 		cw: make([]float64, b), m: make([]float64, nA), a: make([]float64, nA), mb: make([]float64, nA), sb: make([]float64, nA)}, nil
@@ -80,7 +85,7 @@ func (r *td3Refer) row(b *buffer.Batch, i int) {
 // in [−1, 1]) scaled by mx, the row weights, and the critics' weights
 // from the method's weight (nil: 1). It returns the critics' weights.
 func (r *td3Refer) ratios(b *buffer.Batch, u []float64, mx float64, weight []float64) ([]float64, error) {
-	nA, clip := len(r.a), r.stage.RhoClip()
+	nA, clip := len(r.a), r.ctl.RhoClip()
 	for i := range r.rho {
 		r.row(b, i)
 		for j := range nA {
@@ -91,7 +96,7 @@ func (r *td3Refer) ratios(b *buffer.Batch, u []float64, mx float64, weight []flo
 		r.rho[i] = min(math.Exp(lr), clip)
 		r.kl[i] = model.GaussKL(r.mb, r.sb, r.m, r.sb)
 	}
-	if err := r.stage.RowWeights(r.rho, r.algW, r.klW); err != nil {
+	if err := r.ctl.RowWeights(r.rho, r.algW, r.klW); err != nil {
 		return nil, err
 	}
 	for i, x := range r.rho {
@@ -99,7 +104,7 @@ func (r *td3Refer) ratios(b *buffer.Batch, u []float64, mx float64, weight []flo
 		if weight != nil {
 			w = weight[i]
 		}
-		if r.skipFar && !r.stage.Near(x) {
+		if r.skipFar && !r.ctl.Near(x) {
 			w = 0
 		}
 		r.cw[i] = w

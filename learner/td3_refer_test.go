@@ -29,7 +29,7 @@ func newTestTD3Refer(t *testing.T, rcfg sampler.REFERConfig, batch int, maxA flo
 		t.Fatal(err)
 	}
 	if l.refer == nil {
-		t.Fatal("a REFER selector gave no ReF-ER state")
+		t.Fatal("a ReF-ER method gave no ReF-ER state")
 	}
 	weight, err := sampleWeighted(l.m, l.rng, l.batch, 1)
 	if err != nil {
@@ -97,8 +97,8 @@ func TestTD3ReferFarRowsNoCriticGradient(t *testing.T) {
 	g := make([]float64, len(q))
 	l.m.Loss.Value(g, q, y, cw)
 	for i, x := range l.refer.rho {
-		if l.refer.stage.Near(x) == (g[i] == 0) {
-			t.Errorf("row %d (rho %v, near %v): critic gradient %v", i, x, l.refer.stage.Near(x), g[i])
+		if l.refer.ctl.Near(x) == (g[i] == 0) {
+			t.Errorf("row %d (rho %v, near %v): critic gradient %v", i, x, l.refer.ctl.Near(x), g[i])
 		}
 	}
 }
@@ -150,7 +150,7 @@ func TestTD3ReferActorGradient(t *testing.T) {
 	checkGradFD(t, l.actor, p0, grad, lossAt)
 }
 
-// TestTD3ReferSteps: steps run, refresh the stage (its step count follows
+// TestTD3ReferSteps: steps run, refresh the controller (its step count follows
 // the learner's) and keep the networks finite.
 func TestTD3ReferSteps(t *testing.T) {
 	l, _ := newTestTD3Refer(t, sampler.REFERConfig{TotalSteps: 100, BetaRate: 0.1}, 32, 1.5)
@@ -159,9 +159,9 @@ func TestTD3ReferSteps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st := l.refer.stage.Stats()
-	if st.K != 20 || l.refer.stage.Step() != 20 {
-		t.Errorf("stage step %d, want 20", st.K)
+	st := l.refer.ctl.Stats()
+	if st.K != 20 || l.refer.ctl.Step() != 20 {
+		t.Errorf("controller step %d, want 20", st.K)
 	}
 	if !(st.Beta > 0) || st.SampledKL <= 0 {
 		t.Errorf("stats after 20 steps: beta %v, sampled KL %v", st.Beta, st.SampledKL)
@@ -172,7 +172,7 @@ func TestTD3ReferSteps(t *testing.T) {
 }
 
 // TestTD3ReferCheckpointKeepsController: a TD3 learner under ReF-ER saves
-// the stage's beta and step, and Load restores them.
+// the controller's beta and step, and Load restores them.
 func TestTD3ReferCheckpointKeepsController(t *testing.T) {
 	a, _ := newTestTD3Refer(t, sampler.DefaultREFERConfig(100), 16, 1)
 	for range 3 {
@@ -180,7 +180,7 @@ func TestTD3ReferCheckpointKeepsController(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := a.refer.stage.SetController(a.steps, 0.37); err != nil {
+	if err := a.refer.ctl.SetController(a.steps, 0.37); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -191,7 +191,7 @@ func TestTD3ReferCheckpointKeepsController(t *testing.T) {
 	if err := b.Load(&buf); err != nil {
 		t.Fatal(err)
 	}
-	if st := b.refer.stage; st.Beta() != 0.37 || st.Step() != 3 {
+	if st := b.refer.ctl; st.Beta() != 0.37 || st.Step() != 3 {
 		t.Errorf("restored beta %v step %d, want 0.37 and 3", st.Beta(), st.Step())
 	}
 }

@@ -24,13 +24,14 @@ const vracerStream = 0x7672_6163_6572_5f6c
 // and a Gaussian policy's mean m(s), with a learned std shared by all
 // states (model.GaussianHead: the std parameters' output weights are
 // held at 0, so only their biases learn, through a softplus). It replays
-// single steps of stored episodes through a sampler.REFER stage and trains
-// from Retrace targets the stage keeps.
+// single steps of stored episodes through a ReF-ER method's stage
+// (sampler.REFER) and trains from the Retrace targets its ReF-ER
+// controller (REFERController, built over the method's Episodes) keeps.
 //
 // One Step (refer.md §1–2; k the step, B the batch):
 //
-//  1. The stage draws B distinct steps of finished episodes; Targets()
-//     holds each one's stored Qret.
+//  1. The stage draws B distinct steps of finished episodes; the
+//     controller's Targets() holds each one's stored Qret.
 //
 //  2. Forward the network on the rows' states (and, first, on the
 //     bootstrap states of rows that end a time-limited episode, for
@@ -41,8 +42,8 @@ const vracerStream = 0x7672_6163_6572_5f6c
 //     KL      = KL(μ||π)   (KL(π||μ) with KLReverse)
 //     A       = Qret − V(s),   c̄ = min(1, rho)
 //
-//  3. The stage's RowWeights give (algW, klW): beta·1[near] and 1 − beta
-//     for full ReF-ER (see sampler.REFER for the ablations). The loss,
+//  3. The controller's RowWeights give (algW, klW): beta·1[near] and
+//     1 − beta for full ReF-ER (see REFERController for the ablations). The loss,
 //     averaged over the batch, is
 //
 //     L = (1/B) Σ_i algW_i·(−rho_i·A_i + ½(V_i − V̂tbc_i)²) + klW_i·KL_i
@@ -55,13 +56,13 @@ const vracerStream = 0x7672_6163_6572_5f6c
 //
 //  4. One Adam step with step size LR·LRScale() (Eq. 13).
 //
-//  5. Write back: the stage's Refresh(rho, V, KL) (n_far by deltas),
+//  5. Write back: the controller's Refresh(rho, V, KL) (n_far by deltas),
 //     RefreshBootstrap of V(s_T), and AfterStep(k): the Retrace sweeps of
 //     the sampled episodes, c_max, the learning-rate scale and beta.
 //
 //  6. Every PublishEvery steps the network goes to the Store.
 //
-// Rewards enter Qret scaled by the stage's reward RMS (App. B), so V is
+// Rewards enter Qret scaled by the controller's reward RMS (App. B), so V is
 // in scaled units. The actors (actor.Gaussian) sample a = m + std·z, z a
 // normal truncated at |z| ≤ 3, and store a unclipped with μ = (m, std);
 // the learner's rho and KL use the untruncated densities.
@@ -69,7 +70,8 @@ const vracerStream = 0x7672_6163_6572_5f6c
 // # Concurrency
 //
 // Step, Save and Load are called by one goroutine at a time (the
-// runtime's learner goroutine), which then owns the stage too; they may
+// runtime's learner goroutine), which then owns the stage and the
+// controller too; they may
 // run concurrently with inserts into the buffer and with actors reading
 // the Store. Stats, Config and Method are safe from any goroutine. A
 // VRACER must not be copied.
@@ -78,13 +80,14 @@ const vracerStream = 0x7672_6163_6572_5f6c
 //
 // A Step is a sample of Batch steps, one forward pass of Batch rows (plus
 // one of the few rows that end a truncated episode), one backward pass,
-// O(Batch·dA) Gaussian maths, one Adam update, the stage's write-back and
+// O(Batch·dA) Gaussian maths, one Adam update, the controller's write-back and
 // its Retrace sweeps (O(Batch·T/2) for episodes of T steps), and every
 // PublishEvery steps a snapshot. On Pendulum (3→64→64→3, Batch 128, 2^15
 // stored steps) a step took about 0.6 ms on the 2-core development
 // machine, 1e5 steps with their environment steps about 63 s. After the
 // first Step the learner allocates nothing but the snapshots; the stage
-// allocates only as its episode index grows (amortised, per new episode).
+// and the controller allocate only as the episode index grows (amortised,
+// per new episode).
 type VRACER struct {
 	busy  busy // refuses overlapping calls (ErrBusy)
 	cfg   VRACERConfig
@@ -92,7 +95,7 @@ type VRACER struct {
 	adam  *model.Adam
 	buf   *buffer.Buffer
 	m     sampler.Method
-	stage *sampler.REFER
+	ctl   *REFERController
 	store *model.Store
 	pcg   *rand.PCG
 	rng   *rand.Rand
@@ -162,7 +165,7 @@ type VRACERStats struct {
 	LR float64 `json:"lr"`
 	// GradNorm is the last step's gradient L2 norm before clipping.
 	GradNorm float64 `json:"grad_norm"`
-	// Beta, CMax and FarFraction are the stage's after the last step.
+	// Beta, CMax and FarFraction are the ReF-ER controller's after the last step.
 	Beta        float64 `json:"beta"`
 	CMax        float64 `json:"c_max"`
 	FarFraction float64 `json:"far_fraction"`
@@ -184,12 +187,15 @@ type VRACERStats struct {
 //   - buf stores continuous actions (the unclipped samples, in the
 //     policy's units), the episode columns and sampler.REFERColumns.
 //   - m is a ReF-ER method (sampler.NewMethod "refer", "refer-1",
-//     "refer-2" or "er"): m.Selector must be a *sampler.REFER over buf,
-//     and its Loss zero: V-RACER's loss is its own.
+//     "refer-2" or "er"): m.Episodes must be set, its stage sampling buf,
+//     and its Loss zero: V-RACER's loss is its own. The learner builds its
+//     REFERController over m.Episodes (which becomes the stage's
+//     observer).
 //   - store receives the network's snapshots: version 0 at once, then
 //     one every PublishEvery steps. nil publishes nothing.
 //
-// The learner owns net and the stage from now on. Errors wrap ErrConfig.
+// The learner owns net, the stage and the controller from now on. Errors
+// wrap ErrConfig.
 func NewVRACER(cfg VRACERConfig, net *model.Net, buf *buffer.Buffer, m sampler.Method, store *model.Store) (*VRACER, error) {
 	cfg, err := cfg.Validate()
 	if err != nil {
@@ -201,14 +207,13 @@ func NewVRACER(cfg VRACERConfig, net *model.Net, buf *buffer.Buffer, m sampler.M
 	if err := m.Validate(); err != nil {
 		return nil, errorf(ErrConfig, "%w", err)
 	}
-	stage, ok := m.Selector.(*sampler.REFER)
-	if !ok {
-		return nil, errorf(ErrConfig, "method %q: V-RACER replays through a *sampler.REFER stage (methods refer, refer-1, refer-2, er), got %T", m.Name, m.Selector)
+	if m.Episodes == nil {
+		return nil, errorf(ErrConfig, "method %q: V-RACER replays through a ReF-ER method's episodes (methods refer, refer-1, refer-2, er; Method.Episodes), got stage %v", m.Name, m.Selector)
 	}
 	if m.Loss != (model.Loss{}) {
 		return nil, errorf(ErrConfig, "method %q: V-RACER's loss is its own (policy gradient, Retrace value regression, KL penalty); the method's Loss must be zero, got %v", m.Name, m.Loss.Kind)
 	}
-	if stage.Buffer() != buf {
+	if m.Episodes.Buffer() != buf {
 		return nil, errorf(ErrConfig, "the method's REFER stage samples another buffer")
 	}
 	bc, nc := buf.Config(), net.Config()
@@ -246,9 +251,13 @@ func NewVRACER(cfg VRACERConfig, net *model.Net, buf *buffer.Buffer, m sampler.M
 	if err != nil {
 		return nil, errorf(ErrConfig, "Batch: %w", err)
 	}
+	ctl, err := NewREFERController(m.Episodes)
+	if err != nil {
+		return nil, err
+	}
 	pcg := rand.NewPCG(cfg.Seed, vracerStream)
 	l := &VRACER{
-		cfg: cfg, net: net, adam: adam, buf: buf, m: m, stage: stage, store: store,
+		cfg: cfg, net: net, adam: adam, buf: buf, m: m, ctl: ctl, store: store,
 		pcg: pcg, rng: rand.New(pcg), head: head,
 		nS: nS, nA: nA, meanCol: meanCol, stdCol: stdCol, stdW: stdW,
 		batch:    batch,
@@ -277,9 +286,9 @@ func (l *VRACER) Config() VRACERConfig { return l.cfg }
 // Method returns the replay method the learner was built with.
 func (l *VRACER) Method() sampler.Method { return l.m }
 
-// Stage returns the method's REFER stage (its Stats are safe from any
-// goroutine; everything else belongs to the stepping goroutine).
-func (l *VRACER) Stage() *sampler.REFER { return l.stage }
+// REFER returns the learner's ReF-ER controller (its Stats are safe from
+// any goroutine; everything else belongs to the stepping goroutine).
+func (l *VRACER) REFER() *REFERController { return l.ctl }
 
 // Net returns the network. It belongs to the learner: read it only while
 // Step is not running.
@@ -319,9 +328,10 @@ type vracerParts struct {
 // *model.NonFiniteError (errors.Is model.ErrNonFinite) for a NaN or
 // infinite network output, loss or gradient (nothing changed) or
 // parameter after the update (the update has been applied: the learner
-// is poisoned and the run must stop); the stage's error (buffer.ErrShape)
-// if its RowWeights refuse the learner's slices (nothing changed). The
-// stage's write-back (Refresh, RefreshBootstrap) comes after the update, so
+// is poisoned and the run must stop); the controller's error
+// (buffer.ErrShape) if its RowWeights refuse the learner's slices (nothing
+// changed). The controller's write-back (Refresh, RefreshBootstrap) comes
+// after the update, so
 // its errors (buffer.ErrShape, buffer.ErrPriority: values the learner
 // checked already, so only a defect) leave the update applied. A failed
 // step does not count: Steps is unchanged.
@@ -353,10 +363,10 @@ func (l *VRACER) Step(ctx context.Context) error {
 		return l.fail(step, err)
 	}
 	l.ratios(out)
-	if err := l.stage.RowWeights(l.rho, l.algW, l.klW); err != nil {
+	if err := l.ctl.RowWeights(l.rho, l.algW, l.klW); err != nil {
 		return fmt.Errorf("learner: step %d: %w", step, err)
 	}
-	p := l.gradient(out, l.stage.Targets())
+	p := l.gradient(out, l.ctl.Targets())
 	inv := 1 / float64(len(l.rho))
 	loss := (p.policy + p.value + p.kl) * inv
 	if err := model.CheckFiniteValue("loss", loss); err != nil {
@@ -366,7 +376,7 @@ func (l *VRACER) Step(ctx context.Context) error {
 	if err := l.net.CheckGrads(); err != nil {
 		return l.fail(step, err)
 	}
-	lr := l.cfg.LR * l.stage.LRScale()
+	lr := l.cfg.LR * l.ctl.LRScale()
 	l.adam.SetLR(lr)
 	norm, err := l.adam.Step(l.net.Params(), l.net.Grads())
 	if err != nil {
@@ -376,15 +386,15 @@ func (l *VRACER) Step(ctx context.Context) error {
 		return l.fail(step, err)
 	}
 	t2 := time.Now()
-	if err := l.stage.Refresh(l.rho, l.v, l.kl); err != nil {
+	if err := l.ctl.Refresh(l.rho, l.v, l.kl); err != nil {
 		return fmt.Errorf("learner: step %d: refresh: %w", step, err)
 	}
 	for j := range nb {
-		if _, err := l.stage.RefreshBootstrap(l.bootRows[j], l.vT[j]); err != nil {
+		if _, err := l.ctl.RefreshBootstrap(l.bootRows[j], l.vT[j]); err != nil {
 			return fmt.Errorf("learner: step %d: refresh: %w", step, err)
 		}
 	}
-	l.stage.AfterStep(step)
+	l.ctl.AfterStep(step)
 	t3 := time.Now()
 
 	l.steps = step
@@ -405,9 +415,9 @@ func (l *VRACER) Step(ctx context.Context) error {
 	put(&st.std, p.stdM)
 	put(&st.lr, lr)
 	put(&st.gradNorm, norm)
-	put(&st.beta, l.stage.Beta())
-	put(&st.cmax, l.stage.CMax())
-	put(&st.farFrac, l.stage.Stats().FarFraction)
+	put(&st.beta, l.ctl.Beta())
+	put(&st.cmax, l.ctl.CMax())
+	put(&st.farFrac, l.ctl.Stats().FarFraction)
 	st.timing.add(time.Since(t0), t1.Sub(t0), t3.Sub(t2))
 	st.steps.Store(step)
 	return nil
@@ -452,7 +462,7 @@ func (l *VRACER) row(i int) {
 // ratios computes rho, V and the KL of every row from the network's
 // output out (B×W).
 func (l *VRACER) ratios(out []float64) {
-	w, clip := l.head.Width(), l.stage.RhoClip()
+	w, clip := l.head.Width(), l.ctl.RhoClip()
 	for i := range l.rho {
 		o := out[i*w : (i+1)*w]
 		l.row(i)
@@ -506,7 +516,7 @@ func (l *VRACER) gradient(out, qret []float64) vracerParts {
 		p.sumAbsA += math.Abs(adv)
 		p.sumRho += rho
 		p.sumKL += l.kl[i]
-		if l.stage.Near(rho) {
+		if l.ctl.Near(rho) {
 			p.near++
 		}
 	}

@@ -10,10 +10,11 @@ import (
 // config, method name, step, beta, counters, RNG), then nested sections:
 // the network (model.Net) and the optimizer (model.Adam).
 //
-// The buffer is checkpointed by its own package. The REFER stage is not:
-// a stage built over a loaded buffer re-assembles the stored episodes
-// with rho = 1 and fresh Retrace targets; Load restores the controller
-// (the step k, hence c_max and the learning-rate scale, and beta), and the
+// The buffer is checkpointed by its own package. The REFER stage and the
+// controller's per-step state are not: a stage built over a loaded buffer
+// re-assembles the stored episodes, which the controller receives with
+// rho = 1 and fresh Retrace targets; Load restores the controller (the
+// step k, hence c_max and the learning-rate scale, and beta), and the
 // first recount puts n_far right.
 const vracerKind = "learner.VRACER"
 
@@ -22,7 +23,7 @@ type vracerHeader struct {
 	Config VRACERConfig `json:"config"`
 	Method string       `json:"method"`
 	Steps  uint64       `json:"steps"`
-	// Beta is the stage's penalty coefficient after the last step.
+	// Beta is the controller's penalty coefficient after the last step.
 	Beta float64 `json:"beta"`
 	// RNG is the learner stream's PCG state (rand.PCG.MarshalBinary).
 	RNG   []byte      `json:"rng"`
@@ -30,7 +31,7 @@ type vracerHeader struct {
 }
 
 // Save writes the learner's state to w: its configuration, the replay
-// method's name, its step count, the stage's beta, its counters and RNG
+// method's name, its step count, the controller's beta, its counters and RNG
 // state, the network and Adam's moments (format above). Call it while
 // Step is not running. Cost: O(parameters).
 func (l *VRACER) Save(w io.Writer) error {
@@ -46,12 +47,12 @@ func (l *VRACER) Save(w io.Writer) error {
 		&st.MeanRho, &st.NearFraction, &st.MeanKL, &st.Std, &st.LR, &st.GradNorm, &st.Beta, &st.CMax, &st.FarFraction} {
 		*f = finite0(*f)
 	}
-	h := vracerHeader{Config: l.cfg, Method: l.m.Name, Steps: l.steps, Beta: l.stage.Beta(), RNG: rng, Stats: st}
+	h := vracerHeader{Config: l.cfg, Method: l.m.Name, Steps: l.steps, Beta: l.ctl.Beta(), RNG: rng, Stats: st}
 	return saveSection(w, vracerKind, h, []part{{"network", l.net.Save}, {"optimizer", l.adam.Save}})
 }
 
-// Load restores a state written by Save into l, sets the stage's
-// controller to the saved step and beta (sampler.REFER.SetController),
+// Load restores a state written by Save into l, sets the ReF-ER
+// controller to the saved step and beta (REFERController.SetController),
 // and publishes the restored network (versioned by the restored step
 // count). It reads exactly the checkpoint's bytes from r.
 //
@@ -62,7 +63,7 @@ func (l *VRACER) Save(w io.Writer) error {
 // a NaN or infinite parameter or non-zero std-parameter weights, an
 // optimizer with a NaN or infinite moment or a negative second moment, and
 // counters no run could produce are refused, naming the field. Every
-// length is bounded before it is allocated, as for DQN.Load. On any error l and the stage are left unchanged. Call it while
+// length is bounded before it is allocated, as for DQN.Load. On any error l and the controller are left unchanged. Call it while
 // Step is not running. Cost: O(parameters).
 func (l *VRACER) Load(r io.Reader) error {
 	if r == nil {
@@ -103,7 +104,7 @@ func (l *VRACER) Load(r io.Reader) error {
 		return func() {
 			// Everything read and checked: commit. The controller goes first (it
 			// cannot fail: beta was checked above), so an error leaves all as it was.
-			if err := l.stage.SetController(h.Steps, h.Beta); err != nil {
+			if err := l.ctl.SetController(h.Steps, h.Beta); err != nil {
 				panic("learner: VRACER.Load: the ReF-ER controller refused a checked beta: " + err.Error())
 			}
 			l.net.CopyFrom(net)
@@ -124,8 +125,8 @@ func (l *VRACER) Load(r io.Reader) error {
 			c.std.Store(floatBits(s.Std))
 			c.lr.Store(floatBits(s.LR))
 			c.gradNorm.Store(floatBits(s.GradNorm))
-			c.beta.Store(floatBits(l.stage.Beta()))
-			c.cmax.Store(floatBits(l.stage.CMax()))
+			c.beta.Store(floatBits(l.ctl.Beta()))
+			c.cmax.Store(floatBits(l.ctl.CMax()))
 			c.farFrac.Store(floatBits(s.FarFraction))
 			c.publishes.Store(s.Publishes)
 			c.version.Store(s.Version)

@@ -79,6 +79,6 @@ func ExampleNewVRACER() {
 			panic(err)
 		}
 	}
-	st := l.Stage().Stats()
+	st := l.REFER().Stats()
 	fmt.Printf("far fraction %.2f, KL %.3f, return %.0f\n", st.FarFraction, st.StoredKL, a.Stats().MeanReturn)
 }

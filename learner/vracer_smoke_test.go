@@ -16,7 +16,7 @@ import (
 // TestVRACERPendulumSmoke runs V-RACER with full ReF-ER on Pendulum-v1
 // through a buffer for a few hundred learner steps, one Gaussian actor
 // feeding it one environment step per learner step after a 1000-step
-// warm-up: no error, no NaN, the stage's far fraction and KL reported,
+// warm-up: no error, no NaN, the controller's far fraction and KL reported,
 // the actor following the published policy.
 func TestVRACERPendulumSmoke(t *testing.T) {
 	steps := 400
@@ -42,7 +42,7 @@ func TestVRACERPendulumSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := &model.Store{}
-	l, err := NewVRACER(VRACERConfig{Batch: 64, Seed: 1}, net, buf, sampler.Method{Name: "refer", Selector: m}, store)
+	l, err := NewVRACER(VRACERConfig{Batch: 64, Seed: 1}, net, buf, sampler.Method{Name: "refer", Selector: m, Episodes: m}, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,14 +79,14 @@ func TestVRACERPendulumSmoke(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, rs := l.Stats(), m.Stats()
+	st, rs, ss := l.Stats(), l.REFER().Stats(), m.Stats()
 	for name, x := range map[string]float64{"loss": st.Loss, "V": st.MeanV, "KL": st.MeanKL, "std": st.Std, "stored KL": rs.StoredKL} {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			t.Fatalf("%s = %v", name, x)
 		}
 	}
-	if st.Steps != uint64(steps) || rs.Episodes < 5 || rs.SampledKL <= 0 || rs.FarFraction < 0 || rs.FarFraction > 1 || rs.RewardRMS <= 0 {
-		t.Fatalf("learner %+v\nstage %+v", st, rs)
+	if st.Steps != uint64(steps) || ss.Episodes < 5 || rs.SampledKL <= 0 || rs.FarFraction < 0 || rs.FarFraction > 1 || rs.RewardRMS <= 0 {
+		t.Fatalf("learner %+v\ncontroller %+v\nstage %+v", st, rs, ss)
 	}
 	if p := g.Stats(); p.ParamsVersion == 0 || p.Episodes < 6 {
 		t.Fatalf("actor %+v", p)

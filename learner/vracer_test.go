@@ -77,7 +77,7 @@ func referMethod(t testing.TB, buf *buffer.Buffer, cfg sampler.REFERConfig) samp
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sampler.Method{Name: cfg.Variant.String(), Selector: st}
+	return sampler.Method{Name: cfg.Variant.String(), Selector: st, Episodes: st}
 }
 
 // newTestVRACER builds a learner over a filled buffer.
@@ -207,20 +207,20 @@ func (s vracerSurrogate) loss() float64 {
 func TestVRACERGradientFiniteDifference(t *testing.T) {
 	for _, rev := range []bool{false, true} {
 		l := newTestVRACER(t, VRACERConfig{Batch: 16, KLReverse: rev, Seed: 5}, sampler.REFERConfig{}, 3, 2, []int{6, 5})
-		if err := l.stage.SetController(0, 0.4); err != nil {
+		if err := l.ctl.SetController(0, 0.4); err != nil {
 			t.Fatal(err)
 		}
 		b := l.batch
-		if err := l.stage.Sample(l.rng, b); err != nil {
+		if err := l.m.Selector.Sample(l.rng, b); err != nil {
 			t.Fatal(err)
 		}
 		to64(l.obs, b.Obs)
 		out := l.net.Forward(l.obs)
 		l.ratios(out)
-		if err := l.stage.RowWeights(l.rho, l.algW, l.klW); err != nil {
+		if err := l.ctl.RowWeights(l.rho, l.algW, l.klW); err != nil {
 			t.Fatal(err)
 		}
-		qret := l.stage.Targets()
+		qret := l.ctl.Targets()
 		p := l.gradient(out, qret)
 		l.backward()
 		grads := append([]float64(nil), l.net.Grads()...)
@@ -236,7 +236,7 @@ func TestVRACERGradientFiniteDifference(t *testing.T) {
 			if math.Abs(math.Log(rho)) >= vracerLogRhoClip {
 				t.Fatalf("row %d: rho %v is clamped; the test needs unclamped rows", i, rho)
 			}
-			if !l.stage.Near(rho) {
+			if !l.ctl.Near(rho) {
 				far++
 				if l.algW[i] != 0 || l.dOut[i*l.head.Width()] != 0 {
 					t.Fatalf("far row %d: algW %v, dL/dV %v", i, l.algW[i], l.dOut[i*l.head.Width()])
@@ -289,7 +289,7 @@ func TestVRACERGradientFiniteDifference(t *testing.T) {
 	}
 }
 
-// TestVRACERStep: steps change the network, refresh the stage (n_far,
+// TestVRACERStep: steps change the network, refresh the controller (n_far,
 // k, the touched episodes' targets) and report finite statistics; step k
 // uses the learning rate annealed to k−1; an empty buffer fails without
 // counting.
@@ -312,15 +312,15 @@ func TestVRACERStep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, rs := l.Stats(), l.stage.Stats()
+	st, rs := l.Stats(), l.ctl.Stats()
 	if st.Steps != 20 || rs.K != 20 || st.Version != 20 || st.Publishes != 5 || store.Load().Version() != 20 {
-		t.Fatalf("stats %+v, stage %+v", st, rs)
+		t.Fatalf("stats %+v, controller %+v", st, rs)
 	}
 	if st.Std <= 0 || st.MeanRho <= 0 || st.LR >= 1e-3 || math.Abs(st.LR-1e-3/(1+0.05*19)) > 1e-15 || st.Timing.Steps <= 0 {
 		t.Fatalf("stats %+v", st)
 	}
 	if rs.SampledKL <= 0 || rs.StoredKL <= 0 || rs.FarFraction <= 0 {
-		t.Fatalf("stage stats %+v", rs)
+		t.Fatalf("controller stats %+v", rs)
 	}
 	changed := false
 	for i, p := range net.Params() {
@@ -342,7 +342,7 @@ func TestVRACERStep(t *testing.T) {
 }
 
 // TestVRACERCheckpoint: Save and Load restore the network, the optimizer,
-// the step count and the stage's controller; a damaged or foreign
+// the step count and the ReF-ER controller; a damaged or foreign
 // checkpoint is refused.
 func TestVRACERCheckpoint(t *testing.T) {
 	cfg := VRACERConfig{Batch: 16, Seed: 8}
@@ -366,8 +366,8 @@ func TestVRACERCheckpoint(t *testing.T) {
 			t.Fatalf("param %d: %v, saved %v", i, l2.net.Params()[i], p)
 		}
 	}
-	if l2.Steps() != 7 || l2.stage.Step() != 7 || l2.stage.Beta() != l.stage.Beta() || l2.stage.CMax() != l.stage.CMax() || l2.Stats().Steps != 7 {
-		t.Fatalf("restored steps %d, stage k %d beta %v c_max %v", l2.Steps(), l2.stage.Step(), l2.stage.Beta(), l2.stage.CMax())
+	if l2.Steps() != 7 || l2.ctl.Step() != 7 || l2.ctl.Beta() != l.ctl.Beta() || l2.ctl.CMax() != l.ctl.CMax() || l2.Stats().Steps != 7 {
+		t.Fatalf("restored steps %d, controller k %d beta %v c_max %v", l2.Steps(), l2.ctl.Step(), l2.ctl.Beta(), l2.ctl.CMax())
 	}
 	if err := l2.Step(context.Background()); err != nil {
 		t.Fatal(err)

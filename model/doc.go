@@ -18,6 +18,11 @@
 //   - Optimizer: Adam (bias-corrected, optional global-norm clipping) and
 //     SGD; both refuse non-finite gradients without touching the network.
 //   - Net.CopyFrom (hard target update), Net.SoftUpdate and Polyak (soft).
+//   - Diagonal-Gaussian policy maths (gauss.go, ReF-ER's, shared by its
+//     actors and learners): GaussianHead (the [V, mean, std parameters]
+//     row of V-RACER's network), GaussStd (softplus + MinStd), the log
+//     importance ratio GaussLogRatio, GaussKL in both directions and
+//     their gradients.
 //   - Params and Store: immutable versioned snapshots behind an
 //     atomic.Pointer; the learner publishes, actors load without locks.
 //   - Net.Save / LoadNet and Adam.Save / LoadAdam: versioned binary

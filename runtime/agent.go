@@ -360,7 +360,7 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 	}
 	// TD3 with ReF-ER: far rows weighted 0 by the learner; the actors
 	// record their fixed-std Gaussian behaviour.
-	_, refer := m.Selector.(*sampler.REFER)
+	refer := m.Episodes != nil
 	td3, err := learner.NewTD3(learner.TD3Config{Batch: cfg.Batch, ActorLR: cfg.LR, CriticLR: cfg.LR, Tau: cfg.Tau,
 		MaxAction: maxAction, Seed: cfg.Seed}, pol, critic, buf, m, store)
 	if err != nil {
@@ -392,8 +392,8 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 			ls := LearnerStats{Steps: s.Steps, Loss: s.CriticLoss, ActorLoss: s.ActorLoss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ,
 				GradNorm: s.CriticGradNorm, WriteBacks: s.WriteBacks, StaleWriteBacks: s.StaleWriteBacks, Publishes: s.Publishes,
 				Version: s.Version, TargetUpdates: s.TargetUpdates, ActorUpdates: s.ActorUpdates, Timing: s.Timing, Sampled: s.Sampled}
-			if st, ok := m.Selector.(*sampler.REFER); ok {
-				r := st.Stats()
+			if c := td3.REFER(); c != nil {
+				r := c.Stats()
 				ls.FarFraction, ls.MeanKL, ls.Beta = r.FarFraction, r.SampledKL, r.Beta
 			}
 			return withNERS(ls, m)

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/apexrl/apex/learner"
-	"github.com/apexrl/apex/sampler"
 )
 
 // TestTD3ReferRuns: algo td3 with the refer method runs TD3 with ReF-ER:
@@ -40,7 +39,7 @@ func TestTD3ReferRuns(t *testing.T) {
 	if st.Steps != 300 || st.ActorUpdates != 150 || st.Beta <= 0 || st.Beta > 1 || st.MeanKL <= 0 || st.FarFraction < 0 || st.FarFraction > 1 {
 		t.Errorf("learner stats %+v", st)
 	}
-	stage := tr.agent.impl.(*learner.TD3).Method().Selector.(*sampler.REFER)
+	stage := tr.agent.impl.(*learner.TD3).REFER()
 	if !stage.Config().NoRetrace {
 		t.Error("the TD3 arm's stage sweeps Retrace targets TD3 does not use")
 	}

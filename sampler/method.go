@@ -46,9 +46,13 @@ type Method struct {
 	// ("refer", "refer-1", "refer-2", "er") it is the critics' loss of a
 	// learner that has critics (TD3), and zero for V-RACER, whose loss is
 	// its own (an off-policy policy gradient, a value regression toward
-	// Retrace targets and a KL penalty, weighted per row by the REFER
-	// stage's RowWeights).
+	// Retrace targets and a KL penalty, weighted per row by its ReF-ER
+	// controller's RowWeights).
 	Loss model.Loss
+	// Episodes is set by the methods whose stage keeps whole episodes for
+	// a learner-side controller (the ReF-ER methods: the REFER stage,
+	// whose controller is learner.REFERController); nil for the others.
+	Episodes EpisodeSource
 	// Warnings are pairings NewMethod allowed but that are known to be
 	// biased (a prioritized stage with MSE and no importance weights,
 	// Theorem 3); the caller should show them to the user.
@@ -147,9 +151,10 @@ type MethodConfig struct {
 // of LAP with its normaliser), and a loss other than their own is refused
 // for lap and pal. The ReF-ER methods take the critics' loss of a learner
 // that has critics (V-RACER refuses any) and no NoIS (they have no importance
-// weights); their stage's per-row weights (REFER.RowWeights) come from
-// the learner's fresh importance ratios, after its forward pass, so they
-// are not a Weighter: V-RACER asks the stage directly. Errors read
+// weights); their per-row weights (learner.REFERController.RowWeights)
+// come from the learner's fresh importance ratios, after its forward pass,
+// so they are not a Weighter: the learner's controller, built from the
+// method's Episodes, gives them. Errors read
 // "sampler: invalid replay method: ..." and match buffer.ErrConfig (or
 // wrap model.ErrConfig for an invalid loss) and say what was wrong; an unknown name lists the valid ones.
 func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error) {
@@ -256,7 +261,7 @@ func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error
 		if err != nil {
 			return Method{}, err
 		}
-		m.Selector = r
+		m.Selector, m.Episodes = r, r
 	case "ners":
 		c := DefaultNERSConfig(cfg.BetaSteps)
 		if cfg.NERS != nil {

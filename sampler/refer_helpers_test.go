@@ -1,26 +1,20 @@
 package sampler_test
 
 import (
-	"github.com/apexrl/apex/sampler/samplertest"
-	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/sampler"
+	"github.com/apexrl/apex/sampler/samplertest"
 )
 
-// newREFERBuffer returns an empty buffer a REFER stage accepts: 2-wide
-// observations, 1-wide continuous actions, the episode columns and the
-// REFER float columns.
+// newREFERBuffer returns an empty buffer a REFER stage accepts
+// (samplertest.REFERBuffer).
 func newREFERBuffer(t testing.TB, capacity, stripes int) *buffer.Buffer {
 	t.Helper()
-	b, err := buffer.New(buffer.Config{Capacity: capacity, Stripes: stripes, ObsDim: 2, Action: buffer.Continuous,
-		ActionDim: 1, Episode: true, Floats: sampler.REFERColumns(1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return samplertest.REFERBuffer(t, capacity, stripes)
 }
 
 // newREFER builds a stage or fails the test.
@@ -31,72 +25,6 @@ func newREFER(t testing.TB, buf *buffer.Buffer, cfg sampler.REFERConfig) *sample
 		t.Fatal(err)
 	}
 	return r
-}
-
-// referEp describes a test episode.
-type referEp struct {
-	id     uint64
-	reward []float32
-	end    uint32 // buffer.FlagTerminal or buffer.FlagTruncated
-	vboot  float32
-	gamma  float32
-}
-
-func (e referEp) len() int { return len(e.reward) }
-
-// randEpisode returns an episode of length in [1, maxLen] with rewards in
-// [-2, 1), ending by termination or truncation (half each) with a
-// bootstrap value in [-1, 1).
-func randEpisode(rng *rand.Rand, id uint64, maxLen int, gamma float32) referEp {
-	e := referEp{id: id, reward: make([]float32, 1+rng.IntN(maxLen)), gamma: gamma, end: buffer.FlagTerminal}
-	for i := range e.reward {
-		e.reward[i] = float32(3*rng.Float64() - 2)
-	}
-	if rng.IntN(2) == 0 {
-		e.end, e.vboot = buffer.FlagTruncated, float32(2*rng.Float64()-1)
-	}
-	return e
-}
-
-// rows builds the transitions of steps [from, to) of e: Obs = (id, t),
-// NextObs = (id, t+1), action 0.01·t, behaviour mean 0 and std 1,
-// discount gamma (0 at a termination), the end flag and V(s_T) on the
-// last step.
-func (e referEp) rows(from, to int) *buffer.Transitions {
-	n := to - from
-	tr := &buffer.Transitions{
-		Obs: make([]float32, 2*n), NextObs: make([]float32, 2*n), ActionVec: make([]float32, n),
-		Reward: make([]float32, n), Discount: make([]float32, n), Flags: make([]uint32, n),
-		EpisodeID: make([]uint64, n), EpisodeStep: make([]int32, n),
-		Floats: [][]float32{make([]float32, n), make([]float32, n), make([]float32, n)},
-	}
-	for i := range n {
-		t := from + i
-		tr.Obs[2*i], tr.Obs[2*i+1] = float32(e.id), float32(t)
-		tr.NextObs[2*i], tr.NextObs[2*i+1] = float32(e.id), float32(t+1)
-		tr.ActionVec[i] = 0.01 * float32(t)
-		tr.Reward[i] = e.reward[t]
-		tr.Discount[i] = e.gamma
-		tr.EpisodeID[i], tr.EpisodeStep[i] = e.id, int32(t)
-		tr.Floats[1][i] = 1
-		if t == e.len()-1 {
-			tr.Flags[i] = e.end
-			if e.end == buffer.FlagTerminal {
-				tr.Discount[i] = 0
-			} else {
-				tr.Floats[2][i] = e.vboot
-			}
-		}
-	}
-	return tr
-}
-
-// insert inserts steps [from, to) of e.
-func (e referEp) insert(t testing.TB, buf *buffer.Buffer, from, to int) {
-	t.Helper()
-	if err := buf.Insert(e.rows(from, to)); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // poll makes the stage index what was written (a Sample of one row;
@@ -126,44 +54,90 @@ func checkStored(t testing.TB, r *sampler.REFER, buf *buffer.Buffer) {
 	}
 }
 
-// directQret is the Retrace target of step t of an episode written as a
-// sum (Eq. 8 expanded, refer.md §2): with c_k = min(1, rho_k),
-//
-//	Qret_t = Σ_{k=t}^{T−1} W_{t,k} (r̂_k + d_k X_k),  W_{t,t} = 1, W_{t,k+1} = W_{t,k} d_k c_{k+1},
-//	X_k = (1 − c_{k+1}) V_{k+1} for k < T−1,  X_{T−1} = V(s_T) (truncated) or 0,
-//
-// computed in O(T) per step, independently of the stage's backward sweep.
-func directQret(ep sampler.REFEREpisode, scale float64, t int) float64 {
-	T := len(ep.Steps)
-	var q float64
-	w := 1.0
-	for k := t; k < T; k++ {
-		s := ep.Steps[k]
-		x := 0.0
-		if k < T-1 {
-			n := ep.Steps[k+1]
-			x = (1 - math.Min(1, n.Rho)) * n.V
-		} else if ep.Truncated {
-			x = ep.VBoot
-		}
-		q += w * (s.Reward*scale + s.Discount*x)
-		if k < T-1 {
-			w *= s.Discount * math.Min(1, ep.Steps[k+1].Rho)
-		}
-	}
-	return q
+// episodeLog is an EpisodeObserver that keeps what it was told: the
+// stored episodes by handle (copies), in finishing order, and the last
+// Sample's rows.
+type episodeLog struct {
+	eps     map[int32]sampler.Episode
+	order   []int32 // handles in finishing order (dropped ones removed)
+	rows    []uint32
+	indexed int
+	err     string // the first event out of order
 }
 
-// checkQret fails unless every stored step's Qret equals directQret of
-// the stored values.
-func checkQret(t testing.TB, r *sampler.REFER, tol float64) {
+func newEpisodeLog() *episodeLog { return &episodeLog{eps: map[int32]sampler.Episode{}} }
+
+func (l *episodeLog) EpisodeFinished(e sampler.Episode) {
+	if _, ok := l.eps[e.Handle]; ok && l.err == "" {
+		l.err = "handle reported finished twice without a drop"
+	}
+	e.Slots = slices.Clone(e.Slots)
+	e.Reward, e.Discount = slices.Clone(e.Reward), slices.Clone(e.Discount)
+	l.eps[e.Handle] = e
+	l.order = append(l.order, e.Handle)
+}
+
+func (l *episodeLog) EpisodeDropped(h int32) {
+	if _, ok := l.eps[h]; !ok && l.err == "" {
+		l.err = "an episode dropped that was not stored"
+	}
+	delete(l.eps, h)
+	l.order = slices.DeleteFunc(l.order, func(x int32) bool { return x == h })
+}
+
+func (l *episodeLog) Indexed() { l.indexed++ }
+
+func (l *episodeLog) Sampled(rows []uint32) { l.rows = slices.Clone(rows) }
+
+// check fails unless the log's stored episodes are the stage's, in the
+// same order, with the same slots, rewards, discounts and ends.
+func (l *episodeLog) check(t testing.TB, r *sampler.REFER) {
 	t.Helper()
-	scale := sampler.REFERRewardScale(r)
-	for _, ep := range sampler.REFEREpisodes(r) {
-		for i, s := range ep.Steps {
-			if want := directQret(ep, scale, i); math.Abs(s.Qret-want) > tol*max(1, math.Abs(want)) {
-				t.Fatalf("episode %d step %d of %d: Qret %v, direct recursion %v", ep.ID, i, len(ep.Steps), s.Qret, want)
+	if l.err != "" {
+		t.Fatal(l.err)
+	}
+	stored := sampler.REFEREpisodes(r)
+	if len(stored) != len(l.order) {
+		t.Fatalf("the stage stores %d episodes, the observer %d", len(stored), len(l.order))
+	}
+	for i, ep := range stored {
+		e := l.eps[l.order[i]]
+		if e.ID != ep.ID || e.Truncated != ep.Truncated || e.VBoot != ep.VBoot || len(e.Slots) != len(ep.Steps) {
+			t.Fatalf("episode %d: observer has %d (truncated %v, V(s_T) %v, %d steps), stage %d (%v, %v, %d steps)",
+				i, e.ID, e.Truncated, e.VBoot, len(e.Slots), ep.ID, ep.Truncated, ep.VBoot, len(ep.Steps))
+		}
+		for k, s := range ep.Steps {
+			if e.Slots[k] != s.Slot || e.Reward[k] != s.Reward || e.Discount[k] != s.Discount {
+				t.Fatalf("episode %d step %d: observer has slot %d (r %v, d %v), stage %d (%v, %v)",
+					ep.ID, k, e.Slots[k], e.Reward[k], e.Discount[k], s.Slot, s.Reward, s.Discount)
 			}
+		}
+	}
+}
+
+// checkRows fails unless the last Sampled rows are dst's rows and each is
+// a step of an episode the observer holds, at that step.
+func (l *episodeLog) checkRows(t testing.TB, dst *buffer.Batch) {
+	t.Helper()
+	if len(l.rows) != dst.Len() {
+		t.Fatalf("Sampled %d rows, the batch has %d", len(l.rows), dst.Len())
+	}
+	where := map[uint32][2]uint64{}
+	for _, e := range l.eps {
+		for k, s := range e.Slots {
+			where[s] = [2]uint64{e.ID, uint64(k)}
+		}
+	}
+	for i, s := range l.rows {
+		if s != dst.Refs[i].Slot {
+			t.Fatalf("row %d: Sampled slot %d, the batch's %d", i, s, dst.Refs[i].Slot)
+		}
+		w, ok := where[s]
+		if !ok { // dropped while later rows were drawn: allowed, rare
+			continue
+		}
+		if w[0] != dst.EpisodeID[i] || w[1] != uint64(dst.EpisodeStep[i]) {
+			t.Fatalf("row %d (slot %d): observer has episode %d step %d, the batch %d step %d", i, s, w[0], w[1], dst.EpisodeID[i], dst.EpisodeStep[i])
 		}
 	}
 }

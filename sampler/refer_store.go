@@ -4,9 +4,10 @@ import "github.com/apexrl/apex/buffer"
 
 // The REFER stage's episode index: whole episodes assembled from the
 // buffer's steps as a buffer.Watcher reports them, the finished ones in a
-// FIFO and their steps in a dense list for uniform draws, with the
-// learner-refreshed state of each step kept per slot. Everything here is
-// owned by the stage's goroutine (the learner's).
+// FIFO and their steps in a dense list for uniform draws; the observer
+// (the learner's controller) hears of each episode that finishes or is
+// dropped. Everything here is owned by the stage's goroutine (the
+// learner's).
 //
 // # Assembling episodes across stripes
 //
@@ -58,13 +59,10 @@ type referEp struct {
 	arrived int32
 	// length is T once the last step arrived, else 0.
 	length int32
-	// maxSampled is the largest t refreshed since the last Retrace sweep,
-	// -1 if none (live only).
-	maxSampled int32
-	state      referEpState
+	state  referEpState
 	// truncated: the episode was cut by a time limit (its last step has
 	// FlagTruncated and not FlagTerminal), so Retrace bootstraps from
-	// vboot = V(s_T); otherwise V_T = 0.
+	// vboot = V(s_T) as the actor stored it; otherwise V_T = 0.
 	truncated bool
 	vboot     float64
 	// lastSeen is the stage's ingest count when a step of the episode
@@ -72,7 +70,8 @@ type referEp struct {
 	lastSeen uint64
 }
 
-// referRef names a finished episode: its record and its serial.
+// referRef names a finished episode in the FIFO: its record and its
+// serial.
 type referRef struct {
 	h      int32
 	serial uint64
@@ -89,7 +88,7 @@ func (r *REFER) newEpisode(id uint64) int32 {
 		h = int32(len(r.eps))
 		r.eps = append(r.eps, referEp{})
 	}
-	r.eps[h] = referEp{id: id, state: epOpen, maxSampled: -1, slots: r.eps[h].slots[:0]}
+	r.eps[h] = referEp{id: id, state: epOpen, slots: r.eps[h].slots[:0]}
 	return h
 }
 
@@ -177,23 +176,22 @@ func (r *REFER) kill(h int32) {
 	e.arrived, e.state = 0, epDead
 }
 
-// finish makes open episode h sampleable: its steps join the live list
-// with rho = 1, V = 0 and no KL, its Qret is initialised by a Retrace
-// sweep (rho = 1: the discounted return, bootstrapped on truncation), and
-// the oldest episodes are evicted.
+// finish makes open episode h sampleable: its steps join the live list,
+// the observer hears of it, and the oldest episodes are evicted.
 func (r *REFER) finish(h int32) {
 	e := &r.eps[h]
 	delete(r.open, e.id)
 	r.serial++
-	e.state, e.serial, e.maxSampled = epLive, r.serial, -1
+	e.state, e.serial = epLive, r.serial
 	for _, s := range e.slots {
 		r.pos[s] = int32(len(r.live))
 		r.live = append(r.live, s)
-		r.rho[s], r.v[s], r.kl[s], r.klSet[s] = 1, 0, 0, false
 	}
 	r.nEps++
 	r.fifo = append(r.fifo, referRef{h: h, serial: e.serial})
-	r.sweep(h, int(e.length)-1)
+	if r.obs != nil {
+		r.report(h)
+	}
 	r.evict()
 }
 
@@ -231,9 +229,12 @@ func (r *REFER) oldest() (int32, bool) {
 	return 0, false
 }
 
-// dropLive removes live episode h: its steps leave the live list, the far
-// counter and the KL sums; the record is freed. O(length).
+// dropLive removes live episode h: the observer hears of it first, its
+// steps leave the live list, and the record is freed. O(length).
 func (r *REFER) dropLive(h int32) {
+	if r.obs != nil {
+		r.obs.EpisodeDropped(h)
+	}
 	e := &r.eps[h]
 	for _, s := range e.slots {
 		i, last := r.pos[s], int32(len(r.live)-1)
@@ -244,13 +245,6 @@ func (r *REFER) dropLive(h int32) {
 		}
 		r.live = r.live[:last]
 		r.pos[s] = -1
-		if r.isFar(r.rho[s]) {
-			r.nFar--
-		}
-		if r.klSet[s] {
-			r.klSum -= r.kl[s]
-			r.klN--
-		}
 		r.gen[s] = 0
 	}
 	r.nEps--

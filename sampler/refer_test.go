@@ -2,6 +2,7 @@ package sampler_test
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -28,11 +29,11 @@ func TestREFERConfigErrors(t *testing.T) {
 	}
 	r := newREFER(t, buf, sampler.REFERConfig{TotalSteps: 1000})
 	c := r.Config()
-	if c.C != 4 || c.D != 0.1 || c.A != 0.005 || c.MaxSteps != 56 || c.RecountEvery != 1000 || r.Beta() != 0 || r.CMax() != 5 || r.LRScale() != 1 {
-		t.Errorf("defaults: %+v, beta %v, c_max %v", c, r.Beta(), r.CMax())
+	if c.C != 4 || c.D != 0.1 || c.A != 0.005 || c.MaxSteps != 56 || c.RecountEvery != 1000 || c.Beta0 != 0 || !math.IsInf(c.RhoClip, 1) {
+		t.Errorf("defaults: %+v", c)
 	}
-	if r2 := newREFER(t, buf, sampler.REFERConfig{Variant: sampler.REFERPenaltyOnly}); r2.RhoClip() != 1e3 || r2.Config().A != 5e-7 {
-		t.Errorf("refer-2: rho clip %v, A %v", r2.RhoClip(), r2.Config().A)
+	if r2 := newREFER(t, buf, sampler.REFERConfig{Variant: sampler.REFERPenaltyOnly}); r2.Config().RhoClip != 1e3 || r2.Config().A != 5e-7 {
+		t.Errorf("refer-2: rho clip %v, A %v", r2.Config().RhoClip, r2.Config().A)
 	}
 	if r.String() == "" || r.Priority(3) != 1 {
 		t.Error("String or Priority")
@@ -45,16 +46,16 @@ func TestREFERWholeEpisodesOnly(t *testing.T) {
 	buf := newREFERBuffer(t, 256, 4)
 	r := newREFER(t, buf, sampler.REFERConfig{})
 	rng := rand.New(rand.NewPCG(1, 1))
-	ep := referEp{id: 7, reward: make([]float32, 10), end: buffer.FlagTerminal, gamma: 0.9}
+	ep := samplertest.Episode{ID: 7, Reward: make([]float32, 10), End: buffer.FlagTerminal, Gamma: 0.9}
 	dst := samplertest.NewBatch(t, buf, 10)
 	// The last step first, then the others in batches of 3 (so from
 	// other stripes).
-	ep.insert(t, buf, 9, 10)
+	ep.Insert(t, buf, 9, 10)
 	for from := 0; from < 9; from += 3 {
 		if err := r.Sample(rng, dst); !errors.Is(err, buffer.ErrEmpty) {
 			t.Fatalf("after steps up to %d: Sample error %v, want ErrEmpty", from, err)
 		}
-		ep.insert(t, buf, from, from+3)
+		ep.Insert(t, buf, from, from+3)
 	}
 	if err := r.Sample(rng, dst); err != nil {
 		t.Fatal(err)
@@ -88,7 +89,7 @@ func TestREFERAssemblesAcrossStripes(t *testing.T) {
 	r := newREFER(t, buf, sampler.REFERConfig{MaxSteps: 1 << 13})
 	rng := rand.New(rand.NewPCG(2, 2))
 	type pending struct {
-		ep   referEp
+		ep   samplertest.Episode
 		next int
 		rev  bool
 	}
@@ -98,23 +99,23 @@ func TestREFERAssemblesAcrossStripes(t *testing.T) {
 	for total < 150 {
 		a := rng.IntN(actors)
 		if act[a] == nil {
-			act[a] = &pending{ep: randEpisode(rng, uint64(a*1000+total), 40, 0.95), rev: rng.IntN(4) == 0}
+			act[a] = &pending{ep: samplertest.RandEpisode(rng, uint64(a*1000+total), 40, 0.95), rev: rng.IntN(4) == 0}
 			total++
 		}
 		p := act[a]
 		if p.rev { // the whole episode in batches, last batch first
-			for to := p.ep.len(); to > 0; to -= 4 {
-				p.ep.insert(t, buf, max(0, to-4), to)
+			for to := p.ep.Len(); to > 0; to -= 4 {
+				p.ep.Insert(t, buf, max(0, to-4), to)
 			}
-			p.next = p.ep.len()
+			p.next = p.ep.Len()
 		} else {
-			k := min(p.ep.len()-p.next, 1+rng.IntN(6))
-			p.ep.insert(t, buf, p.next, p.next+k)
+			k := min(p.ep.Len()-p.next, 1+rng.IntN(6))
+			p.ep.Insert(t, buf, p.next, p.next+k)
 			p.next += k
 		}
-		if p.next == p.ep.len() {
-			steps += p.ep.len()
-			finished = append(finished, p.ep.id)
+		if p.next == p.ep.Len() {
+			steps += p.ep.Len()
+			finished = append(finished, p.ep.ID)
 			act[a] = nil
 		}
 		if rng.IntN(5) == 0 {
@@ -151,11 +152,11 @@ func TestREFERFIFOEviction(t *testing.T) {
 	var order []uint64
 	full := false
 	for i := range 400 {
-		ep := randEpisode(rng, uint64(i), 60, 0.99)
-		for from := 0; from < ep.len(); from += 7 {
-			ep.insert(t, buf, from, min(from+7, ep.len()))
+		ep := samplertest.RandEpisode(rng, uint64(i), 60, 0.99)
+		for from := 0; from < ep.Len(); from += 7 {
+			ep.Insert(t, buf, from, min(from+7, ep.Len()))
 		}
-		order = append(order, ep.id)
+		order = append(order, ep.ID)
 		poll(t, r, buf)
 		stored := sampler.REFEREpisodes(r)
 		n := r.Stats().Steps
@@ -182,9 +183,9 @@ func TestREFEROverwriteDropsEpisode(t *testing.T) {
 	r := newREFER(t, buf, sampler.REFERConfig{MaxSteps: 256})
 	rng := rand.New(rand.NewPCG(4, 4))
 	for i := range 200 {
-		ep := randEpisode(rng, uint64(i), 30, 0.99)
-		for from := 0; from < ep.len(); from += 5 {
-			ep.insert(t, buf, from, min(from+5, ep.len()))
+		ep := samplertest.RandEpisode(rng, uint64(i), 30, 0.99)
+		for from := 0; from < ep.Len(); from += 5 {
+			ep.Insert(t, buf, from, min(from+5, ep.Len()))
 		}
 		if rng.IntN(3) == 0 {
 			poll(t, r, buf)
@@ -203,17 +204,17 @@ func TestREFEROverwriteDropsEpisode(t *testing.T) {
 func TestREFERAbandonsOpenEpisodes(t *testing.T) {
 	buf := newREFERBuffer(t, 128, 2)
 	r := newREFER(t, buf, sampler.REFERConfig{})
-	unfinished := referEp{id: 99, reward: make([]float32, 10), end: buffer.FlagTerminal, gamma: 0.9}
-	unfinished.insert(t, buf, 0, 5)
+	unfinished := samplertest.Episode{ID: 99, Reward: make([]float32, 10), End: buffer.FlagTerminal, Gamma: 0.9}
+	unfinished.Insert(t, buf, 0, 5)
 	poll(t, r, buf)
 	if ids := sampler.REFEROpenIDs(r); !slices.Equal(ids, []uint64{99}) {
 		t.Fatalf("open %v", ids)
 	}
 	rng := rand.New(rand.NewPCG(5, 5))
 	for i := range 60 {
-		randEpisode(rng, uint64(i), 10, 0.9).insert(t, buf, 0, 1+rng.IntN(1))
-		ep := randEpisode(rng, uint64(1000+i), 10, 0.9)
-		ep.insert(t, buf, 0, ep.len())
+		samplertest.RandEpisode(rng, uint64(i), 10, 0.9).Insert(t, buf, 0, 1+rng.IntN(1))
+		ep := samplertest.RandEpisode(rng, uint64(1000+i), 10, 0.9)
+		ep.Insert(t, buf, 0, ep.Len())
 		poll(t, r, buf)
 	}
 	if ids := sampler.REFEROpenIDs(r); slices.Contains(ids, 99) || r.Stats().Abandoned == 0 {
@@ -230,9 +231,9 @@ func TestREFERSampleUniformDistinct(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
 	n := 0
 	for i := 0; n < 60; i++ {
-		ep := randEpisode(rng, uint64(i), 15, 0.9)
-		ep.insert(t, buf, 0, ep.len())
-		n += ep.len()
+		ep := samplertest.RandEpisode(rng, uint64(i), 15, 0.9)
+		ep.Insert(t, buf, 0, ep.Len())
+		n += ep.Len()
 	}
 	poll(t, r, buf)
 	index := map[uint32]int{}
@@ -267,11 +268,12 @@ func TestREFERSampleUniformDistinct(t *testing.T) {
 }
 
 // TestREFERConcurrentInserts: four actors insert episodes while the
-// learner goroutine samples, refreshes and steps; the index stays
-// consistent and every sampled row is the step the stage filed.
+// learner goroutine samples; the index stays consistent, every sampled
+// row is the step the stage filed, and the observer's view of the stored
+// episodes is the stage's.
 func TestREFERConcurrentInserts(t *testing.T) {
 	buf := newREFERBuffer(t, 1024, 4)
-	r := newREFER(t, buf, sampler.REFERConfig{MaxSteps: 700, RecountEvery: 20})
+	r := newREFER(t, buf, sampler.REFERConfig{MaxSteps: 700})
 	var wg sync.WaitGroup
 	for a := range 4 {
 		wg.Add(1)
@@ -279,9 +281,9 @@ func TestREFERConcurrentInserts(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(a), 7))
 			for i := range 120 {
-				ep := randEpisode(rng, uint64(a*1000+i), 20, 0.9)
-				for from := 0; from < ep.len(); from += 4 {
-					if err := buf.Insert(ep.rows(from, min(from+4, ep.len()))); err != nil {
+				ep := samplertest.RandEpisode(rng, uint64(a*1000+i), 20, 0.9)
+				for from := 0; from < ep.Len(); from += 4 {
+					if err := buf.Insert(ep.Rows(from, min(from+4, ep.Len()))); err != nil {
 						t.Error(err)
 						return
 					}
@@ -289,10 +291,10 @@ func TestREFERConcurrentInserts(t *testing.T) {
 			}
 		}()
 	}
+	obs := newEpisodeLog()
+	r.Observe(obs)
 	rng := rand.New(rand.NewPCG(8, 8))
 	dst := samplertest.NewBatch(t, buf, 16)
-	rho, v, kl := make([]float64, 16), make([]float64, 16), make([]float64, 16)
-	k := uint64(0)
 	for range 300 {
 		if err := r.Sample(rng, dst); err != nil {
 			if errors.Is(err, buffer.ErrEmpty) || errors.Is(err, buffer.ErrBatchSize) {
@@ -300,22 +302,69 @@ func TestREFERConcurrentInserts(t *testing.T) {
 			}
 			t.Fatal(err)
 		}
-		for i := range rho {
-			rho[i], v[i], kl[i] = 0.5+rng.Float64(), rng.NormFloat64(), rng.Float64()
+		for i := range 16 {
 			if int32(dst.Obs[2*i+1]) != dst.EpisodeStep[i] || uint64(dst.Obs[2*i]) != dst.EpisodeID[i] {
 				t.Fatalf("row %d: torn item", i)
 			}
 		}
-		if err := r.Refresh(rho, v, kl); err != nil {
-			t.Fatal(err)
-		}
-		k++
-		r.AfterStep(k)
+		obs.checkRows(t, dst)
 	}
 	wg.Wait()
 	poll(t, r, buf)
 	checkStored(t, r, buf)
+	obs.check(t, r)
 	if st := r.Stats(); st.Steps < 700 || st.Ingested+st.Lapped != buf.Stats().Inserts {
 		t.Fatalf("stats %+v, buffer inserts %d", st, buf.Stats().Inserts)
+	}
+}
+
+// TestREFERObserverEvents: the EpisodeSource contract. Observe reports
+// the episodes already stored, oldest first; from then on the observer
+// hears of every episode that finishes, is evicted or is overwritten, of
+// every Sample's indexing and of its rows, so that its view of the stored
+// episodes is always the stage's. Observe(nil) stops the events.
+func TestREFERObserverEvents(t *testing.T) {
+	buf := newREFERBuffer(t, 400, 4)
+	r := newREFER(t, buf, sampler.REFERConfig{MaxSteps: 250})
+	rng := rand.New(rand.NewPCG(21, 21))
+	id := uint64(0)
+	insert := func(n int) {
+		for range n {
+			ep := samplertest.RandEpisode(rng, id, 30, 0.9)
+			id++
+			for from := 0; from < ep.Len(); from += 6 {
+				ep.Insert(t, buf, from, min(from+6, ep.Len()))
+			}
+		}
+	}
+	insert(6)
+	poll(t, r, buf)
+	log := newEpisodeLog()
+	r.Observe(log)
+	log.check(t, r) // the stored episodes, replayed
+	if len(log.order) == 0 || log.indexed != 0 {
+		t.Fatalf("Observe replayed %d episodes, %d Indexed", len(log.order), log.indexed)
+	}
+	dst := samplertest.NewBatch(t, buf, 8)
+	for i := range 60 {
+		insert(1 + rng.IntN(3))
+		if err := r.Sample(rng, dst); err != nil {
+			t.Fatal(err)
+		}
+		if log.indexed != i+1 {
+			t.Fatalf("Sample %d: %d Indexed events", i+1, log.indexed)
+		}
+		log.checkRows(t, dst)
+		log.check(t, r)
+	}
+	if st := r.Stats(); st.Evicted == 0 || st.Overwritten+st.Evicted < 10 {
+		t.Fatalf("stats %+v: the test does not exercise eviction", st)
+	}
+	r.Observe(nil)
+	n := len(log.order)
+	insert(5)
+	poll(t, r, buf)
+	if len(log.order) != n || log.indexed != 60 {
+		t.Fatalf("events after Observe(nil): %d episodes (was %d), %d Indexed", len(log.order), n, log.indexed)
 	}
 }

@@ -1,8 +1,9 @@
-package sampler_test
+package learner
 
 // Tests tied to the equations of Novati & Koumoutsakos 2019 (arXiv
 // 1807.05827): the controller of Eq. 12–13 and the far counter of §3, and
-// V-RACER's Retrace targets (Eq. 6–8). See also refer.md §6.
+// V-RACER's Retrace targets (Eq. 6–8), run on a REFER stage and its
+// REFERController. See also refer.md §6.
 
 import (
 	"errors"
@@ -15,27 +16,28 @@ import (
 	"github.com/apexrl/apex/sampler/samplertest"
 )
 
-// oneEpisodeStage returns a stage holding one terminal episode of T steps.
-func oneEpisodeStage(t *testing.T, T int, cfg sampler.REFERConfig) (*sampler.REFER, *buffer.Buffer) {
+// oneEpisodeStage returns a stage holding one terminal episode of T steps,
+// with its controller.
+func oneEpisodeStage(t *testing.T, T int, cfg sampler.REFERConfig) (*referPair, *buffer.Buffer) {
 	t.Helper()
-	buf := newREFERBuffer(t, 4*T, 1)
-	r := newREFER(t, buf, cfg)
-	ep := referEp{id: 1, reward: make([]float32, T), end: buffer.FlagTerminal, gamma: 0.9}
-	for i := range ep.reward {
-		ep.reward[i] = float32(i%3) - 1
+	buf := samplertest.REFERBuffer(t, 4*T, 1)
+	r := newReferPair(t, buf, cfg)
+	ep := samplertest.Episode{ID: 1, Reward: make([]float32, T), End: buffer.FlagTerminal, Gamma: 0.9}
+	for i := range ep.Reward {
+		ep.Reward[i] = float32(i%3) - 1
 	}
-	ep.insert(t, buf, 0, T)
-	poll(t, r, buf)
+	ep.Insert(t, buf, 0, T)
+	r.poll(t, buf)
 	return r, buf
 }
 
 // stepAll samples every stored step, refreshes each with rho and ends
 // learner step k.
-func stepAll(t *testing.T, r *sampler.REFER, buf *buffer.Buffer, rho func(i int) float64, k uint64) {
+func stepAll(t *testing.T, r *referPair, buf *buffer.Buffer, rho func(i int) float64, k uint64) {
 	t.Helper()
 	n := r.Stats().Steps
 	dst := samplertest.NewBatch(t, buf, n)
-	if err := r.Sample(rand.New(rand.NewPCG(k, 1)), dst); err != nil {
+	if err := r.stage.Sample(rand.New(rand.NewPCG(k, 1)), dst); err != nil {
 		t.Fatal(err)
 	}
 	rs, v, kl := make([]float64, n), make([]float64, n), make([]float64, n)
@@ -145,7 +147,7 @@ func TestREFERVariants(t *testing.T) {
 // rate's scale 1/(1 + A·k), with A = 5/T_total by default (refer.md
 // §7.12): at k = T_total c_max = 1 + C/6 and the rate is 1/6 of eta0.
 func TestREFERAnnealingEq13(t *testing.T) {
-	buf := newREFERBuffer(t, 64, 1)
+	buf := samplertest.REFERBuffer(t, 64, 1)
 	for _, c := range []struct {
 		cfg sampler.REFERConfig
 		A   float64
@@ -154,7 +156,7 @@ func TestREFERAnnealingEq13(t *testing.T) {
 		{sampler.REFERConfig{C: 2, A: 1e-3, TotalSteps: 1000}, 1e-3},
 		{sampler.REFERConfig{}, 5e-7},
 	} {
-		r := newREFER(t, buf, c.cfg)
+		r := newReferPair(t, buf, c.cfg)
 		C := r.Config().C
 		for _, k := range []uint64{1, 10, 500, 1000, 1e6} {
 			r.AfterStep(k)
@@ -164,7 +166,7 @@ func TestREFERAnnealingEq13(t *testing.T) {
 			}
 		}
 	}
-	r := newREFER(t, buf, sampler.REFERConfig{TotalSteps: 1000})
+	r := newReferPair(t, buf, sampler.REFERConfig{TotalSteps: 1000})
 	r.AfterStep(1000)
 	if math.Abs(r.CMax()-(1+4.0/6)) > 1e-12 || math.Abs(r.LRScale()-1.0/6) > 1e-12 {
 		t.Errorf("end of run: c_max %v, lr scale %v", r.CMax(), r.LRScale())
@@ -189,9 +191,9 @@ func TestREFERAnnealingEq13(t *testing.T) {
 // stands still, drifts while c_max anneals, and equals the count of
 // stored rho outside (1/c_max, c_max) after every recount.
 func TestREFERFarCounter(t *testing.T) {
-	count := func(r *sampler.REFER) int {
+	count := func(r *referPair) int {
 		n := 0
-		for _, rho := range sampler.REFERStoredRhos(r) {
+		for _, rho := range r.storedRhos() {
 			if !(rho > 1/r.CMax() && rho < r.CMax()) {
 				n++
 			}
@@ -204,23 +206,23 @@ func TestREFERFarCounter(t *testing.T) {
 		exact  bool
 		period int
 	}{{"fixed c_max", 1e-12, true, 1 << 30}, {"annealed c_max", 0.05, false, 25}} {
-		buf := newREFERBuffer(t, 2048, 4)
-		r := newREFER(t, buf, sampler.REFERConfig{A: c.A, RecountEvery: c.period, MaxSteps: 600})
+		buf := samplertest.REFERBuffer(t, 2048, 4)
+		r := newReferPair(t, buf, sampler.REFERConfig{A: c.A, RecountEvery: c.period, MaxSteps: 600})
 		rng := rand.New(rand.NewPCG(9, 9))
 		dst := samplertest.NewBatch(t, buf, 32)
 		rho, v, kl := make([]float64, 32), make([]float64, 32), make([]float64, 32)
 		id, drifted := 0, false
 		for k := uint64(1); k <= 200; k++ {
 			if k%3 == 1 { // new episodes keep arriving and the oldest are evicted
-				ep := randEpisode(rng, uint64(id), 40, 0.9)
+				ep := samplertest.RandEpisode(rng, uint64(id), 40, 0.9)
 				id++
-				ep.insert(t, buf, 0, ep.len())
+				ep.Insert(t, buf, 0, ep.Len())
 			}
-			if err := r.Sample(rng, dst); err != nil {
+			if err := r.stage.Sample(rng, dst); err != nil {
 				if r.Stats().Steps < 32 {
-					ep := randEpisode(rng, uint64(id), 40, 0.9)
+					ep := samplertest.RandEpisode(rng, uint64(id), 40, 0.9)
 					id++
-					ep.insert(t, buf, 0, ep.len())
+					ep.Insert(t, buf, 0, ep.Len())
 					continue
 				}
 				t.Fatal(err)
@@ -231,11 +233,11 @@ func TestREFERFarCounter(t *testing.T) {
 			if err := r.Refresh(rho, v, kl); err != nil {
 				t.Fatal(err)
 			}
-			if c.exact && sampler.REFERFarCounter(r) != count(r) {
-				t.Fatalf("%s step %d: n_far %d after refresh, count %d", c.name, k, sampler.REFERFarCounter(r), count(r))
+			if c.exact && r.nFar != count(r) {
+				t.Fatalf("%s step %d: n_far %d after refresh, count %d", c.name, k, r.nFar, count(r))
 			}
 			r.AfterStep(k)
-			got, want := sampler.REFERFarCounter(r), count(r)
+			got, want := r.nFar, count(r)
 			if k%uint64(c.period) == 0 && got != want {
 				t.Fatalf("%s step %d: n_far %d after the recount, count %d", c.name, k, got, want)
 			}
@@ -247,8 +249,8 @@ func TestREFERFarCounter(t *testing.T) {
 		if !c.exact && !drifted {
 			t.Errorf("%s: the counter never drifted: the test does not exercise the recount", c.name)
 		}
-		if st := r.Stats(); st.Evicted == 0 || (!c.exact && st.Recounts < 8) {
-			t.Errorf("%s: stats %+v", c.name, st)
+		if st, ss := r.Stats(), r.stage.Stats(); ss.Evicted == 0 || (!c.exact && st.Recounts < 8) {
+			t.Errorf("%s: stats %+v, stage %+v", c.name, st, ss)
 		}
 	}
 }
@@ -259,28 +261,28 @@ func TestREFERFarCounter(t *testing.T) {
 // with sigma_r = sqrt(mean r²) over the stored steps.
 func TestREFERQretIsDiscountedReturn(t *testing.T) {
 	for _, noScale := range []bool{true, false} {
-		buf := newREFERBuffer(t, 1024, 4)
-		r := newREFER(t, buf, sampler.REFERConfig{NoRewardScale: noScale, MaxSteps: 1024})
+		buf := samplertest.REFERBuffer(t, 1024, 4)
+		r := newReferPair(t, buf, sampler.REFERConfig{NoRewardScale: noScale, MaxSteps: 1024})
 		rng := rand.New(rand.NewPCG(10, 10))
 		var ss float64
 		n := 0
 		for i := range 20 {
-			ep := randEpisode(rng, uint64(i), 30, 0.97)
-			ep.insert(t, buf, 0, ep.len())
-			for _, x := range ep.reward {
+			ep := samplertest.RandEpisode(rng, uint64(i), 30, 0.97)
+			ep.Insert(t, buf, 0, ep.Len())
+			for _, x := range ep.Reward {
 				ss += float64(x) * float64(x)
 				n++
 			}
 		}
-		poll(t, r, buf)
+		r.poll(t, buf)
 		scale := 1.0
 		if !noScale {
 			scale = 1 / (math.Sqrt(ss/float64(n)) + 1e-7)
-			if got := sampler.REFERRewardScale(r); math.Abs(got-scale) > 1e-9*scale {
+			if got := r.rscale; math.Abs(got-scale) > 1e-9*scale {
 				t.Fatalf("reward scale %v, want %v", got, scale)
 			}
 		}
-		for _, ep := range sampler.REFEREpisodes(r) {
+		for _, ep := range r.episodes() {
 			T := len(ep.Steps)
 			for i, s := range ep.Steps {
 				var want float64
@@ -304,20 +306,20 @@ func TestREFERQretIsDiscountedReturn(t *testing.T) {
 // gives every step the Qret of the recursion written as a sum, for random
 // rho (both sides of 1, so the truncation at 1 matters) and V.
 func TestREFERSweepEqualsDirectRecursion(t *testing.T) {
-	buf := newREFERBuffer(t, 1024, 4)
-	r := newREFER(t, buf, sampler.REFERConfig{MaxSteps: 1024})
+	buf := samplertest.REFERBuffer(t, 1024, 4)
+	r := newReferPair(t, buf, sampler.REFERConfig{MaxSteps: 1024})
 	rng := rand.New(rand.NewPCG(11, 11))
 	for i := range 15 {
-		ep := randEpisode(rng, uint64(i), 40, 0.95)
-		ep.insert(t, buf, 0, ep.len())
+		ep := samplertest.RandEpisode(rng, uint64(i), 40, 0.95)
+		ep.Insert(t, buf, 0, ep.Len())
 	}
-	poll(t, r, buf)
-	for _, ep := range sampler.REFEREpisodes(r) {
+	r.poll(t, buf)
+	for _, ep := range r.episodes() {
 		for _, s := range ep.Steps {
-			sampler.REFERSetStep(r, s.Slot, math.Exp(2*rng.NormFloat64()), 3*rng.NormFloat64())
+			r.rho[s.Slot], r.v[s.Slot] = math.Exp(2*rng.NormFloat64()), 3*rng.NormFloat64()
 		}
 	}
-	sampler.REFERSweepAll(r)
+	r.sweepAll()
 	checkQret(t, r, 1e-9)
 }
 
@@ -327,23 +329,23 @@ func TestREFERSweepEqualsDirectRecursion(t *testing.T) {
 // direct recursion over the stored values, which AfterStep's sweep alone
 // maintains. The rows' Targets are the Qret stored when drawn.
 func TestREFERIncrementalSweeps(t *testing.T) {
-	buf := newREFERBuffer(t, 512, 2)
-	r := newREFER(t, buf, sampler.REFERConfig{MaxSteps: 512, RecountEvery: 1 << 30})
+	buf := samplertest.REFERBuffer(t, 512, 2)
+	r := newReferPair(t, buf, sampler.REFERConfig{MaxSteps: 512, RecountEvery: 1 << 30})
 	rng := rand.New(rand.NewPCG(12, 12))
 	for i := range 12 {
-		ep := randEpisode(rng, uint64(i), 25, 0.9)
-		ep.insert(t, buf, 0, ep.len())
+		ep := samplertest.RandEpisode(rng, uint64(i), 25, 0.9)
+		ep.Insert(t, buf, 0, ep.Len())
 	}
-	poll(t, r, buf)
+	r.poll(t, buf)
 	dst := samplertest.NewBatch(t, buf, 6)
 	rho, v, kl := make([]float64, 6), make([]float64, 6), make([]float64, 6)
 	boots := 0
 	for k := uint64(1); k <= 300; k++ {
-		if err := r.Sample(rng, dst); err != nil {
+		if err := r.stage.Sample(rng, dst); err != nil {
 			t.Fatal(err)
 		}
 		before := map[uint32]float64{}
-		for _, ep := range sampler.REFEREpisodes(r) {
+		for _, ep := range r.episodes() {
 			for _, s := range ep.Steps {
 				before[s.Slot] = s.Qret
 			}
@@ -388,28 +390,28 @@ func TestREFERIncrementalSweeps(t *testing.T) {
 // finished, recounts included, while rho and the far counter still follow
 // the refreshed values.
 func TestREFERNoRetrace(t *testing.T) {
-	buf := newREFERBuffer(t, 512, 2)
-	r := newREFER(t, buf, sampler.REFERConfig{MaxSteps: 512, RecountEvery: 1, NoRetrace: true})
+	buf := samplertest.REFERBuffer(t, 512, 2)
+	r := newReferPair(t, buf, sampler.REFERConfig{MaxSteps: 512, RecountEvery: 1, NoRetrace: true})
 	rng := rand.New(rand.NewPCG(13, 13))
 	for i := range 12 {
-		ep := randEpisode(rng, uint64(i), 25, 0.9)
-		ep.insert(t, buf, 0, ep.len())
+		ep := samplertest.RandEpisode(rng, uint64(i), 25, 0.9)
+		ep.Insert(t, buf, 0, ep.Len())
 	}
-	poll(t, r, buf)
+	r.poll(t, buf)
 	initial := map[uint32]float64{}
-	for _, ep := range sampler.REFEREpisodes(r) {
+	for _, ep := range r.episodes() {
 		for _, s := range ep.Steps {
 			initial[s.Slot] = s.Qret
 		}
 	}
-	if got := sampler.REFERRewardScale(r); got != 1 {
+	if got := r.rscale; got != 1 {
 		t.Fatalf("reward scale %v with NoRetrace, want 1", got)
 	}
 	checkQret(t, r, 1e-9) // rho = 1, V = 0: the unscaled discounted return
 	dst := samplertest.NewBatch(t, buf, 8)
 	rho, v, kl := make([]float64, 8), make([]float64, 8), make([]float64, 8)
 	for k := uint64(1); k <= 50; k++ {
-		if err := r.Sample(rng, dst); err != nil {
+		if err := r.stage.Sample(rng, dst); err != nil {
 			t.Fatal(err)
 		}
 		for i := range rho {
@@ -421,7 +423,7 @@ func TestREFERNoRetrace(t *testing.T) {
 		r.AfterStep(k)
 	}
 	far, refreshed := 0, 0
-	for _, ep := range sampler.REFEREpisodes(r) {
+	for _, ep := range r.episodes() {
 		for _, s := range ep.Steps {
 			if s.Qret != initial[s.Slot] {
 				t.Fatalf("episode %d slot %d: Qret moved from %v to %v with NoRetrace", ep.ID, s.Slot, initial[s.Slot], s.Qret)

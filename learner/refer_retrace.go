@@ -1,6 +1,6 @@
-package sampler
+package learner
 
-// sweep recomputes the Retrace targets of live episode h backwards from
+// sweep recomputes the Retrace targets of stored episode h backwards from
 // step from down to step 0 (V-RACER's Eq. 8 with Q_w := V_w; refer.md §2):
 //
 //	Qret_t = r̂_t + d_t · Vtbc_{t+1}
@@ -14,9 +14,9 @@ package sampler
 // the discounted return, bootstrapped by V(s_T) only on truncation; with
 // rho = 1 and V = 0 below the refreshed steps it is what a new episode
 // gets. O(from).
-func (r *REFER) sweep(h int32, from int) {
-	e := &r.eps[h]
-	T := int(e.length)
+func (c *REFERController) sweep(h int32, from int) {
+	e := &c.eps[h]
+	T := len(e.slots)
 	if from >= T-1 {
 		from = T - 1
 	}
@@ -30,12 +30,12 @@ func (r *REFER) sweep(h int32, from int) {
 		}
 	} else {
 		s := e.slots[from+1]
-		next = r.v[s] + min(1, r.rho[s])*(r.qret[s]-r.v[s])
+		next = c.v[s] + min(1, c.rho[s])*(c.qret[s]-c.v[s])
 	}
 	for t := from; t >= 0; t-- {
 		s := e.slots[t]
-		q := r.rew[s]*r.rscale + r.disc[s]*next
-		r.qret[s] = q
-		next = r.v[s] + min(1, r.rho[s])*(q-r.v[s])
+		q := c.rew[s]*c.rscale + c.disc[s]*next
+		c.qret[s] = q
+		next = c.v[s] + min(1, c.rho[s])*(q-c.v[s])
 	}
 }
