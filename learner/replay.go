@@ -125,11 +125,11 @@ func sampleWeighted(m sampler.Method, rng *rand.Rand, b *buffer.Batch, step uint
 
 // writeBack stores one step's feedback on batch b: the absolute TD errors
 // through the Selector's Update, or, for a stage that scores items from
-// features (sampler.FeatureUpdater, NERS), every row's Q(s, a) and target
+// features (the method's Features, NERS), every row's Q(s, a) and target
 // y through UpdateFeatures.
 func writeBack(m sampler.Method, b *buffer.Batch, absTD, q, y []float64) (buffer.UpdateResult, error) {
-	if fu, ok := m.Selector.(sampler.FeatureUpdater); ok {
-		return fu.UpdateFeatures(b.Refs, q, y)
+	if m.Features != nil {
+		return m.Features.UpdateFeatures(b.Refs, q, y)
 	}
 	return m.Selector.Update(b.Refs, absTD)
 }

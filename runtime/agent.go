@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"slices"
-	"strings"
 
 	"github.com/apexrl/apex/actor"
 	"github.com/apexrl/apex/buffer"
@@ -19,10 +17,6 @@ import (
 // Algos are the learners TrainConfig.Algo accepts: Double DQN for discrete
 // actions, TD3, SAC and V-RACER (with a ReF-ER method) for continuous ones.
 var Algos = []string{"dqn", "td3", "sac", "vracer"}
-
-// referMethods are the replay methods V-RACER needs; TD3 takes them too
-// (TD3 with ReF-ER: fixed-std Gaussian exploration, learner.TD3).
-var referMethods = sampler.REFERMethods
 
 // LearnerStats is a learner's counters as the runtime reports them, the
 // same fields for every algorithm (those an algorithm lacks stay 0).
@@ -62,8 +56,10 @@ type LearnerStats struct {
 	Timing learner.Timing `json:"timing"`
 	// Sampled sums |δ| and Q(s, a) over every sampled row (dqn and td3).
 	Sampled learner.Moments `json:"sampled"`
-	// NERS is the scorer's state when the method is ners.
-	NERS *sampler.NERSStats `json:"ners,omitempty"`
+	// Method is the replay method's own counters (sampler.Method.Stats,
+	// keyed by the names of its Spec's Stats; NERS's scorer), nil for a
+	// method without any.
+	Method map[string]float64 `json:"method,omitempty"`
 }
 
 // agent is the algorithm-specific part of a run: the learner as the
@@ -91,85 +87,6 @@ type actorSource interface {
 	Stats() actor.Stats
 }
 
-// algoFor returns the algorithm for an action space and replay method:
-// cfg's if set (checked against both), else dqn for discrete actions,
-// vracer for continuous ones under a ReF-ER method, td3 otherwise. td3
-// takes every method, the ReF-ER ones included; sac every method but the
-// ReF-ER ones (their ratios need a behaviour density its actors do not
-// store).
-func algoFor(algo, env, method string, space envs.Space) (string, error) {
-	_, discrete := space.(envs.Discrete)
-	refer := slices.Contains(referMethods, method)
-	switch {
-	case algo == "" && discrete:
-		algo = "dqn"
-	case algo == "" && refer:
-		algo = "vracer"
-	case algo == "":
-		algo = "td3"
-	case !slices.Contains(Algos, algo):
-		return "", fmt.Errorf("runtime: train: unknown algo %q (valid: %v)", algo, Algos)
-	}
-	switch {
-	case refer && discrete: // no learner here both takes discrete actions and replays through ReF-ER
-		var others []string
-		for _, m := range Samplers {
-			if !slices.Contains(referMethods, m) {
-				others = append(others, m)
-			}
-		}
-		return "", fmt.Errorf("runtime: train: the %s replay method needs the vracer or td3 learner, and both need continuous actions: "+
-			"%s has a discrete action space; use another -sampler (%s) or an environment with continuous actions",
-			method, env, strings.Join(others, ", "))
-	case algo == "dqn" && !discrete:
-		return "", fmt.Errorf("runtime: train: %s has a continuous action space; the dqn learner needs discrete actions (use -algo=td3)", env)
-	case algo != "dqn" && discrete:
-		return "", fmt.Errorf("runtime: train: %s has a discrete action space; the %s learner needs continuous actions (use -algo=dqn)", env, algo)
-	case algo == "vracer" && !refer:
-		return "", fmt.Errorf("runtime: train: the vracer learner replays through a ReF-ER method (-sampler one of %v), got %q", referMethods, method)
-	case algo == "sac" && refer:
-		return "", fmt.Errorf("runtime: train: the sac learner does not replay through the ReF-ER method %s: its importance ratios need each step's behaviour density, which sac's actors do not store (use -algo=td3 or -algo=vracer with -sampler=%s, or another -sampler with sac)", method, method)
-	case algo != "vracer" && algo != "td3" && refer:
-		return "", fmt.Errorf("runtime: train: the %s replay method needs the vracer or td3 learner (-algo=vracer or -algo=td3)", method)
-	}
-	return algo, nil
-}
-
-// setting is one TrainConfig field that configures only some learners or
-// replay methods.
-type setting struct {
-	set   bool   // the field is not zero
-	name  string // "Field (-flag)"
-	ok    bool   // the run's learner or method uses it
-	what  string // what it configures
-	clear func(*TrainConfig)
-}
-
-// methodSettings are c's settings that only some replay methods use, with
-// ok for method (c.Sampler).
-func methodSettings(c *TrainConfig) []setting {
-	m := c.Sampler
-	lap := m == "lap" || m == "pal"
-	refer := slices.Contains(referMethods, m)
-	adapts := m == "refer" || m == "refer-2" // refer-1 and er fix beta at 1: D steers nothing
-	return []setting{
-		// pal's loss is fixed by alpha and k; its zero value (Huber) cannot
-		// be told from unset further down, so -loss=huber would be ignored.
-		{c.Loss != "", "Loss (-loss)", m != "pal", "the loss of every method but pal (whose loss -lap-alpha and -lap-k fix)", func(c *TrainConfig) { c.Loss = "" }},
-		{c.LAPAlpha != 0, "LAPAlpha (-lap-alpha)", lap, "the lap and pal methods", func(c *TrainConfig) { c.LAPAlpha = 0 }},
-		{c.LAPK != 0, "LAPK (-lap-k)", lap, "the lap and pal methods", func(c *TrainConfig) { c.LAPK = 0 }},
-		{c.REFERC != 0, "REFERC (-refer-c)", refer, "the ReF-ER methods", func(c *TrainConfig) { c.REFERC = 0 }},
-		{c.REFERD != 0, "REFERD (-refer-d)", adapts, "refer and refer-2, the ReF-ER methods whose beta adapts", func(c *TrainConfig) { c.REFERD = 0 }},
-		{c.REFERA != 0, "REFERA (-refer-a)", refer, "the ReF-ER methods", func(c *TrainConfig) { c.REFERA = 0 }},
-		{c.TEREta != 0, "TEREta (-ter-eta)", m == "ter", "the ter method", func(c *TrainConfig) { c.TEREta = 0 }},
-		{c.TERRoots != 0, "TERRoots (-ter-roots)", m == "ter", "the ter method", func(c *TrainConfig) { c.TERRoots = 0 }},
-		{c.TERPreds != 0, "TERPreds (-ter-preds)", m == "ter", "the ter method", func(c *TrainConfig) { c.TERPreds = 0 }},
-		{c.NERSAlpha != 0, "NERSAlpha (-ners-alpha)", m == "ners", "the ners method", func(c *TrainConfig) { c.NERSAlpha = 0 }},
-		{c.NERSInterval != 0, "NERSInterval (-ners-interval)", m == "ners", "the ners method", func(c *TrainConfig) { c.NERSInterval = 0 }},
-		{c.NERSSample != 0, "NERSSample (-ners-sample)", m == "ners", "the ners method", func(c *TrainConfig) { c.NERSSample = 0 }},
-	}
-}
-
 // learnerSettings are c's settings that only some learners use, with ok for
 // algo.
 func learnerSettings(c *TrainConfig, algo string) []setting {
@@ -183,113 +100,6 @@ func learnerSettings(c *TrainConfig, algo string) []setting {
 		{c.Tau != 0, "Tau (-tau)", algo != "vracer", "target networks (dqn, td3, sac); vracer has none", func(c *TrainConfig) { c.Tau = 0 }},
 		{c.NStep > 1, "NStep (-n-step) above 1", algo != "vracer", "n-step returns (dqn, td3, sac); vracer's Retrace uses whole episodes of single steps", func(c *TrainConfig) { c.NStep = 1 }},
 	}
-}
-
-// checkApplies refuses settings that the run's learner (algo) or replay
-// method would ignore, so that a setting never silently does nothing (the
-// flag each field comes from is named for the command line's users).
-func checkApplies(cfg TrainConfig, algo string) error {
-	for _, r := range methodSettings(&cfg) {
-		if r.set && !r.ok {
-			return fmt.Errorf("runtime: train: %s configures %s; this run's method is %s", r.name, r.what, cfg.Sampler)
-		}
-	}
-	for _, r := range learnerSettings(&cfg, algo) {
-		if r.set && !r.ok {
-			return fmt.Errorf("runtime: train: %s configures %s; this run's learner is %s", r.name, r.what, algo)
-		}
-	}
-	return nil
-}
-
-// dropIgnored clears the settings of c that its learner (c.Algo) or method
-// ignores. A checkpoint saved before such settings were refused may carry
-// them; they had no effect on that run, and clearing them lets it resume.
-func dropIgnored(c TrainConfig) TrainConfig {
-	for _, r := range append(methodSettings(&c), learnerSettings(&c, c.Algo)...) {
-		if !r.ok {
-			r.clear(&c)
-		}
-	}
-	return c
-}
-
-// lapConfig is LAP's configuration (lap and pal) from cfg's settings.
-func lapConfig(cfg TrainConfig) sampler.LAPConfig {
-	l := sampler.DefaultLAPConfig()
-	setIf(&l.Alpha, cfg.LAPAlpha)
-	setIf(&l.K, cfg.LAPK)
-	return l
-}
-
-// bufferConfig is the replay layout cfg needs for env's spaces.
-func bufferConfig(cfg TrainConfig, obsDim int, space envs.Space) buffer.Config {
-	c := buffer.Config{Capacity: cfg.Capacity, ObsDim: obsDim, Episode: true, StateHash: cfg.Sampler == "ter"}
-	switch s := space.(type) {
-	case envs.Discrete:
-		c.NumActions = s.N
-	case envs.Box:
-		c.Action, c.ActionDim = buffer.Continuous, s.Dim()
-		if cfg.Algo == "vracer" || slices.Contains(referMethods, cfg.Sampler) {
-			c.Floats = sampler.REFERColumns(s.Dim()) // the behaviour policy's mean and std, V(s_T)
-		}
-	}
-	if cfg.Sampler == "lap" {
-		// LAP stores no priority below K^Alpha, new items' included: with
-		// K > 1 the running maximum starts at that floor.
-		if f := lapConfig(cfg).Floor(); f > 1 {
-			c.InitialPriority = f
-		}
-	}
-	return c
-}
-
-// methodConfig is the replay method cfg asks for on env's spaces.
-func methodConfig(cfg TrainConfig, betaSteps int64, env envs.Env) (sampler.MethodConfig, error) {
-	mc := sampler.MethodConfig{BetaSteps: betaSteps, NoIS: cfg.NoIS}
-	if cfg.Loss != "" {
-		if err := mc.Loss.Kind.UnmarshalText([]byte(cfg.Loss)); err != nil {
-			return mc, fmt.Errorf("runtime: train: Loss: %w", err)
-		}
-	}
-	if (cfg.Sampler == "lap" || cfg.Sampler == "pal") && (cfg.LAPAlpha != 0 || cfg.LAPK != 0) {
-		l := lapConfig(cfg)
-		mc.LAP = &l
-		mc.Loss = model.Loss{} // the method derives its own from Alpha and K
-	}
-	if slices.Contains(referMethods, cfg.Sampler) {
-		r := sampler.DefaultREFERConfig(betaSteps)
-		setIf(&r.C, cfg.REFERC)
-		setIf(&r.D, cfg.REFERD)
-		setIf(&r.A, cfg.REFERA)
-		if cfg.Algo == "td3" {
-			r.NoRetrace = true // TD3's critics keep their own targets
-			// The paper's A for DDPG, not 5/Steps: annealing the step size
-			// to 1/6 within a short run stops TD3 learning (Pendulum: no
-			// progress in 3e4 steps with 5/Steps, about −200 without).
-			orDefault(&r.A, sampler.DefaultREFERA)
-		}
-		mc.REFER = &r
-	}
-	if cfg.Sampler == "ter" {
-		t := sampler.DefaultTERConfig(betaSteps)
-		setIf(&t.Eta, cfg.TEREta)
-		setIf(&t.Roots, cfg.TERRoots)
-		setIf(&t.Preds, cfg.TERPreds)
-		mc.TER = &t
-	}
-	if cfg.Sampler == "ners" {
-		n := sampler.DefaultNERSConfig(betaSteps)
-		setIf(&n.Alpha, cfg.NERSAlpha)
-		setIf(&n.Interval, cfg.NERSInterval)
-		setIf(&n.TrainSize, cfg.NERSSample)
-		n.Horizon, n.Seed = env.MaxEpisodeSteps(), cfg.Seed
-		if box, ok := env.ActionSpace().(envs.Box); ok && len(box.High) > 0 {
-			n.ActionScale = box.High[0] // symmetric boxes (the td3 agent refuses others)
-		}
-		mc.NERS = &n
-	}
-	return mc, nil
 }
 
 // newDQNAgent builds the Double DQN learner and its epsilon-greedy actors.
@@ -314,7 +124,7 @@ func newDQNAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 		first:   func() *model.Params { return dqn.Net().Snapshot(0) },
 		stats: func() LearnerStats {
 			s := dqn.Stats()
-			return withNERS(LearnerStats{Steps: s.Steps, Loss: s.Loss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ, GradNorm: s.GradNorm,
+			return withMethodStats(LearnerStats{Steps: s.Steps, Loss: s.Loss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ, GradNorm: s.GradNorm,
 				WriteBacks: s.WriteBacks, StaleWriteBacks: s.StaleWriteBacks, Publishes: s.Publishes, Version: s.Version,
 				TargetUpdates: s.TargetUpdates, Timing: s.Timing, Sampled: s.Sampled}, m)
 		},
@@ -396,7 +206,7 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 				r := c.Stats()
 				ls.FarFraction, ls.MeanKL, ls.Beta = r.FarFraction, r.SampledKL, r.Beta
 			}
-			return withNERS(ls, m)
+			return withMethodStats(ls, m)
 		},
 		policy: polCfg,
 		method: m,
@@ -454,7 +264,7 @@ func newSACAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 		first:   func() *model.Params { return sac.Policy().Snapshot(0) },
 		stats: func() LearnerStats {
 			s := sac.Stats()
-			return withNERS(LearnerStats{Steps: s.Steps, Loss: s.CriticLoss, ActorLoss: s.PolicyLoss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ,
+			return withMethodStats(LearnerStats{Steps: s.Steps, Loss: s.CriticLoss, ActorLoss: s.PolicyLoss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ,
 				GradNorm: s.CriticGradNorm, WriteBacks: s.WriteBacks, StaleWriteBacks: s.StaleWriteBacks, Publishes: s.Publishes,
 				Version: s.Version, TargetUpdates: s.TargetUpdates, ActorUpdates: s.Steps, Entropy: s.Entropy, Alpha: s.Alpha,
 				Timing: s.Timing, Sampled: s.Sampled}, m)
@@ -505,9 +315,9 @@ func newVRACERAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store
 		first:   func() *model.Params { return vr.Net().Snapshot(0) },
 		stats: func() LearnerStats {
 			s := vr.Stats()
-			return LearnerStats{Steps: s.Steps, Loss: s.Loss, ActorLoss: s.PolicyLoss, MeanAbsTD: s.MeanAbsAdv, MeanQ: s.MeanV,
+			return withMethodStats(LearnerStats{Steps: s.Steps, Loss: s.Loss, ActorLoss: s.PolicyLoss, MeanAbsTD: s.MeanAbsAdv, MeanQ: s.MeanV,
 				GradNorm: s.GradNorm, Publishes: s.Publishes, Version: s.Version, Timing: s.Timing,
-				FarFraction: s.FarFraction, MeanKL: s.MeanKL, Beta: s.Beta}
+				FarFraction: s.FarFraction, MeanKL: s.MeanKL, Beta: s.Beta}, m)
 		},
 		policy:   polCfg,
 		method:   m,
@@ -522,22 +332,4 @@ func newVRACERAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store
 				env, anet, store)
 		},
 	}, nil
-}
-
-// withNERS adds the NERS stage's snapshot to ls when m's stage is one.
-func withNERS(ls LearnerStats, m sampler.Method) LearnerStats {
-	if n, ok := m.Selector.(*sampler.NERS); ok {
-		st := n.Stats()
-		ls.NERS = &st
-	}
-	return ls
-}
-
-// setIf sets *p to v when v is set (not the zero value): a TrainConfig
-// field overriding a stage's default.
-func setIf[T comparable](p *T, v T) {
-	var zero T
-	if v != zero {
-		*p = v
-	}
 }

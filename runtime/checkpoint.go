@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/checkpoint"
-	"github.com/apexrl/apex/sampler"
 )
 
 // ErrCheckpoint is wrapped by every error about a checkpoint file that
@@ -35,8 +35,8 @@ var ErrResumeConflict = errors.New("runtime: resume")
 //	         and the list of the parts that follow)
 //	buffer   the replay buffer (buffer.Buffer.Save)
 //	learner  the learner (learner.DQN, TD3, SAC or VRACER's Save)
-//	stage    the sampler stage's state (its Save), only when the stage is a
-//	         sampler.Stateful (NERS)
+//	stage    the replay method's own state (sampler.Method.State's Save),
+//	         only when the method has one (NERS)
 //
 // The trainer reads them in that order and refuses a part it does not
 // know, a part missing or left over, and anything after the last one.
@@ -173,7 +173,7 @@ func (t *Trainer) ckParts() []ckPart {
 		{partBuffer, t.buf.Save, nil},
 		{partLearner, t.agent.save, t.agent.load},
 	}
-	if stage, stateful := t.agent.method.Selector.(sampler.Stateful); stateful {
+	if stage := t.agent.method.State; stage != nil { // the method's own state (NERS's scorer)
 		parts = append(parts, ckPart{partStage, stage.Save, stage.Load})
 	}
 	return parts
@@ -355,10 +355,8 @@ func sameShape(a, b TrainConfig) error {
 		return fmt.Errorf("sampler %s cannot change to %s on resume", a.Sampler, b.Sampler)
 	case a.Algo != b.Algo && b.Algo != "":
 		return fmt.Errorf("algo %s cannot change to %s on resume", a.Algo, b.Algo)
-	case a.Loss != b.Loss, a.LAPAlpha != b.LAPAlpha, a.LAPK != b.LAPK, a.Tau != b.Tau, a.NoIS != b.NoIS,
-		a.TEREta != b.TEREta, a.TERRoots != b.TERRoots, a.TERPreds != b.TERPreds, a.REFERC != b.REFERC, a.REFERD != b.REFERD, a.REFERA != b.REFERA,
-		a.NERSAlpha != b.NERSAlpha, a.NERSInterval != b.NERSInterval, a.NERSSample != b.NERSSample:
-		return errors.New("the method's settings (loss, lap alpha and k, tau, no-is, ter eta/roots/preds, refer c/d/a, ners alpha/interval/sample) cannot change on resume")
+	case a.Loss != b.Loss, a.Tau != b.Tau, a.NoIS != b.NoIS, !maps.Equal(a.MethodOptions, b.MethodOptions):
+		return errors.New("the method's settings (loss, tau, no-is, the method's options) cannot change on resume")
 	case a.Capacity != b.Capacity, a.Dueling != b.Dueling, fmt.Sprint(a.Hidden) != fmt.Sprint(b.Hidden),
 		a.Batch != b.Batch, a.LR != b.LR, a.Seed != b.Seed, a.NStep != b.NStep, a.Gamma != b.Gamma:
 		return errors.New("the replay, model and learner settings (capacity, hidden, dueling, batch, lr, seed, n-step, gamma) cannot change on resume")

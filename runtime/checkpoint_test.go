@@ -227,8 +227,8 @@ func TestCheckpointDropsIgnoredSettings(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a checkpoint carrying ignored settings: %v", err)
 	}
-	if c := tr.Config(); c.Sigma != 0 || c.TEREta != 0 || c.Algo != "dqn" {
-		t.Errorf("resumed config kept ignored settings: algo %s, Sigma %v, TEREta %v", c.Algo, c.Sigma, c.TEREta)
+	if c := tr.Config(); c.Sigma != 0 || c.Option("ter-eta") != 0 || c.Algo != "dqn" {
+		t.Errorf("resumed config kept ignored settings: algo %s, Sigma %v, ter-eta %v", c.Algo, c.Sigma, c.Option("ter-eta"))
 	}
 	_, err = ResumeTrainer(path, func(c *TrainConfig) { c.Sigma = 0.2 })
 	if err == nil || errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), "Sigma (-sigma)") {

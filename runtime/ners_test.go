@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,7 +24,7 @@ import (
 func TestNERSTrainsTD3(t *testing.T) {
 	cfg := TrainConfig{Env: "SparsePendulum-v1", Algo: "td3", Sampler: "ners", Actors: 1, Deterministic: true, Steps: 500, Batch: 32,
 		Hidden: []int{16}, Capacity: 4000, MinSizeToSample: 300, EvalEverySteps: 100, EvalEpisodes: 1, FinalEpisodes: 1,
-		NERSInterval: 100, NERSSample: 32, Seed: 5}
+		MethodOptions: map[string]float64{"ners-interval": 100, "ners-sample": 32}, Seed: 5}
 	var out *TrainResult
 	run := func() (*Trainer, TrainStats) {
 		tr, err := NewTrainer(cfg)
@@ -42,17 +43,17 @@ func TestNERSTrainsTD3(t *testing.T) {
 			t.Errorf("curve[%d] at step %d: sampled sums %+v, want %d rows", i, p.LearnerSteps, p.Sampled, p.LearnerSteps*32)
 		}
 	}
-	n := a.Learner.NERS
+	n := a.Learner.Method
 	if n == nil {
 		t.Fatal("no NERS stats")
 	}
-	if *n != *b.Learner.NERS || a.Learner.Sampled != b.Learner.Sampled {
-		t.Errorf("same seed, different runs: %+v / %+v", *n, *b.Learner.NERS)
+	if !maps.Equal(n, b.Learner.Method) || a.Learner.Sampled != b.Learner.Sampled {
+		t.Errorf("same seed, different runs: %+v / %+v", n, b.Learner.Method)
 	}
 	// 5 evaluations at 100..500 steps: the first sets the baseline, the
 	// last comes after the final step (no Sample applies it).
-	if n.Updates != 3 || n.TrainRows != 32 || !(n.ScoreMin > 0 && n.ScoreMax <= 1) {
-		t.Errorf("ners stats %+v: want 3 updates on 32 rows, scores in (0, 1]", *n)
+	if n["ners_updates_total"] != 3 || n["ners_train_rows"] != 32 || !(n["ners_score_min"] > 0 && n["ners_score_max"] <= 1) {
+		t.Errorf("ners stats %+v: want 3 updates on 32 rows, scores in (0, 1]", n)
 	}
 	m := a.Learner.Sampled
 	if m.N != 500*32 {
@@ -73,7 +74,7 @@ func TestNERSTrainsTD3(t *testing.T) {
 // and stops cleanly (the package's TestMain checks for leaked goroutines).
 func TestNERSTrainsDQNConcurrently(t *testing.T) {
 	cfg := TrainConfig{Env: "CartPole-v1", Sampler: "ners", Actors: 2, Steps: 1000, Batch: 32, Hidden: []int{16}, Capacity: 4000,
-		MinSizeToSample: 200, EvalEvery: time.Millisecond, EvalEpisodes: 1, FinalEpisodes: 1, NERSInterval: 20, NERSSample: 16, Seed: 8}
+		MinSizeToSample: 200, EvalEvery: time.Millisecond, EvalEpisodes: 1, FinalEpisodes: 1, MethodOptions: map[string]float64{"ners-interval": 20, "ners-sample": 16}, Seed: 8}
 	tr, err := NewTrainer(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -83,16 +84,16 @@ func TestNERSTrainsDQNConcurrently(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := tr.Stats().Learner
-	if res.LearnerSteps != 1000 || st.NERS == nil || st.Sampled.N != 1000*32 {
-		t.Fatalf("learner steps %d, ners %+v, sampled %+v", res.LearnerSteps, st.NERS, st.Sampled)
+	if res.LearnerSteps != 1000 || st.Method == nil || st.Sampled.N != 1000*32 {
+		t.Fatalf("learner steps %d, ners %+v, sampled %+v", res.LearnerSteps, st.Method, st.Sampled)
 	}
 	// Evaluations every millisecond over 1000 learner steps: after the
 	// baseline, later ones either trained the scorer or came within the
 	// interval and were ignored.
-	if n := st.NERS; n.Updates+n.Ignored == 0 {
-		t.Errorf("the stage took no evaluation after its baseline (%d periodic evaluations): %+v", len(res.Curve)-1, *n)
+	if n := st.Method; n["ners_updates_total"]+n["ners_ignored_evaluations_total"] == 0 {
+		t.Errorf("the stage took no evaluation after its baseline (%d periodic evaluations): %+v", len(res.Curve)-1, n)
 	}
-	t.Logf("ners %+v after %d evaluations", *st.NERS, len(res.Curve))
+	t.Logf("ners %+v after %d evaluations", st.Method, len(res.Curve))
 }
 
 // TestNERSCheckpointResume: a checkpoint of a ners run holds the stage's
@@ -101,7 +102,7 @@ func TestNERSTrainsDQNConcurrently(t *testing.T) {
 func TestNERSCheckpointResume(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ners.ckpt")
 	cfg := TrainConfig{Env: "CartPole-v1", Sampler: "ners", Actors: 1, Deterministic: true, Steps: 300, Batch: 32, Hidden: []int{16},
-		Capacity: 3000, MinSizeToSample: 200, EvalEverySteps: 50, EvalEpisodes: 1, FinalEpisodes: 1, NERSInterval: 50, NERSSample: 16,
+		Capacity: 3000, MinSizeToSample: 200, EvalEverySteps: 50, EvalEpisodes: 1, FinalEpisodes: 1, MethodOptions: map[string]float64{"ners-interval": 50, "ners-sample": 16},
 		Seed: 4, Checkpoint: path}
 	tr, err := NewTrainer(cfg)
 	if err != nil {
@@ -144,7 +145,7 @@ func TestNERSCheckpointResume(t *testing.T) {
 	if _, err := ResumeTrainer(barePath, nil); !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), "sampler stage: ") || !strings.Contains(err.Error(), "empty input, want a sampler.NERS section") {
 		t.Errorf("checkpoint without the stage's state: %v", err)
 	}
-	if _, err := ResumeTrainer(path, func(c *TrainConfig) { c.NERSSample = 64 }); !errors.Is(err, ErrResumeConflict) {
+	if _, err := ResumeTrainer(path, func(c *TrainConfig) { *c = c.WithOption("ners-sample", 64) }); !errors.Is(err, ErrResumeConflict) {
 		t.Errorf("resume with another -ners-sample: %v, want ErrResumeConflict", err)
 	}
 	re2, err := ResumeTrainer(path, func(c *TrainConfig) { c.Steps = 400 })
@@ -160,47 +161,42 @@ func TestNERSCheckpointResume(t *testing.T) {
 // method is the stage's, defaults or not (C, D and alpha once stayed at the
 // stage's defaults).
 func TestMethodSettingsReachTheStage(t *testing.T) {
-	pend := probeEnv(t, "Pendulum-v1")
-	mc, err := methodConfig(TrainConfig{Sampler: "refer", Algo: "vracer", REFERC: 2, REFERD: 0.3, REFERA: 1e-3}, 1000, pend)
-	if err != nil {
-		t.Fatal(err)
+	stage := func(cfg TrainConfig) sampler.Selector {
+		t.Helper()
+		cfg.Env, cfg.Steps = "Pendulum-v1", 1000
+		tr, err := NewTrainer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.agent.method.Selector
 	}
-	if r := mc.REFER; r.C != 2 || r.D != 0.3 || r.A != 1e-3 || r.NoRetrace {
-		t.Errorf("refer config %+v", *r)
+	opts := func(kv ...any) map[string]float64 {
+		m := map[string]float64{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1].(float64)
+		}
+		return m
 	}
-	mc, err = methodConfig(TrainConfig{Sampler: "refer", Algo: "td3"}, 1000, pend)
-	if err != nil {
-		t.Fatal(err)
+	if r := stage(TrainConfig{Sampler: "refer", Algo: "vracer", MethodOptions: opts("refer-c", 2.0, "refer-d", 0.3, "refer-a", 1e-3)}).(*sampler.REFER).Config(); r.C != 2 || r.D != 0.3 || r.A != 1e-3 || r.NoRetrace {
+		t.Errorf("refer config %+v", r)
 	}
-	if r := mc.REFER; r.C != sampler.DefaultREFERC || r.A != sampler.DefaultREFERA || !r.NoRetrace {
-		t.Errorf("td3 refer config %+v: want the defaults, the paper's A and no Retrace", *r)
+	if r := stage(TrainConfig{Sampler: "refer", Algo: "td3"}).(*sampler.REFER).Config(); r.C != sampler.DefaultREFERC || r.A != sampler.DefaultREFERA || !r.NoRetrace {
+		t.Errorf("td3 refer config %+v: want the defaults, the paper's A and no Retrace", r)
 	}
-	mc, err = methodConfig(TrainConfig{Sampler: "ners", NERSAlpha: 0.9, NERSInterval: 7, NERSSample: 11, Seed: 3}, 1000, pend)
-	if err != nil {
-		t.Fatal(err)
+	if n := stage(TrainConfig{Sampler: "ners", MethodOptions: opts("ners-alpha", 0.9, "ners-interval", 7.0, "ners-sample", 11.0), Seed: 3}).(*sampler.NERS).Config(); n.Alpha != 0.9 || n.Interval != 7 || n.TrainSize != 11 || n.Horizon != 200 || n.ActionScale != 2 || n.Seed != 3 {
+		t.Errorf("ners config %+v", n)
 	}
-	if n := mc.NERS; n.Alpha != 0.9 || n.Interval != 7 || n.TrainSize != 11 || n.Horizon != 200 || n.ActionScale != 2 || n.Seed != 3 {
-		t.Errorf("ners config %+v", *n)
+	if tc := stage(TrainConfig{Sampler: "ter", MethodOptions: opts("ter-eta", 0.25, "ter-roots", 4.0, "ter-preds", 2.0)}).(*sampler.TER).Config(); tc.Eta != 0.25 || tc.Roots != 4 || tc.Preds != 2 {
+		t.Errorf("ter %+v", tc)
 	}
-	mc, err = methodConfig(TrainConfig{Sampler: "ter", TEREta: 0.25, TERRoots: 4, TERPreds: 2}, 1000, pend)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tc := mc.TER; tc.Eta != 0.25 || tc.Roots != 4 || tc.Preds != 2 || mc.LAP != nil {
-		t.Errorf("ter %+v, lap %v", *tc, mc.LAP)
-	}
-	mc, err = methodConfig(TrainConfig{Sampler: "pal", LAPAlpha: 0.3, LAPK: 2}, 1000, pend)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mc.LAP == nil || mc.LAP.Alpha != 0.3 || mc.LAP.K != 2 {
-		t.Errorf("pal: lap %v", mc.LAP)
+	if p := stage(TrainConfig{Sampler: "pal", MethodOptions: opts("lap-alpha", 0.3, "lap-k", 2.0)}); !strings.Contains(p.String(), "alpha=0.3") || !strings.Contains(p.String(), "k=2") {
+		t.Errorf("pal stage %v", p)
 	}
 	// A value the stage refuses is refused, not ignored.
-	if _, err := NewTrainer(TrainConfig{Env: "Pendulum-v1", Sampler: "refer", REFERD: 2, Steps: 10}); err == nil {
+	if _, err := NewTrainer(TrainConfig{Env: "Pendulum-v1", Sampler: "refer", MethodOptions: map[string]float64{"refer-d": 2}, Steps: 10}); err == nil {
 		t.Error("ReF-ER's D = 2 accepted")
 	}
-	if _, err := NewTrainer(TrainConfig{Env: "Pendulum-v1", Sampler: "ners", NERSAlpha: -1, Steps: 10}); err == nil {
+	if _, err := NewTrainer(TrainConfig{Env: "Pendulum-v1", Sampler: "ners", MethodOptions: map[string]float64{"ners-alpha": -1}, Steps: 10}); err == nil {
 		t.Error("NERS's alpha = -1 accepted")
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/learner"
+	"github.com/apexrl/apex/sampler"
 )
 
 // sacOf is the SAC learner of a sac run.
@@ -170,8 +171,8 @@ func TestSACConcurrent(t *testing.T) {
 // but the ReF-ER ones), writing priorities back where the method keeps
 // them.
 func TestSACMethods(t *testing.T) {
-	for _, s := range Samplers {
-		if slices.Contains(referMethods, s) {
+	for _, s := range sampler.Methods() {
+		if spec, _ := sampler.Lookup(s); !spec.PairsWith("sac") {
 			continue
 		}
 		t.Run(s, func(t *testing.T) {

@@ -39,7 +39,7 @@ func TestTD3Defaults(t *testing.T) {
 	if m := td3Of(tr).Method(); m.Name != "uniform" || m.Loss.Kind.String() != "mse" {
 		t.Errorf("method %v", m)
 	}
-	lap, err := NewTrainer(TrainConfig{Env: "Pendulum-v1", Sampler: "lap", Steps: 1, LAPAlpha: 0.6, LAPK: 0.5})
+	lap, err := NewTrainer(TrainConfig{Env: "Pendulum-v1", Sampler: "lap", Steps: 1, MethodOptions: map[string]float64{"lap-alpha": 0.6, "lap-k": 0.5}})
 	if err != nil {
 		t.Fatal(err)
 	}

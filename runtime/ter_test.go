@@ -17,7 +17,7 @@ import (
 func TestTERRuns(t *testing.T) {
 	cfg := TrainConfig{Env: "KeyDoor", Sampler: "ter", Actors: 1, Deterministic: true, Steps: 300, Batch: 32,
 		Hidden: []int{32}, Capacity: 5000, MinSizeToSample: 2000, EvalEverySteps: 150, EvalEpisodes: 1, FinalEpisodes: 1,
-		Seed: 4, TEREta: 0.25, TERPreds: 1}
+		Seed: 4, MethodOptions: map[string]float64{"ter-eta": 0.25, "ter-preds": 1}}
 	run := func() (*Trainer, []float64) {
 		tr, err := NewTrainer(cfg)
 		if err != nil {

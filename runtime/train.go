@@ -3,9 +3,9 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,15 +18,12 @@ import (
 	"github.com/apexrl/apex/sampler"
 )
 
-// Samplers are the replay methods TrainConfig.Sampler accepts.
-var Samplers = sampler.Methods
-
 // TrainConfig is one Ape-X training run. The zero value of a field selects
 // the default noted on it (see DefaultTrainConfig).
 type TrainConfig struct {
 	Env     string `json:"env"`     // registered environment (envs.Names); "CartPole-v1"
 	Actors  int    `json:"actors"`  // actor goroutines; 64
-	Sampler string `json:"sampler"` // replay method (sampler.Methods); "per"
+	Sampler string `json:"sampler"` // replay method (sampler.Methods()); "per"
 	// Algo is the learner: "dqn" (Double DQN, discrete actions), "td3"
 	// (continuous actions; with a ReF-ER Sampler, TD3 with ReF-ER: the
 	// actors' fixed-std Gaussian behaviour is stored and no uniform
@@ -59,42 +56,24 @@ type TrainConfig struct {
 	Capacity    int     `json:"capacity"` // replay capacity; 100000
 	Hidden      []int   `json:"hidden"`   // hidden widths; [64 64] (td3: each of the policy and the critics)
 	Dueling     bool    `json:"dueling"`
-	// Loss is the per-sample loss of the uniform, per and rank methods:
-	// "huber", "mse" or "l1"; empty means dqn Huber(1), td3 MSE. lap and pal
-	// fix their own (Huber(k), PAL(k, alpha)).
+	// Loss is the per-sample loss of the methods that take the learner's
+	// (sampler.Spec.OwnLoss nil): "huber", "mse" or "l1"; empty means dqn
+	// Huber(1), td3 and sac MSE. A method with its own loss (lap: Huber(k),
+	// pal: PAL(k, alpha)) takes only a Loss of that kind.
 	Loss string `json:"loss,omitempty"`
-	// NoIS drops the importance weights of per and rank. With an MSE loss
+	// NoIS drops the importance weights of the methods that have them
+	// (per, rank, ter, ners: sampler.Spec.ImportanceWeights). With an MSE loss
 	// that pairing is biased (Fujimoto et al. 2020, Theorem 3); the run is
 	// allowed and Trainer.Warnings says so.
 	NoIS bool `json:"no_is,omitempty"`
-	// TEREta, TERRoots and TERPreds configure ter: the share of each batch
-	// drawn by PER (floor(eta·B)), the terminal vertices each sweep starts
-	// from, and the predecessors each expanded vertex contributes; 0 means
-	// 0.5, 8 and 3 (sampler.DefaultTERConfig). A TER run stores state codes
-	// (exact ones where the environment has them, a random projection
-	// otherwise).
-	TEREta   float64 `json:"ter_eta,omitempty"`
-	TERRoots int     `json:"ter_roots,omitempty"`
-	TERPreds int     `json:"ter_preds,omitempty"`
-	// NERSAlpha, NERSInterval and NERSSample configure ners: the exponent
-	// of priority = score^alpha, the fewest learner steps between two
-	// updates of the scorer (each driven by an evaluation), and n, the
-	// sampled items one update trains on; 0 means 0.5, 1000 and 128
-	// (sampler.DefaultNERSConfig). A ners run feeds every evaluation's
-	// mean return to the scorer as its replay reward.
-	NERSAlpha    float64 `json:"ners_alpha,omitempty"`
-	NERSInterval int     `json:"ners_interval,omitempty"`
-	NERSSample   int     `json:"ners_sample,omitempty"`
-	// REFERC, REFERD and REFERA are ReF-ER's C (c_max = 1 + C/(1 + A·k)),
-	// D (the far-policy fraction beta steers toward) and A (the annealing
-	// rate); 0 means 4, 0.1 and 5/Steps (5e-7 without Steps, and for td3:
-	// the paper's value for DDPG).
-	REFERC float64 `json:"refer_c,omitempty"`
-	REFERD float64 `json:"refer_d,omitempty"`
-	REFERA float64 `json:"refer_a,omitempty"`
-	// LAPAlpha and LAPK are lap's and pal's alpha and k; 0 means 0.4 and 1.
-	LAPAlpha float64 `json:"lap_alpha,omitempty"`
-	LAPK     float64 `json:"lap_k,omitempty"`
+	// MethodOptions are the replay method's numeric options by name
+	// (sampler.Spec.Options; the command line's flag of each: "ter-eta"
+	// for -ter-eta, "ners-interval", "lap-k", "refer-c", ...); an absent or
+	// zero option selects the method's default. An option of another
+	// method is refused (ForMethod drops them). Set them with WithOption
+	// (or a map of the caller's): a TrainConfig copy shares the map, which
+	// the runtime never modifies.
+	MethodOptions map[string]float64 `json:"method_options,omitempty"`
 	// Tau, when > 0, is the Polyak rate of the target networks (dqn: after
 	// every step instead of hard copies; td3: default 0.005).
 	Tau float64 `json:"tau,omitempty"`
@@ -194,18 +173,19 @@ var SolvedReturn = map[string]float64{"CartPole-v1": 475, "Acrobot-v1": -100, "M
 
 // DefaultTrainConfig is the configuration `apex` trains with by default.
 func DefaultTrainConfig() TrainConfig {
-	return TrainConfig{Env: "CartPole-v1", Actors: 64, Sampler: "per", Duration: 3 * time.Minute, StopWhenSolved: true,
+	return TrainConfig{Env: "CartPole-v1", Actors: 64, Sampler: sampler.DefaultMethod, Duration: 3 * time.Minute, StopWhenSolved: true,
 		Gamma: 0.99, Capacity: 100_000, Hidden: []int{64, 64},
 		EvalEvery: 5 * time.Second, EvalEpisodes: 5, FinalEpisodes: 20, CheckpointEvery: DefaultCheckpointEvery}
 }
 
-// ForMethod returns c with Sampler set to method and the settings the
-// method does not use cleared (LAP*, REFER*, TER*, NERS*: NewTrainer
-// refuses a setting the run's method would ignore). A sweep over methods
-// can so share one base configuration that carries each method's
-// settings. O(1).
+// ForMethod returns c with Sampler set to method and the MethodOptions
+// the method does not take dropped (NewTrainer refuses a setting the run's
+// method would ignore), in a map of its own. A sweep over methods can so
+// share one base configuration that carries each method's options.
+// O(options).
 func (c TrainConfig) ForMethod(method string) TrainConfig {
 	c.Sampler = method
+	c.MethodOptions = maps.Clone(c.MethodOptions)
 	for _, r := range methodSettings(&c) {
 		if !r.ok {
 			r.clear(&c)
@@ -223,6 +203,7 @@ func (c TrainConfig) withDefaults(algo string, maxEpisode int) TrainConfig {
 	orDefault(&c.Env, d.Env)
 	orDefault(&c.Actors, d.Actors)
 	orDefault(&c.Sampler, d.Sampler)
+	spec, _ := sampler.Lookup(c.Sampler) // newTrainer checked it
 	orDefault(&c.Gamma, d.Gamma)
 	orDefault(&c.Capacity, d.Capacity)
 	switch algo {
@@ -234,15 +215,15 @@ func (c TrainConfig) withDefaults(algo string, maxEpisode int) TrainConfig {
 		orDefault(&c.Batch, learner.DefaultSACBatch)
 		orDefault(&c.NStep, 1)
 		orDefault(&c.ReplayRatio, float64(c.Batch))
-		if c.Sampler != "lap" && c.Sampler != "pal" {
-			orDefault(&c.Loss, "mse") // SAC's critic loss, as TD3's (lap and pal fix their own)
+		if spec.OwnLoss == nil {
+			orDefault(&c.Loss, "mse") // SAC's critic loss, as TD3's (a method with its own loss keeps it)
 		}
 	case "td3":
 		orDefault(&c.Batch, learner.DefaultTD3Batch)
 		orDefault(&c.NStep, 1)
 		orDefault(&c.ReplayRatio, float64(c.Batch))
-		if c.Sampler != "lap" && c.Sampler != "pal" {
-			orDefault(&c.Loss, "mse") // TD3's critic loss (lap and pal fix their own)
+		if spec.OwnLoss == nil {
+			orDefault(&c.Loss, "mse") // TD3's critic loss (a method with its own loss keeps it)
 		}
 	default:
 		orDefault(&c.NStep, 3)
@@ -259,16 +240,16 @@ func (c TrainConfig) withDefaults(algo string, maxEpisode int) TrainConfig {
 	orDefault(&c.EvalEpisodes, d.EvalEpisodes)
 	orDefault(&c.FinalEpisodes, d.FinalEpisodes)
 	orDefault(&c.EvalEverySteps, 1000)
-	refer := slices.Contains(referMethods, c.Sampler)
-	if (algo == "td3" && !refer) || algo == "sac" { // under ReF-ER every stored step is drawn from the recorded Gaussian
+	if (algo == "td3" && !spec.Needs.Behaviour) || algo == "sac" { // a behaviour the method replays through is the recorded Gaussian, every step of it
 		orDefault(&c.RandomSteps, c.MinSizeToSample)
 	}
-	if algo == "td3" && refer {
-		orDefault(&c.Sigma, 0.2) // the paper's DDPG arm (Alg. 4): π = m(s) + N(0, 0.2²)
+	if algo == "td3" && spec.Needs.ExplorationSigma != 0 {
+		orDefault(&c.Sigma, spec.Needs.ExplorationSigma) // ReF-ER's: the paper's DDPG arm (Alg. 4), π = m(s) + N(0, 0.2²)
 	}
-	if (algo == "vracer" || refer) && maxEpisode > 0 {
-		// V-RACER samples finished episodes only: learning may start once
-		// every actor can have finished one, or a step finds none.
+	if (algo == "vracer" || spec.Needs.FinishedEpisodes) && maxEpisode > 0 {
+		// The method samples finished episodes only (V-RACER's do): learning
+		// may start once every actor can have finished one, or a step finds
+		// none.
 		c.MinSizeToSample = max(c.MinSizeToSample, c.Actors*(maxEpisode+actor.DefaultLocalBatch)+c.Batch)
 	}
 	if c.Hidden == nil {
@@ -445,9 +426,7 @@ func checkConfig(c TrainConfig) error {
 		v    float64
 		neg  bool // may be negative
 	}{{"TargetReturn", c.TargetReturn, true}, {"LR", c.LR, false}, {"Gamma", c.Gamma, false},
-		{"ReplayRatio", c.ReplayRatio, false}, {"TEREta", c.TEREta, false}, {"NERSAlpha", c.NERSAlpha, false},
-		{"REFERC", c.REFERC, false}, {"REFERD", c.REFERD, false}, {"REFERA", c.REFERA, false},
-		{"LAPAlpha", c.LAPAlpha, false}, {"LAPK", c.LAPK, false}, {"Tau", c.Tau, false},
+		{"ReplayRatio", c.ReplayRatio, false}, {"Tau", c.Tau, false},
 		{"Epsilon", c.Epsilon, false}, {"Sigma", c.Sigma, false}, {"OUTheta", c.OUTheta, false}} {
 		if !finite(f.v) {
 			return fmt.Errorf("runtime: train: %s must be a finite number, got %v", fieldName(f.name), f.v)
@@ -461,8 +440,7 @@ func checkConfig(c TrainConfig) error {
 		v    int64
 	}{{"Actors", int64(c.Actors)}, {"Capacity", int64(c.Capacity)}, {"Batch", int64(c.Batch)},
 		{"NStep", int64(c.NStep)}, {"MinSizeToSample", int64(c.MinSizeToSample)}, {"RandomSteps", int64(c.RandomSteps)},
-		{"EvalEpisodes", int64(c.EvalEpisodes)}, {"FinalEpisodes", int64(c.FinalEpisodes)}, {"TERRoots", int64(c.TERRoots)},
-		{"TERPreds", int64(c.TERPreds)}, {"NERSInterval", int64(c.NERSInterval)}, {"NERSSample", int64(c.NERSSample)},
+		{"EvalEpisodes", int64(c.EvalEpisodes)}, {"FinalEpisodes", int64(c.FinalEpisodes)},
 		{"EpsilonDecaySteps", c.EpsilonDecaySteps}, {"Steps", c.Steps}, {"EvalEverySteps", c.EvalEverySteps},
 		{"RefreshEvery", int64(c.RefreshEvery)}} {
 		if f.v < 0 {
@@ -476,6 +454,9 @@ func checkConfig(c TrainConfig) error {
 		if f.v < 0 {
 			return fmt.Errorf("runtime: train: %s must not be negative, got %v", fieldName(f.name), f.v)
 		}
+	}
+	if err := checkOptions(c); err != nil {
+		return err
 	}
 	if len(c.Hidden) > maxLayers {
 		return fmt.Errorf("runtime: train: Hidden has %d layers, at most %d", len(c.Hidden), maxLayers)
@@ -497,11 +478,9 @@ func checkConfig(c TrainConfig) error {
 // flags names the command-line flag of each TrainConfig field that has
 // one, so errors speak to the CLI's users too.
 var flags = map[string]string{"TargetReturn": "target-return", "LR": "lr", "ReplayRatio": "replay-ratio",
-	"TEREta": "ter-eta", "NERSAlpha": "ners-alpha", "REFERC": "refer-c", "REFERD": "refer-d", "REFERA": "refer-a",
-	"LAPAlpha": "lap-alpha", "LAPK": "lap-k", "Tau": "tau", "Epsilon": "epsilon", "Sigma": "sigma", "OUTheta": "ou-theta",
+	"Tau": "tau", "Epsilon": "epsilon", "Sigma": "sigma", "OUTheta": "ou-theta",
 	"Actors": "actors", "Capacity": "capacity", "Batch": "batch", "NStep": "n-step", "MinSizeToSample": "min-replay",
-	"RandomSteps": "random-steps", "TERRoots": "ter-roots", "TERPreds": "ter-preds", "NERSInterval": "ners-interval",
-	"NERSSample": "ners-sample", "EpsilonDecaySteps": "epsilon-decay", "Steps": "steps", "Duration": "duration",
+	"RandomSteps": "random-steps", "EpsilonDecaySteps": "epsilon-decay", "Steps": "steps", "Duration": "duration",
 	"CheckpointEvery": "checkpoint-every", "Checkpoint": "checkpoint", "RefreshEvery": "refresh-every",
 	"Inserters": "inserters"}
 
@@ -540,7 +519,11 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 		return nil, err
 	}
 	orDefault(&cfg.Sampler, DefaultTrainConfig().Sampler)
-	algo, err := algoFor(cfg.Algo, cfg.Env, cfg.Sampler, probe.ActionSpace())
+	spec, err := methodSpec(cfg.Sampler)
+	if err != nil {
+		return nil, err
+	}
+	algo, err := algoFor(cfg.Algo, cfg.Env, spec, probe.ActionSpace())
 	if err != nil {
 		return nil, err
 	}
@@ -565,8 +548,18 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 		return nil, fmt.Errorf("runtime: train: the deterministic mode needs Actors = 1, Steps > 0 and no Duration (got %d actors, %d steps, %v)",
 			cfg.Actors, cfg.Steps, cfg.Duration)
 	}
+	// PER's beta anneals to 1 over the run's learner steps; a run bounded
+	// only by time anneals over DefaultBetaSteps.
+	betaSteps := cfg.Steps
+	if betaSteps == 0 {
+		betaSteps = DefaultBetaSteps
+	}
+	mcfg, err := methodConfig(cfg, spec, betaSteps, probe)
+	if err != nil {
+		return nil, err
+	}
 	obsDim := len(probe.ObservationSpace().Low)
-	bcfg := bufferConfig(cfg, obsDim, probe.ActionSpace())
+	bcfg := bufferConfig(cfg, spec, mcfg, obsDim, probe.ActionSpace())
 	var bufBytes uint64
 	if buf == nil {
 		if bufBytes, err = bcfg.MemoryBytes(); err != nil {
@@ -591,16 +584,6 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 		got.Action != bcfg.Action || (bcfg.Action == buffer.Continuous && got.ActionDim != bcfg.ActionDim) {
 		return nil, fmt.Errorf("%w: the restored buffer (capacity %d, %d observations, %v actions %d/%d) does not fit %s with capacity %d",
 			errShape, got.Capacity, got.ObsDim, got.Action, got.NumActions, got.ActionDim, cfg.Env, cfg.Capacity)
-	}
-	// PER's beta anneals to 1 over the run's learner steps; a run bounded
-	// only by time anneals over DefaultBetaSteps.
-	betaSteps := cfg.Steps
-	if betaSteps == 0 {
-		betaSteps = DefaultBetaSteps
-	}
-	mcfg, err := methodConfig(cfg, betaSteps, probe)
-	if err != nil {
-		return nil, err
 	}
 	method, err := sampler.NewMethod(cfg.Sampler, buf, mcfg)
 	if err != nil {
@@ -735,17 +718,17 @@ func (t *Trainer) record(mean float64) {
 }
 
 // periodic records a periodic evaluation and hands its mean return to a
-// stage that learns from evaluations (sampler.EvaluationHook, NERS). The
+// method that learns from evaluations (sampler.Method.Evaluated, NERS). The
 // final evaluation is not handed over: it plays other episodes (more, with
 // a fixed seed) than the periodic ones the stage's rewards compare.
 func (t *Trainer) periodic(mean float64) {
 	t.record(mean)
 	t.pipe.gate.RLock() // the stage's state changes: not during a checkpoint
 	defer t.pipe.gate.RUnlock()
-	if h, ok := t.agent.method.Selector.(sampler.EvaluationHook); ok {
+	if evaluated := t.agent.method.Evaluated; evaluated != nil {
 		// The evaluator's returns are finite (a non-finite one would be
 		// refused here, and the stage keeps its previous baseline).
-		_ = h.Evaluated(mean)
+		_ = evaluated(mean)
 	}
 }
 

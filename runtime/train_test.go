@@ -2,12 +2,14 @@ package runtime
 
 import (
 	"context"
-	"github.com/apexrl/apex/learner"
+	"maps"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apexrl/apex/learner"
 )
 
 func TestTrainerSmoke(t *testing.T) {
@@ -72,11 +74,11 @@ func TestTrainerStopsOnTarget(t *testing.T) {
 func TestTrainerConfigErrors(t *testing.T) {
 	for cfg, want := range map[*TrainConfig]string{
 		{Env: "NoSuchEnv-v0", Steps: 1}:                                  "CartPole-v1",
-		{Sampler: "greedy", Steps: 1}:                                    "valid: [uniform per rank lap pal ter refer refer-1 refer-2 er ners]",
+		{Sampler: "greedy", Steps: 1}:                                    "valid: uniform, per, rank, lap, pal, ter, refer, refer-1, refer-2, er, ners",
 		{Env: "Pendulum-v1", Algo: "dqn", Steps: 1}:                      "continuous action space",
 		{Env: "CartPole-v1", Algo: "td3", Steps: 1}:                      "discrete action space",
 		{Env: "CartPole-v1", Sampler: "refer", Algo: "dqn", Steps: 1}:    "needs the vracer or td3 learner",
-		{Env: "Pendulum-v1", Sampler: "per", Algo: "vracer", Steps: 1}:   "replays through a ReF-ER method",
+		{Env: "Pendulum-v1", Sampler: "per", Algo: "vracer", Steps: 1}:   "the per replay method needs the dqn, td3 or sac learner (-algo); the vracer learner replays through refer, refer-1, refer-2 or er",
 		{Env: "CartPole-v1", Sampler: "refer", Algo: "vracer", Steps: 1}: "discrete action space",
 		{Algo: "ppo", Steps: 1}:                                          "valid: [dqn td3 sac vracer]",
 		{Sampler: "lap", Loss: "mse", Steps: 1}:                          "pairs with the huber(k=1) loss",
@@ -85,7 +87,7 @@ func TestTrainerConfigErrors(t *testing.T) {
 		{Actors: -1, Steps: 1}:                                           "Actors (-actors) must not be negative",
 		{Actors: 1_000_000, Steps: 1}:                                    "Actors (-actors) must be at most 16384",
 		{Capacity: 500, Steps: 1}:                                        "Capacity (-capacity) 500 cannot hold the 1000 items learning waits for (MinSizeToSample (-min-replay))",
-		{Sampler: "pal", Loss: "huber", Steps: 1}:                        "Loss (-loss) configures the loss of every method but pal",
+		{Sampler: "pal", Loss: "huber", Steps: 1}:                        "Loss (-loss) huber: the pal method pairs with the pal(k=1,alpha=0.4)/batch-mean loss",
 		{TargetReturn: math.NaN(), Steps: 1}:                             "TargetReturn (-target-return) must be a finite number, got NaN",
 		{LR: math.Inf(1), Steps: 1}:                                      "LR (-lr) must be a finite number, got +Inf",
 		{Epsilon: math.NaN(), Steps: 1}:                                  "Epsilon (-epsilon) must be a finite number",
@@ -95,18 +97,21 @@ func TestTrainerConfigErrors(t *testing.T) {
 		{Hidden: []int{1 << 20}, Steps: 1}:                               "widths must be in [1, 65536]",
 		{Checkpoint: "/proc/y/ck.apex", Steps: 1}:                        "the checkpoint /proc/y/ck.apex cannot be written",
 		// Settings the run's method or learner would ignore.
-		{Sampler: "per", LAPAlpha: 0.4, Steps: 1}:                                    "LAPAlpha (-lap-alpha) configures the lap and pal methods; this run's method is per",
-		{Env: "Pendulum-v1", Sampler: "uniform", REFERC: 4, Steps: 1}:                "REFERC (-refer-c) configures the ReF-ER methods",
-		{Sampler: "per", TERRoots: 8, Steps: 1}:                                      "TERRoots (-ter-roots) configures the ter method",
-		{Sampler: "uniform", NERSInterval: 10, Steps: 1}:                             "NERSInterval (-ners-interval) configures the ners method",
-		{Env: "Pendulum-v1", Epsilon: 0.1, Steps: 1}:                                 "Epsilon (-epsilon) configures the dqn learner's actors; this run's learner is td3",
-		{Env: "Pendulum-v1", Dueling: true, Steps: 1}:                                "Dueling (-dueling)",
-		{Sigma: 0.2, Steps: 1}:                                                       "Sigma (-sigma) configures the td3 learner's actors",
+		{Sampler: "per", MethodOptions: map[string]float64{"lap-alpha": 0.4}, Steps: 1}:                     "-lap-alpha configures the lap and pal methods; this run's method is per",
+		{Env: "Pendulum-v1", Sampler: "uniform", MethodOptions: map[string]float64{"refer-c": 4}, Steps: 1}: "-refer-c configures the refer, refer-1, refer-2 and er methods",
+		{Sampler: "per", MethodOptions: map[string]float64{"ter-roots": 8}, Steps: 1}:                       "-ter-roots configures the ter method; this run's method is per",
+		{Sampler: "uniform", MethodOptions: map[string]float64{"ners-interval": 10}, Steps: 1}:              "-ners-interval configures the ners method",
+		{Sampler: "per", MethodOptions: map[string]float64{"ter-roots": 1.5}, Steps: 1}:                     "-ter-roots must be a whole number, got 1.5",
+		{Sampler: "per", MethodOptions: map[string]float64{"ter-eta": -1}, Steps: 1}:                        "-ter-eta must not be negative, got -1",
+		{Sampler: "per", MethodOptions: map[string]float64{"per-alpha": 1}, Steps: 1}:                       `unknown option "per-alpha"`,
+		{Env: "Pendulum-v1", Epsilon: 0.1, Steps: 1}:                                                        "Epsilon (-epsilon) configures the dqn learner's actors; this run's learner is td3",
+		{Env: "Pendulum-v1", Dueling: true, Steps: 1}:                                                       "Dueling (-dueling)",
+		{Sigma: 0.2, Steps: 1}: "Sigma (-sigma) configures the td3 learner's actors",
 		{Env: "Pendulum-v1", Sampler: "refer", Algo: "vracer", Sigma: 0.2, Steps: 1}: "this run's learner is vracer",
 		{Env: "Pendulum-v1", Sampler: "refer", Algo: "vracer", Tau: 0.01, Steps: 1}:  "Tau (-tau) configures target networks",
 		{Env: "Pendulum-v1", Sampler: "refer", Algo: "vracer", NStep: 3, Steps: 1}:   "NStep (-n-step) above 1",
-		{RandomSteps: 100, Steps: 1}:                                                 "RandomSteps (-random-steps)",
-		{Env: "Pendulum-v1", Sampler: "refer-1", REFERD: 0.2, Steps: 1}:              "REFERD (-refer-d) configures refer and refer-2",
+		{RandomSteps: 100, Steps: 1}: "RandomSteps (-random-steps)",
+		{Env: "Pendulum-v1", Sampler: "refer-1", MethodOptions: map[string]float64{"refer-d": 0.2}, Steps: 1}: "-refer-d configures the refer and refer-2 methods",
 	} {
 		if _, err := NewTrainer(*cfg); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%+v: got %v, want an error mentioning %q", *cfg, err, want)
@@ -117,23 +122,29 @@ func TestTrainerConfigErrors(t *testing.T) {
 // TestForMethod: a base carrying every method's settings keeps only the
 // chosen method's, and builds a trainer for each of them.
 func TestForMethod(t *testing.T) {
-	base := TrainConfig{Env: "Pendulum-v1", Algo: "td3", Steps: 1, LAPAlpha: 0.3, LAPK: 2, REFERC: 3, REFERD: 0.2, REFERA: 1e-6,
-		TEREta: 0.4, TERRoots: 4, TERPreds: 2, NERSAlpha: 0.7, NERSInterval: 50, NERSSample: 64}
+	base := TrainConfig{Env: "Pendulum-v1", Algo: "td3", Steps: 1, MethodOptions: map[string]float64{"lap-alpha": 0.3, "lap-k": 2,
+		"refer-c": 3, "refer-d": 0.2, "refer-a": 1e-6, "ter-eta": 0.4, "ter-roots": 4, "ter-preds": 2, "ners-alpha": 0.7, "ners-interval": 50, "ners-sample": 64}}
+	all := maps.Clone(base.MethodOptions)
 	for _, m := range []string{"uniform", "per", "lap", "pal", "refer", "ners"} {
 		c := base.ForMethod(m)
 		if c.Sampler != m {
 			t.Fatalf("ForMethod(%q) set Sampler %q", m, c.Sampler)
 		}
-		lap, refer, ners := c.LAPAlpha != 0 || c.LAPK != 0, c.REFERC != 0 || c.REFERD != 0 || c.REFERA != 0, c.NERSAlpha != 0 || c.NERSInterval != 0 || c.NERSSample != 0
-		if lap != (m == "lap" || m == "pal") || refer != (m == "refer") || ners != (m == "ners") || c.TEREta != 0 || c.TERRoots != 0 || c.TERPreds != 0 {
+		lap, refer, ners := c.Option("lap-alpha") != 0 || c.Option("lap-k") != 0, c.Option("refer-c") != 0 || c.Option("refer-d") != 0 || c.Option("refer-a") != 0,
+			c.Option("ners-alpha") != 0 || c.Option("ners-interval") != 0 || c.Option("ners-sample") != 0
+		ter := c.Option("ter-eta") != 0 || c.Option("ter-roots") != 0 || c.Option("ter-preds") != 0
+		if lap != (m == "lap" || m == "pal") || refer != (m == "refer") || ners != (m == "ners") || ter {
 			t.Errorf("ForMethod(%q) kept the wrong settings: %+v", m, c)
 		}
 		if _, err := NewTrainer(c); err != nil {
 			t.Errorf("ForMethod(%q): %v", m, err)
 		}
 	}
-	if c := (TrainConfig{TEREta: 0.4, TERRoots: 4, TERPreds: 2}).ForMethod("ter"); c.TEREta != 0.4 || c.TERRoots != 4 || c.TERPreds != 2 {
-		t.Errorf("ForMethod(\"ter\") dropped ter's settings: %+v", c)
+	if !maps.Equal(base.MethodOptions, all) {
+		t.Errorf("ForMethod changed the base's map: %v", base.MethodOptions)
+	}
+	if c := base.ForMethod("ter"); c.Option("ter-eta") != 0.4 || c.Option("ter-roots") != 4 || c.Option("ter-preds") != 2 || len(c.MethodOptions) != 3 {
+		t.Errorf("ForMethod(\"ter\") kept the wrong settings: %+v", c.MethodOptions)
 	}
 }
 

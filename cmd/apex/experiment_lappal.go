@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/apexrl/apex/experiment/control"
@@ -85,13 +84,15 @@ func runLAPPAL(args []string, stdout, stderr io.Writer) int {
 				failed = failed || !c.OK
 			}
 			report[part.name] = res
-			if part.name == "pendulum" && hasSamplers(cfg, "uniform", "per", "lap", "pal") {
+			if part.name == "pendulum" {
 				// Issue 14: how many runs end below -250, per method and LAP or
 				// PAL pooled against uniform or PER pooled.
-				rows, err := lappal.FailureRates(res.Runs, lappal.PendulumFailureFloor, "uniform",
-					[]string{"lap", "pal"}, []string{"uniform", "per"})
+				rows, ok, err := lappal.PendulumFailures(cfg, res.Runs)
 				if err != nil {
 					return err
+				}
+				if !ok {
+					return nil
 				}
 				if err := lappal.WriteFailureTable(stdout, rows, lappal.PendulumFailureFloor); err != nil {
 					return err
@@ -105,14 +106,4 @@ func runLAPPAL(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return c.finish("lap-pal.json", report, failed)
-}
-
-// hasSamplers reports whether cfg compares every one of names.
-func hasSamplers(cfg control.Config, names ...string) bool {
-	for _, n := range names {
-		if !slices.Contains(cfg.Samplers, n) {
-			return false
-		}
-	}
-	return true
 }

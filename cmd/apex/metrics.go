@@ -51,26 +51,35 @@ type trainMetric struct {
 	value      func(*runtime.TrainStats) float64
 }
 
-// methodMetric is a metric of a replay method's state, emitted only for
-// runs whose -sampler is one of methods.
-type methodMetric struct {
-	trainMetric
-	methods []string
+// behaviourMetrics are the ReF-ER controller's metrics (LearnerStats'
+// far fraction, beta and KL), emitted only for runs whose replay method
+// replays through the recorded behaviour (sampler.Needs.Behaviour).
+var behaviourMetrics = []trainMetric{
+	{"apex_refer_far_fraction", "ReF-ER: share of the stored steps whose importance ratio is outside (1/c_max, c_max).", gauge,
+		func(s *runtime.TrainStats) float64 { return s.Learner.FarFraction }},
+	{"apex_refer_beta", "ReF-ER: the penalty coefficient beta (the policy gradient's weight; the KL's is 1 - beta).", gauge,
+		func(s *runtime.TrainStats) float64 { return s.Learner.Beta }},
+	{"apex_refer_kl", "ReF-ER: mean KL(mu||pi) of the last learner batch.", gauge,
+		func(s *runtime.TrainStats) float64 { return s.Learner.MeanKL }},
 }
 
-// referMethods and nersMethods are the samplers whose state the method
-// metrics report.
-var (
-	referMethods = sampler.REFERMethods
-	nersMethods  = []string{"ners"}
-)
-
-// nersStats is the snapshot's NERS state (zero if it has none).
-func nersStats(s *runtime.TrainStats) sampler.NERSStats {
-	if s.Learner.NERS == nil {
-		return sampler.NERSStats{}
+// methodMetrics are the metrics of a run's replay method: the ReF-ER
+// controller's if it needs the behaviour, then one per Stat its Spec
+// declares (apex_<stat name>, read from LearnerStats.Method).
+func methodMetrics(spec sampler.Spec) []trainMetric {
+	var out []trainMetric
+	if spec.Needs.Behaviour {
+		out = append(out, behaviourMetrics...)
 	}
-	return *s.Learner.NERS
+	for _, st := range spec.Stats {
+		kind := gauge
+		if st.Counter {
+			kind = counter
+		}
+		out = append(out, trainMetric{"apex_" + st.Name, st.Help, kind,
+			func(s *runtime.TrainStats) float64 { return s.Learner.Method[st.Name] }})
+	}
+	return out
 }
 
 // trainMetrics lists every metric trainCollector emits, named
@@ -176,33 +185,12 @@ var trainMetrics = []trainMetric{
 		func(s *runtime.TrainStats) float64 { return float64(s.Checkpoints.LastBytes) }},
 }
 
-// methodMetrics are the replay methods' own metrics (ReF-ER's controller,
-// NERS's scorer), absent from runs of other methods.
-var methodMetrics = []methodMetric{
-	{trainMetric{"apex_refer_far_fraction", "ReF-ER: share of the stored steps whose importance ratio is outside (1/c_max, c_max).", gauge,
-		func(s *runtime.TrainStats) float64 { return s.Learner.FarFraction }}, referMethods},
-	{trainMetric{"apex_refer_beta", "ReF-ER: the penalty coefficient beta (the policy gradient's weight; the KL's is 1 - beta).", gauge,
-		func(s *runtime.TrainStats) float64 { return s.Learner.Beta }}, referMethods},
-	{trainMetric{"apex_refer_kl", "ReF-ER: mean KL(mu||pi) of the last learner batch.", gauge,
-		func(s *runtime.TrainStats) float64 { return s.Learner.MeanKL }}, referMethods},
-	{trainMetric{"apex_ners_updates_total", "NERS: REINFORCE updates of the scorer.", counter,
-		func(s *runtime.TrainStats) float64 { return float64(nersStats(s).Updates) }}, nersMethods},
-	{trainMetric{"apex_ners_reward", "NERS: replay reward (change of evaluation return) of the last scorer update.", gauge,
-		func(s *runtime.TrainStats) float64 { return nersStats(s).Reward }}, nersMethods},
-	{trainMetric{"apex_ners_score_mean", "NERS: mean score of the last batch written back.", gauge,
-		func(s *runtime.TrainStats) float64 { return nersStats(s).ScoreMean }}, nersMethods},
-	{trainMetric{"apex_ners_ignored_evaluations_total", "NERS: evaluations that came sooner than the update interval.", counter,
-		func(s *runtime.TrainStats) float64 { return float64(nersStats(s).Ignored) }}, nersMethods},
-	{trainMetric{"apex_ners_dropped_total", "NERS: training draws dropped because their item had been overwritten.", counter,
-		func(s *runtime.TrainStats) float64 { return float64(nersStats(s).Dropped) }}, nersMethods},
-}
-
 // trainCollector is a prometheus.Collector over a TrainStats source: each
 // Collect takes one snapshot and emits every metric from it as a const
 // metric.
 type trainCollector struct {
 	stats    func() runtime.TrainStats
-	sampler  string // the run's replay method (which method metrics apply)
+	metrics  []trainMetric // trainMetrics, then the run's method's (methodMetrics)
 	descs    []*prometheus.Desc
 	info     *prometheus.Desc
 	infoVals []string
@@ -212,17 +200,15 @@ type trainCollector struct {
 // newTrainCollector returns a collector over stats for a run configured
 // by cfg (its environment, sampler and actor count label apex_train_info).
 func newTrainCollector(stats func() runtime.TrainStats, cfg runtime.TrainConfig) *trainCollector {
-	c := &trainCollector{stats: stats, sampler: cfg.Sampler,
+	spec, _ := sampler.Lookup(cfg.Sampler) // an unknown method has no metrics of its own
+	c := &trainCollector{stats: stats, metrics: append(slices.Clip(trainMetrics), methodMetrics(spec)...),
 		info: prometheus.NewDesc("apex_train_info", "The training run's configuration (value 1).",
 			[]string{"env", "sampler", "actors"}, nil),
 		infoVals: []string{cfg.Env, cfg.Sampler, strconv.Itoa(cfg.Actors)},
 		eval: prometheus.NewDesc("apex_eval_return",
 			"Mean return of the last greedy evaluation (absent until the first one).", nil, nil),
 	}
-	for _, m := range trainMetrics {
-		c.descs = append(c.descs, prometheus.NewDesc(m.name, m.help, nil, nil))
-	}
-	for _, m := range methodMetrics {
+	for _, m := range c.metrics {
 		c.descs = append(c.descs, prometheus.NewDesc(m.name, m.help, nil, nil))
 	}
 	return c
@@ -251,13 +237,8 @@ func (c *trainCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(d, vt, m.value(&st))
 	}
-	for i, m := range trainMetrics {
+	for i, m := range c.metrics {
 		emit(c.descs[i], m)
-	}
-	for i, m := range methodMetrics {
-		if slices.Contains(m.methods, c.sampler) {
-			emit(c.descs[len(trainMetrics)+i], m.trainMetric)
-		}
 	}
 }
 

@@ -105,7 +105,7 @@ apex_refer_beta 0.7
 `, []string{"apex_refer_beta", "apex_ners_reward"}},
 	} {
 		st := f.st
-		st.Learner.NERS, st.Learner.Beta = &sampler.NERSStats{Updates: 3, Reward: -2.5, ScoreMean: 0.4}, 0.7
+		st.Learner.Method, st.Learner.Beta = sampler.NERSStats{Updates: 3, Reward: -2.5, ScoreMean: 0.4}.StatsMap(), 0.7
 		mreg := prometheus.NewPedanticRegistry()
 		if err := mreg.Register(newTrainCollector(func() runtime.TrainStats { return st }, runtime.TrainConfig{Env: "Pendulum-v1", Sampler: c.sampler, Actors: 1})); err != nil {
 			t.Fatal(err)
@@ -128,22 +128,33 @@ apex_eval_return 187.5
 	}
 }
 
+// TestTrainMetricNames: every registered method's run has well-named,
+// distinct metrics that pass the Prometheus linter.
 func TestTrainMetricNames(t *testing.T) {
-	seen := map[string]bool{}
-	all := slices.Clone(trainMetrics)
-	for _, m := range methodMetrics {
-		all = append(all, m.trainMetric)
-	}
-	for _, m := range all {
-		if seen[m.name] {
-			t.Errorf("%s twice", m.name)
+	for _, spec := range sampler.Specs() {
+		seen := map[string]bool{}
+		all := append(slices.Clone(trainMetrics), methodMetrics(spec)...)
+		for _, m := range all {
+			if seen[m.name] {
+				t.Errorf("%s: %s twice", spec.Name, m.name)
+			}
+			seen[m.name] = true
+			if !strings.HasPrefix(m.name, "apex_") {
+				t.Errorf("%s: not apex_<subsystem>_...", m.name)
+			}
+			if (m.kind == counter) != strings.HasSuffix(m.name, "_total") {
+				t.Errorf("%s: counters and only counters end in _total", m.name)
+			}
 		}
-		seen[m.name] = true
-		if !strings.HasPrefix(m.name, "apex_") {
-			t.Errorf("%s: not apex_<subsystem>_...", m.name)
+		reg := prometheus.NewPedanticRegistry()
+		if err := reg.Register(newTrainCollector(func() runtime.TrainStats { return runtime.TrainStats{} }, runtime.TrainConfig{Sampler: spec.Name})); err != nil {
+			t.Fatal(err)
 		}
-		if (m.kind == counter) != strings.HasSuffix(m.name, "_total") {
-			t.Errorf("%s: counters and only counters end in _total", m.name)
+		if n, err := testutil.GatherAndCount(reg); err != nil || n != len(all)+1 {
+			t.Errorf("%s: %d metrics (%v), want %d", spec.Name, n, err, len(all)+1)
+		}
+		if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+			t.Errorf("%s: lint: %v %+v", spec.Name, err, problems)
 		}
 	}
 }
@@ -159,8 +170,10 @@ func TestREADMEListsEveryMetric(t *testing.T) {
 	for _, m := range trainMetrics {
 		names = append(names, m.name)
 	}
-	for _, m := range methodMetrics {
-		names = append(names, m.name)
+	for _, spec := range sampler.Specs() {
+		for _, m := range methodMetrics(spec) {
+			names = append(names, m.name)
+		}
 	}
 	for _, n := range names {
 		if !bytes.Contains(readme, []byte("`"+n)) {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/apexrl/apex/envs"
 	"github.com/apexrl/apex/runtime"
+	"github.com/apexrl/apex/sampler"
 )
 
 const trainUsage = `usage: apex [train] [flags]
@@ -57,21 +58,11 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.IntVar(&cfg.Actors, "actors", def.Actors, "actor goroutines (>= 1)")
 	fs.StringVar(&cfg.Env, "env", def.Env, "environment: "+strings.Join(envs.Names(), ", "))
-	fs.StringVar(&cfg.Sampler, "sampler", def.Sampler, "replay method (a selection stage paired with its loss): "+strings.Join(runtime.Samplers, ", "))
+	fs.StringVar(&cfg.Sampler, "sampler", def.Sampler, "replay method (a selection stage paired with its loss): "+strings.Join(sampler.Methods(), ", ")+" (apex methods describes each)")
 	fs.StringVar(&cfg.Algo, "algo", "", "learner: "+strings.Join(runtime.Algos, ", ")+" (empty: dqn for discrete actions; for continuous ones vracer under a ReF-ER -sampler, else td3; sac on request, with any -sampler but the ReF-ER ones)")
 	fs.StringVar(&cfg.Loss, "loss", "", "per-sample loss of the uniform, per, rank, ter and ners methods and of td3's critics under ReF-ER: huber, mse or l1 (empty: dqn huber, td3 and sac mse; lap and pal fix theirs; vracer has its own)")
 	fs.BoolVar(&cfg.NoIS, "no-is", false, "per, rank, ter and ners without importance weights (with -loss=mse a biased pairing: allowed, with a warning)")
-	fs.Float64Var(&cfg.LAPAlpha, "lap-alpha", 0, "alpha of lap and pal (0: 0.4)")
-	fs.Float64Var(&cfg.REFERC, "refer-c", 0, "ReF-ER: C in c_max = 1 + C/(1 + A·k), the near-policy bound on rho (0: 4)")
-	fs.Float64Var(&cfg.REFERD, "refer-d", 0, "ReF-ER: the far-policy fraction the penalty steers toward (0: 0.1)")
-	fs.Float64Var(&cfg.REFERA, "refer-a", 0, "ReF-ER: annealing rate A of c_max and the learning rate (0: 5/steps, or 5e-7 without -steps and for td3)")
-	fs.Float64Var(&cfg.TEREta, "ter-eta", 0, "ter: share of each batch drawn by PER, floor(eta*B) rows (0: 0.5)")
-	fs.IntVar(&cfg.TERRoots, "ter-roots", 0, "ter: terminal vertices each reverse sweep starts from (0: 8)")
-	fs.IntVar(&cfg.TERPreds, "ter-preds", 0, "ter: predecessors each expanded vertex contributes (0: 3)")
-	fs.Float64Var(&cfg.NERSAlpha, "ners-alpha", 0, "ners: exponent of priority = score^alpha (0: 0.5)")
-	fs.IntVar(&cfg.NERSInterval, "ners-interval", 0, "ners: fewest learner steps between two updates of the scorer, each at an evaluation (0: 1000)")
-	fs.IntVar(&cfg.NERSSample, "ners-sample", 0, "ners: sampled items each update of the scorer trains on (0: 128)")
-	fs.Float64Var(&cfg.LAPK, "lap-k", 0, "k of lap and pal (0: 1)")
+	methodOpts := methodFlags(fs) // every registered method's options: -ter-eta, -lap-k, ...
 	fs.Float64Var(&cfg.Tau, "tau", 0, "Polyak rate of the target networks (0: dqn hard copies every 500 steps, td3 and sac 0.005)")
 	fs.Float64Var(&cfg.Epsilon, "epsilon", 0, "every dqn actor's exploration rate (0: Ape-X's per-actor schedule 0.4^(1+7i/(N-1)))")
 	fs.Int64Var(&cfg.EpsilonDecaySteps, "epsilon-decay", 0, "dqn: anneal each actor's exploration rate from 1 to its rate over its first N environment steps (0: no annealing)")
@@ -130,8 +121,8 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "apex: unknown -algo %q (valid: %s)\n", cfg.Algo, strings.Join(runtime.Algos, ", "))
 		return 2
 	}
-	if !slices.Contains(runtime.Samplers, cfg.Sampler) {
-		fmt.Fprintf(stderr, "apex: unknown -sampler %q (valid: %s)\n", cfg.Sampler, strings.Join(runtime.Samplers, ", "))
+	if _, ok := sampler.Lookup(cfg.Sampler); !ok {
+		fmt.Fprintf(stderr, "apex: unknown -sampler %q (valid: %s)\n", cfg.Sampler, strings.Join(sampler.Methods(), ", "))
 		return 2
 	}
 	if *progressEvery < 0 {
@@ -159,8 +150,13 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	for _, name := range []string{"steps", "duration", "batch", "min-replay", "refresh-every", "random-steps", "epsilon-decay", "checkpoint-every",
-		"ter-roots", "ter-preds", "ners-interval", "ners-sample"} { // counts and times: 0 means the default or none
+	counts := []string{"steps", "duration", "batch", "min-replay", "refresh-every", "random-steps", "epsilon-decay", "checkpoint-every"}
+	for _, o := range sampler.Options() {
+		if o.Int {
+			counts = append(counts, o.Name)
+		}
+	}
+	for _, name := range counts { // counts and times: 0 means the default or none
 		var n int64
 		switch v := fs.Lookup(name).Value.(flag.Getter).Get().(type) {
 		case int:
@@ -175,6 +171,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	cfg.MethodOptions = methodOpts.values(set)
 	if cfg.Deterministic { // one actor and no time limit, unless asked otherwise (then refused below)
 		if !set["actors"] {
 			cfg.Actors = 1
@@ -208,19 +205,20 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 				"capacity": func() { c.Capacity = cfg.Capacity }, "dueling": func() { c.Dueling = cfg.Dueling },
 				"replay-ratio": func() { c.ReplayRatio = cfg.ReplayRatio }, "deterministic": func() { c.Deterministic = cfg.Deterministic },
 				"min-replay": func() { c.MinSizeToSample = cfg.MinSizeToSample }, "refresh-every": func() { c.RefreshEvery = cfg.RefreshEvery },
-				"algo": func() { c.Algo = cfg.Algo }, "loss": func() { c.Loss = cfg.Loss }, "lap-alpha": func() { c.LAPAlpha = cfg.LAPAlpha },
-				"lap-k": func() { c.LAPK = cfg.LAPK }, "tau": func() { c.Tau = cfg.Tau }, "no-is": func() { c.NoIS = cfg.NoIS },
-				"ter-eta": func() { c.TEREta = cfg.TEREta }, "ter-roots": func() { c.TERRoots = cfg.TERRoots }, "ter-preds": func() { c.TERPreds = cfg.TERPreds },
-				"ners-alpha": func() { c.NERSAlpha = cfg.NERSAlpha }, "ners-interval": func() { c.NERSInterval = cfg.NERSInterval },
-				"ners-sample": func() { c.NERSSample = cfg.NERSSample },
-				"epsilon":     func() { c.Epsilon = cfg.Epsilon }, "epsilon-decay": func() { c.EpsilonDecaySteps = cfg.EpsilonDecaySteps },
+				"algo": func() { c.Algo = cfg.Algo }, "loss": func() { c.Loss = cfg.Loss },
+				"tau": func() { c.Tau = cfg.Tau }, "no-is": func() { c.NoIS = cfg.NoIS },
+				"epsilon": func() { c.Epsilon = cfg.Epsilon }, "epsilon-decay": func() { c.EpsilonDecaySteps = cfg.EpsilonDecaySteps },
 				"sigma": func() { c.Sigma = cfg.Sigma }, "ou-theta": func() { c.OUTheta = cfg.OUTheta },
 				"random-steps": func() { c.RandomSteps = cfg.RandomSteps },
 				"inserters":    func() { c.Inserters = cfg.Inserters },
-				"refer-c":      func() { c.REFERC = cfg.REFERC }, "refer-d": func() { c.REFERD = cfg.REFERD }, "refer-a": func() { c.REFERA = cfg.REFERA },
 			} {
 				if set[name] { // shaping flags reach ResumeTrainer, which refuses a change
 					apply()
+				}
+			}
+			for _, o := range sampler.Options() {
+				if set[o.Name] { // a method option is shaping too
+					*c = c.WithOption(o.Name, cfg.Option(o.Name))
 				}
 			}
 			if set["stop-when-solved"] && !cfg.StopWhenSolved && !set["target-return"] {
@@ -595,4 +593,47 @@ func (f *insertersFlag) Set(s string) error {
 	}
 	*f = insertersFlag(n)
 	return nil
+}
+
+// methodOptionFlags holds the values of the replay methods' option flags
+// (sampler.Options: -ter-eta, -lap-k, ...), one flag per option of every
+// registered method, each parsed as its kind (a count as an int).
+type methodOptionFlags struct {
+	floats map[string]*float64
+	ints   map[string]*int
+}
+
+// methodFlags defines on fs a flag for every registered method option,
+// with the option's usage.
+func methodFlags(fs *flag.FlagSet) methodOptionFlags {
+	m := methodOptionFlags{floats: map[string]*float64{}, ints: map[string]*int{}}
+	for _, o := range sampler.Options() {
+		if o.Int {
+			m.ints[o.Name] = fs.Int(o.Name, 0, o.Usage)
+		} else {
+			m.floats[o.Name] = fs.Float64(o.Name, 0, o.Usage)
+		}
+	}
+	return m
+}
+
+// values are the options whose flags were set to a non-zero value (0
+// selects the method's default), nil if none.
+func (m methodOptionFlags) values(set map[string]bool) map[string]float64 {
+	var out map[string]float64
+	put := func(name string, v float64) {
+		if set[name] && v != 0 {
+			if out == nil {
+				out = map[string]float64{}
+			}
+			out[name] = v
+		}
+	}
+	for name, p := range m.floats {
+		put(name, *p)
+	}
+	for name, p := range m.ints {
+		put(name, float64(*p))
+	}
+	return out
 }

@@ -18,6 +18,20 @@ import (
 // solved).
 const PendulumFailureFloor = -250.0
 
+// PendulumFailures tabulates the failure rates of a Pendulum-v1 comparison
+// (issue 14: how many runs end below PendulumFailureFloor, per method, and
+// LAP or PAL pooled against uniform or PER pooled, uniform the baseline).
+// ok is false, with no rows, when cfg does not compare all four methods.
+func PendulumFailures(cfg control.Config, runs []control.Trial) (rows []FailureRow, ok bool, err error) {
+	for _, m := range []string{"uniform", "per", "lap", "pal"} {
+		if !slices.Contains(cfg.Samplers, m) {
+			return nil, false, nil
+		}
+	}
+	rows, err = FailureRates(runs, PendulumFailureFloor, "uniform", []string{"lap", "pal"}, []string{"uniform", "per"})
+	return rows, err == nil, err
+}
+
 // FailureRow is one method's (or a pool of methods') failure rate over its
 // seeds: the runs whose final evaluation scored below a floor.
 type FailureRow struct {

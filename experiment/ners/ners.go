@@ -57,7 +57,7 @@ func DefaultCartPoleConfig() control.Config {
 		Name: "cartpole-ddqn",
 		Base: runtime.TrainConfig{Env: "CartPole-v1", Algo: "dqn", Steps: 60_000, Hidden: []int{64, 64}, Batch: 64,
 			LR: 3e-4, Tau: 0.005, Epsilon: 0.1, NStep: 1, ReplayRatio: 64, Capacity: 100_000, MinSizeToSample: 1000,
-			EvalEverySteps: 2500, EvalEpisodes: 10, FinalEpisodes: 20, NERSInterval: 2500},
+			EvalEverySteps: 2500, EvalEpisodes: 10, FinalEpisodes: 20, MethodOptions: map[string]float64{"ners-interval": 2500}},
 		Samplers:  append([]string(nil), Methods...),
 		Seeds:     []uint64{1, 2, 3, 4, 5},
 		Workers:   2,

@@ -55,7 +55,8 @@ func TestSummarise(t *testing.T) {
 func TestStatsSmoke(t *testing.T) {
 	cfg := DefaultStatsConfig()
 	cfg.Base.Steps, cfg.Base.MinSizeToSample, cfg.Base.Hidden, cfg.Base.Batch = 400, 300, []int{16}, 32
-	cfg.Base.EvalEverySteps, cfg.Base.EvalEpisodes, cfg.Base.FinalEpisodes, cfg.Base.NERSInterval, cfg.Base.NERSSample = 100, 1, 1, 100, 16
+	cfg.Base.EvalEverySteps, cfg.Base.EvalEpisodes, cfg.Base.FinalEpisodes = 100, 1, 1
+	cfg.Base = cfg.Base.WithOption("ners-interval", 100).WithOption("ners-sample", 16)
 	cfg.Seeds = []uint64{1, 2}
 	res, err := RunStats(context.Background(), cfg, nil)
 	if err != nil {

@@ -24,7 +24,7 @@ type Arm struct {
 	Tweak   func(*runtime.TrainConfig) `json:"-"`
 }
 
-// FrozenInterval is the NERSInterval of the "ners-frozen" arm: longer than
+// FrozenInterval is the ners-interval option of the "ners-frozen" arm: longer than
 // any run, so the scorer keeps its initial weights and only the learner's
 // reports (δ, Q, y) and the batch's context move the scores.
 const FrozenInterval = 1 << 30
@@ -34,7 +34,7 @@ const FrozenInterval = 1 << 30
 // within 10k steps).
 func Table3Arms() []Arm {
 	return []Arm{{Name: "uniform", Sampler: "uniform"}, {Name: "per", Sampler: "per"}, {Name: "ners", Sampler: "ners"},
-		{Name: "ners-frozen", Sampler: "ners", Tweak: func(c *runtime.TrainConfig) { c.NERSInterval = FrozenInterval }}}
+		{Name: "ners-frozen", Sampler: "ners", Tweak: func(c *runtime.TrainConfig) { *c = c.WithOption("ners-interval", FrozenInterval) }}}
 }
 
 // Table3Config is the paper's Table 3 measurement: algo on env for 10k
@@ -65,7 +65,7 @@ func DefaultTable3Config(algo, env string) Table3Config {
 		Name: fmt.Sprintf("table3-%s-%s", algo, env),
 		Base: runtime.TrainConfig{Env: env, Algo: algo, Steps: 10_000, Hidden: []int{64, 64}, Batch: 128,
 			Capacity: 100_000, MinSizeToSample: 1000, EvalEverySteps: 200, EvalEpisodes: 1, FinalEpisodes: 10,
-			NERSInterval: 200},
+			MethodOptions: map[string]float64{"ners-interval": 200}},
 		Arms:       Table3Arms(),
 		Seeds:      []uint64{1, 2, 3, 4, 5},
 		Workers:    2,
@@ -180,7 +180,7 @@ func table3One(ctx context.Context, cfg Table3Config, a Arm, seed uint64) (Table
 	st := tr.Stats()
 	all := st.Learner.Sampled
 	r := Table3Run{Arm: a.Name, Seed: seed, Final: out.FinalReturn, All: all, Steps: out.LearnerSteps,
-		LearnerSeconds: st.Learner.Timing.Steps.Seconds(), Seconds: time.Since(start).Seconds(), NERS: st.Learner.NERS}
+		LearnerSeconds: st.Learner.Timing.Steps.Seconds(), Seconds: time.Since(start).Seconds(), NERS: nersStats(st.Learner.Method)}
 	if tm := st.Learner.Timing; tm.Steps > 0 {
 		r.ReplayShare = float64(tm.Sample+tm.WriteBack) / float64(tm.Steps)
 	}
@@ -302,7 +302,7 @@ func WriteTable3(w io.Writer, res *Table3Result) error {
 	var b strings.Builder
 	c := res.Config
 	fmt.Fprintf(&b, "%s: %s on %s, %d learner steps, batch %d, hidden %v, eval every %d steps (%d episode), NERS interval %d; seeds %v\n",
-		c.Name, c.Base.Algo, c.Base.Env, c.Base.Steps, c.Base.Batch, c.Base.Hidden, c.Base.EvalEverySteps, c.Base.EvalEpisodes, c.Base.NERSInterval, c.Seeds)
+		c.Name, c.Base.Algo, c.Base.Env, c.Base.Steps, c.Base.Batch, c.Base.Hidden, c.Base.EvalEverySteps, c.Base.EvalEpisodes, int(c.Base.Option("ners-interval")), c.Seeds)
 	pm := func(v [2]float64) string {
 		if math.IsNaN(v[0]) {
 			return "-"
@@ -331,4 +331,13 @@ func WriteTable3(w io.Writer, res *Table3Result) error {
 	b.WriteString("paper (Table 3, SAC on Pendulum, 10k steps, no error bars): sd(TD) NERS 723 > RANDOM 529, PER 1257 highest; sd(Q) NERS 65.2 > RANDOM 60.5 > PER 49.8\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// nersStats is the NERS state in a run's method stats (nil for other
+// methods).
+func nersStats(m map[string]float64) *sampler.NERSStats {
+	if s, ok := sampler.NERSStatsOf(m); ok {
+		return &s
+	}
+	return nil
 }

@@ -32,7 +32,7 @@ func TestDefaultTable3Config(t *testing.T) {
 		c := DefaultTable3Config(algo, "SparsePendulum-v1")
 		b := c.Base
 		if b.Algo != algo || b.Steps != 10_000 || b.Batch != 128 || b.MinSizeToSample != 1000 || b.EvalEverySteps != 200 ||
-			b.EvalEpisodes != 1 || int64(b.NERSInterval) != b.EvalEverySteps || c.WindowFrom%b.EvalEverySteps != 0 || len(c.Seeds) < 5 {
+			b.EvalEpisodes != 1 || int64(b.Option("ners-interval")) != b.EvalEverySteps || c.WindowFrom%b.EvalEverySteps != 0 || len(c.Seeds) < 5 {
 			t.Errorf("%s: %+v (window from %d, %d seeds)", algo, b, c.WindowFrom, len(c.Seeds))
 		}
 	}
@@ -87,7 +87,8 @@ func TestSummariseTable3(t *testing.T) {
 func TestTable3Smoke(t *testing.T) {
 	cfg := DefaultTable3Config("td3", "SparsePendulum-v1")
 	cfg.Base.Steps, cfg.Base.MinSizeToSample, cfg.Base.Hidden, cfg.Base.Batch = 400, 300, []int{16}, 32
-	cfg.Base.EvalEverySteps, cfg.Base.FinalEpisodes, cfg.Base.NERSInterval, cfg.Base.NERSSample = 100, 1, 100, 16
+	cfg.Base.EvalEverySteps, cfg.Base.FinalEpisodes = 100, 1
+	cfg.Base = cfg.Base.WithOption("ners-interval", 100).WithOption("ners-sample", 16)
 	cfg.Seeds, cfg.WindowFrom = []uint64{1, 2}, 300
 	res, err := RunTable3(context.Background(), cfg, nil)
 	if err != nil {
@@ -120,7 +121,8 @@ func TestTable3Smoke(t *testing.T) {
 func TestTable3CutShort(t *testing.T) {
 	cfg := DefaultTable3Config("td3", "SparsePendulum-v1")
 	cfg.Base.Steps, cfg.Base.MinSizeToSample, cfg.Base.Hidden, cfg.Base.Batch = 250, 200, []int{16}, 32
-	cfg.Base.EvalEverySteps, cfg.Base.FinalEpisodes, cfg.Base.NERSInterval, cfg.Base.NERSSample = 100, 1, 100, 16
+	cfg.Base.EvalEverySteps, cfg.Base.FinalEpisodes = 100, 1
+	cfg.Base = cfg.Base.WithOption("ners-interval", 100).WithOption("ners-sample", 16)
 	cfg.Arms, cfg.Seeds, cfg.WindowFrom, cfg.Workers = cfg.Arms[:1], []uint64{1, 2, 3}, 200, 1
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -55,7 +55,7 @@ func DefaultPendulumConfig() control.Config {
 	return control.Config{
 		Name: "pendulum-vracer",
 		Base: runtime.TrainConfig{Env: "Pendulum-v1", Algo: "vracer", Steps: 100_000, Hidden: []int{64, 64}, Batch: 128,
-			LR: 1e-3, Gamma: 0.99, Capacity: 1 << 15, MinSizeToSample: 1 << 13, REFERC: 4, REFERD: 0.1,
+			LR: 1e-3, Gamma: 0.99, Capacity: 1 << 15, MinSizeToSample: 1 << 13, MethodOptions: map[string]float64{"refer-c": 4, "refer-d": 0.1},
 			EvalEverySteps: 1000, EvalEpisodes: 5, FinalEpisodes: 20},
 		Samplers:  slices.Clone(pendulumMethods),
 		Seeds:     []uint64{1, 2, 3},

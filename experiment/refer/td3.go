@@ -34,7 +34,7 @@ func DefaultTD3Config() control.Config {
 	return control.Config{
 		Name: "pendulum-td3-refer",
 		Base: runtime.TrainConfig{Env: "Pendulum-v1", Algo: "td3", Steps: 30_000, Hidden: []int{64, 64},
-			Capacity: 1 << 15, MinSizeToSample: 1000, REFERC: 4, REFERD: 0.1,
+			Capacity: 1 << 15, MinSizeToSample: 1000, MethodOptions: map[string]float64{"refer-c": 4, "refer-d": 0.1},
 			EvalEverySteps: 1000, EvalEpisodes: 5, FinalEpisodes: 20},
 		Samplers:  []string{"uniform", "er", "refer"},
 		Seeds:     []uint64{1, 2, 3},

@@ -82,7 +82,7 @@ func DefaultKeyDoorConfig() control.Config {
 		Name: "keydoor-ddqn",
 		Base: runtime.TrainConfig{Env: "KeyDoor-Tabular", Algo: "dqn", Steps: 25_000, Hidden: []int{},
 			Batch: 32, LR: 0.1, Tau: 1, NStep: 1, Gamma: 0.99, ReplayRatio: 8, Capacity: 100_000, MinSizeToSample: 5000,
-			Epsilon: 0.01, EpsilonDecaySteps: 50_000, TEREta: 0.5, TERRoots: 8, TERPreds: 3,
+			Epsilon: 0.01, EpsilonDecaySteps: 50_000, MethodOptions: map[string]float64{"ter-eta": 0.5, "ter-roots": 8, "ter-preds": 3},
 			EvalEverySteps: 125, EvalEpisodes: 1, FinalEpisodes: 1},
 		Samplers:  []string{"ter", "per", "uniform"},
 		Seeds:     []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10},

@@ -27,7 +27,7 @@ func TestDefaultKeyDoorConfig(t *testing.T) {
 	}
 	b := cfg.Base
 	if b.Env != "KeyDoor-Tabular" || b.Algo != "dqn" || b.Hidden == nil || len(b.Hidden) != 0 || b.NStep != 1 ||
-		b.TEREta != 0.5 || b.TERRoots != 8 || b.TERPreds != 3 || b.ReplayRatio/float64(b.Batch) != 0.25 {
+		b.Option("ter-eta") != 0.5 || b.Option("ter-roots") != 8 || b.Option("ter-preds") != 3 || b.ReplayRatio/float64(b.Batch) != 0.25 {
 		t.Errorf("base config %+v", b)
 	}
 }
