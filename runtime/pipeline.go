@@ -144,7 +144,9 @@ type PipelineStats struct {
 // buffer, and a learner stepping against it, on one of two schedules
 // (Concurrent, Lockstep) that share its insert and step operations and
 // its counters. The zero value is ready to use; a Pipeline must not be
-// copied after first use. Only the pipeline's own operations write its
+// copied after first use. Run may be called again after it returned (the
+// counters accumulate) but not concurrently with itself; Stats is safe
+// from any goroutine. Only the pipeline's own operations write its
 // counters.
 type Pipeline struct {
 	batches, items, discarded, steps atomic.Int64
