@@ -180,11 +180,7 @@ func (a *Actor) Stats() Stats {
 // call that overlaps a Fill or Update of the same actor is refused with
 // ErrBusy. Cost: one atomic load, plus O(parameters) when it copies.
 func (a *Actor) Update() (bool, error) {
-	if err := a.enter("Update"); err != nil {
-		return false, err
-	}
-	defer a.exit()
-	return a.update()
+	return a.lockedUpdate()
 }
 
 // SelectAction returns the epsilon-greedy action for observation obs

@@ -124,18 +124,9 @@ func NewContinuous(cfg ContinuousConfig, env envs.Env, policy *model.Net, store 
 // boxShapes checks that env has a bounded Box action space and that net is
 // a policy for it; it returns the observation width and the box.
 func boxShapes(env envs.Env, net *model.Net) (obsDim int, box envs.Box, err error) {
-	box, ok := env.ActionSpace().(envs.Box)
-	if !ok || box.Dim() < 1 || len(box.High) != box.Dim() {
-		return 0, box, fmt.Errorf("%w: a continuous actor needs a Box action space, got %v (New takes a Discrete one)", ErrConfig, env.ActionSpace())
-	}
-	for j := range box.Dim() {
-		lo, hi := box.Low[j], box.High[j]
-		if math.IsInf(lo, 0) || math.IsInf(hi, 0) || !(lo <= hi) {
-			return 0, box, fmt.Errorf("%w: the action space %v is not a bounded box (dimension %d)", ErrConfig, box, j)
-		}
-		if f := float64(round32In(lo, lo, hi)); !(f >= lo && f <= hi) {
-			return 0, box, fmt.Errorf("%w: the action space %v holds no float32 value in dimension %d (actions are stored as float32)", ErrConfig, box, j)
-		}
+	box, err = boundedBox(env, "a continuous actor (New takes a Discrete action space)")
+	if err != nil {
+		return 0, box, err
 	}
 	obsDim = env.ObservationSpace().Dim()
 	if net.In() != obsDim || net.Out() != box.Dim() {
@@ -171,11 +162,7 @@ func (c *Continuous) Stats() Stats {
 // is refused with ErrBusy. Cost: one atomic load, plus O(parameters) when it
 // copies.
 func (c *Continuous) Update() (bool, error) {
-	if err := c.enter("Update"); err != nil {
-		return false, err
-	}
-	defer c.exit()
-	return c.update()
+	return c.lockedUpdate()
 }
 
 // SelectAction returns the action for observation obs (float32, as
@@ -193,11 +180,8 @@ func (c *Continuous) SelectAction(obs []float32) []float64 {
 	if len(obs) != c.obsDim {
 		panic(fmt.Sprintf("actor: SelectAction: %d values, want %d", len(obs), c.obsDim))
 	}
-	low, high := c.box.Low, c.box.High
 	if !c.loaded || c.steps < int64(c.ccfg.RandomSteps) {
-		for j := range c.act {
-			c.act[j] = low[j] + (high[j]-low[j])*c.rng.Float64()
-		}
+		uniformIn(c.box, c.act, c.rng)
 		if c.refer { // no Gaussian drew it: the behaviour is recorded as centred on a
 			for j, v := range c.act {
 				c.bMean[j], c.bStd[j], c.raw32[j] = v, c.sigma*c.half[j], float32(v)
@@ -245,7 +229,9 @@ func (c *Continuous) SelectAction(obs []float32) []float64 {
 // ones ContinuousConfig.Columns selects: EpisodeID and EpisodeStep,
 // GlobalStep, ActorID, StateHash and NextStateHash. Priority stays nil (see
 // the type's doc). t should be empty (as the pipeline hands it) or hold
-// earlier batches of this actor; a t with priorities is refused.
+// earlier batches of this actor; a t with priorities is refused, and so
+// is, when the actor records its behaviour, a t with another number of
+// float columns than ContinuousConfig.Floats.
 //
 // A nil ctx or t is an ErrConfig error (nothing stepped), and a Fill that
 // overlaps another Fill or Update of the same actor an ErrBusy one. When ctx
@@ -258,34 +244,16 @@ func (c *Continuous) SelectAction(obs []float32) []float64 {
 // Cost per environment step: SelectAction, the environment's step, and
 // O(n·(observation + action width)) in the adder.
 func (c *Continuous) Fill(ctx context.Context, t *buffer.Transitions) error {
-	if err := checkFill(ctx, t); err != nil {
-		return err
+	floats := 0
+	if c.refer {
+		floats = len(c.ccfg.Floats)
 	}
-	if err := c.enter("Fill"); err != nil {
-		return err
-	}
-	defer c.exit()
-	if len(t.Priority) != 0 {
-		return fmt.Errorf("actor %d: Fill: the batch holds %d priorities; a continuous actor gives none (hand it a batch without)", c.cfg.ID, len(t.Priority))
-	}
-	done := ctx.Done()
-	for c.adder.Out.Len() < c.cfg.LocalBatch {
-		select {
-		case <-done:
-			c.hand(t, c.adder.Out.Len())
-			return nil
-		default:
-		}
-		if err := c.step(); err != nil {
-			return err
-		}
-	}
-	c.hand(t, c.cfg.LocalBatch)
-	return nil
+	return c.fillVec(ctx, t, c, "a continuous actor", floats)
 }
 
-// hand appends the first k pending transitions to t, with the REFER
-// float columns when the actor records its behaviour, and drops them.
+// hand implements vecPolicy: it appends the first k pending transitions
+// to t, with the REFER float columns when the actor records its
+// behaviour, and drops them.
 func (c *Continuous) hand(t *buffer.Transitions, k int) {
 	if !c.refer {
 		c.appendOut(t, k)
@@ -315,39 +283,29 @@ func (c *Continuous) hand(t *buffer.Transitions, k int) {
 	c.pMean, c.pStd = dropFront(c.pMean, k*A), dropFront(c.pStd, k*A)
 }
 
-// step takes one environment step (starting an episode first if none is
-// running), feeds the adder and refreshes the parameters when due.
-func (c *Continuous) step() error {
-	if err := c.ensureEpisode(); err != nil {
-		return err
-	}
-	act := c.SelectAction(c.obs)
-	if err := model.CheckFinite("policy action", act); err != nil {
-		return fmt.Errorf("actor %d (parameters version %d): step %d: %w", c.cfg.ID, c.version, c.steps, err)
-	}
-	res, err := c.env.Step(envs.Action{Vec: act})
-	if err != nil {
-		return fmt.Errorf("actor %d: step %d: %w", c.cfg.ID, c.steps, err)
-	}
-	if err := c.convert(c.next, res.Obs); err != nil {
-		return err
-	}
-	before := c.adder.Out.Len()
-	stored := c.act32
+// choose implements vecPolicy: the action SelectAction sends, stored as
+// sent or, when the actor records its behaviour, unclipped (the learner's
+// ratio uses the density that drew it).
+func (c *Continuous) choose(obs []float32) (send []float64, stored []float32, check []float64, what string) {
+	act := c.SelectAction(obs)
+	stored = c.act32
 	if c.refer {
-		stored = c.raw32 // the unclipped sample: the learner's ratio uses its density
+		stored = c.raw32
 	}
-	if err := c.adder.AddVec(stored, res.Reward, c.next, res.Terminated, res.Truncated); err != nil {
-		return fmt.Errorf("actor %d: %w", c.cfg.ID, err)
+	return act, stored, act, "policy action"
+}
+
+// record implements vecPolicy: the behaviour's mean and std of the step,
+// when the actor records them.
+func (c *Continuous) record(_ envs.StepResult, before int) {
+	if !c.refer {
+		return
 	}
-	if c.refer {
-		if c.adder.Out.Len() != before+1 {
-			panic("actor: Continuous: a 1-step adder emitted other than one transition")
-		}
-		for j := range c.bMean {
-			c.pMean = append(c.pMean, float32(c.bMean[j]))
-			c.pStd = append(c.pStd, float32(c.bStd[j]))
-		}
+	if c.adder.Out.Len() != before+1 {
+		panic("actor: Continuous: a 1-step adder emitted other than one transition")
 	}
-	return c.advance(res, before)
+	for j := range c.bMean {
+		c.pMean = append(c.pMean, float32(c.bMean[j]))
+		c.pStd = append(c.pStd, float32(c.bStd[j]))
+	}
 }

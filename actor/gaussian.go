@@ -165,14 +165,9 @@ func NewGaussian(cfg GaussianConfig, env envs.Env, net *model.Net, store *model.
 	if env == nil || net == nil {
 		return nil, fmt.Errorf("%w: NewGaussian needs an environment and a network", ErrConfig)
 	}
-	box, ok := env.ActionSpace().(envs.Box)
-	if !ok || box.Dim() < 1 || len(box.High) != box.Dim() {
-		return nil, fmt.Errorf("%w: a Gaussian actor needs a Box action space, got %v", ErrConfig, env.ActionSpace())
-	}
-	for j := range box.Dim() {
-		if lo, hi := box.Low[j], box.High[j]; math.IsInf(lo, 0) || math.IsInf(hi, 0) || !(lo <= hi) {
-			return nil, fmt.Errorf("%w: the action space %v is not a bounded box (dimension %d)", ErrConfig, box, j)
-		}
+	box, err := boundedBox(env, "a Gaussian actor")
+	if err != nil {
+		return nil, err
 	}
 	A := box.Dim()
 	head := model.GaussianHead{Dim: A}
@@ -206,11 +201,7 @@ func (g *Gaussian) Stats() Stats { return g.stats() }
 // Update reads the Store and copies a new snapshot into the network (see
 // Continuous.Update). Fill calls it every RefreshEvery steps.
 func (g *Gaussian) Update() (bool, error) {
-	if err := g.enter("Update"); err != nil {
-		return false, err
-	}
-	defer g.exit()
-	return g.update()
+	return g.lockedUpdate()
 }
 
 // SelectAction draws the action for observation obs (float32, as stored)
@@ -283,37 +274,11 @@ func TruncatedNormal(rng *rand.Rand, k float64) float64 {
 // the wrong width, a non-finite reward, a non-finite policy (NaN mean or
 // std, wrapping model.ErrNonFinite).
 func (g *Gaussian) Fill(ctx context.Context, t *buffer.Transitions) error {
-	if err := checkFill(ctx, t); err != nil {
-		return err
-	}
-	if err := g.enter("Fill"); err != nil {
-		return err
-	}
-	defer g.exit()
-	if len(t.Priority) != 0 {
-		return fmt.Errorf("actor %d: Fill: the batch holds %d priorities; a Gaussian actor gives none (hand it a batch without)", g.cfg.ID, len(t.Priority))
-	}
-	if len(t.Floats) != 0 && len(t.Floats) != len(g.gcfg.Floats) {
-		return fmt.Errorf("actor %d: Fill: the batch has %d float columns, the config %d", g.cfg.ID, len(t.Floats), len(g.gcfg.Floats))
-	}
-	done := ctx.Done()
-	for g.adder.Out.Len() < g.cfg.LocalBatch {
-		select {
-		case <-done:
-			g.hand(t, g.adder.Out.Len())
-			return nil
-		default:
-		}
-		if err := g.step(); err != nil {
-			return err
-		}
-	}
-	g.hand(t, g.cfg.LocalBatch)
-	return nil
+	return g.fillVec(ctx, t, g, "a Gaussian actor", len(g.gcfg.Floats))
 }
 
-// hand appends the first k pending transitions, float columns included,
-// to t and drops them.
+// hand implements vecPolicy: it appends the first k pending transitions,
+// float columns included, to t and drops them.
 func (g *Gaussian) hand(t *buffer.Transitions, k int) {
 	n0 := t.Len()
 	g.appendOut(t, k)
@@ -341,27 +306,16 @@ func (g *Gaussian) hand(t *buffer.Transitions, k int) {
 	g.pMean, g.pStd, g.pBoot = dropFront(g.pMean, k*A), dropFront(g.pStd, k*A), dropFront(g.pBoot, k)
 }
 
-// step takes one environment step (starting an episode first if none is
-// running) and records its transition and behaviour.
-func (g *Gaussian) step() error {
-	if err := g.ensureEpisode(); err != nil {
-		return err
-	}
-	act := g.SelectAction(g.obs)
-	if err := model.CheckFinite("policy", g.a); err != nil {
-		return fmt.Errorf("actor %d (parameters version %d): step %d: %w", g.cfg.ID, g.version, g.steps, err)
-	}
-	res, err := g.env.Step(envs.Action{Vec: act})
-	if err != nil {
-		return fmt.Errorf("actor %d: step %d: %w", g.cfg.ID, g.steps, err)
-	}
-	if err := g.convert(g.next, res.Obs); err != nil {
-		return err
-	}
-	before := g.adder.Out.Len()
-	if err := g.adder.AddVec(g.a32, res.Reward, g.next, res.Terminated, res.Truncated); err != nil {
-		return fmt.Errorf("actor %d: %w", g.cfg.ID, err)
-	}
+// choose implements vecPolicy: SelectAction's action (clipped to the box)
+// is sent, the unclipped sample stored, and the sample must be finite.
+func (g *Gaussian) choose(obs []float32) (send []float64, stored []float32, check []float64, what string) {
+	act := g.SelectAction(obs)
+	return act, g.a32, g.a, "policy"
+}
+
+// record implements vecPolicy: the behaviour's mean and std of the step,
+// and V(s_T) when a time limit cut the episode at it.
+func (g *Gaussian) record(res envs.StepResult, before int) {
 	if g.adder.Out.Len() != before+1 {
 		panic("actor: Gaussian: a 1-step adder emitted other than one transition")
 	}
@@ -374,5 +328,4 @@ func (g *Gaussian) step() error {
 		boot = float32(g.head.Value(g.net.Forward32(g.next)))
 	}
 	g.pBoot = append(g.pBoot, boot)
-	return g.advance(res, before)
 }

@@ -14,8 +14,11 @@ import (
 // runner is the part of an actor that does not depend on the action space:
 // the environment's episodes, the n-step adder, the parameter refresh from
 // the Store, the hand-over of the adder's output and the statistics. Actor
-// (discrete) and Continuous embed it and add their policy: each one's step
-// selects an action, steps env, feeds the adder and calls advance.
+// (discrete), Continuous, Squashed and Gaussian embed it and add their
+// policy: each step selects an action, steps env, feeds the adder and
+// calls advance. The actors of continuous actions share that step and
+// their Fill loop (fillVec, stepVec in vec.go) and differ only in their
+// vecPolicy.
 //
 // Concurrency: everything but stats is called from the actor's goroutine;
 // stats reads only atomics.
@@ -323,3 +326,13 @@ func (r *runner) enter(op string) error {
 }
 
 func (r *runner) exit() { r.busy.Store(false) }
+
+// lockedUpdate is every actor's Update: update while holding the actor
+// (ErrBusy when a Fill or Update is running).
+func (r *runner) lockedUpdate() (bool, error) {
+	if err := r.enter("Update"); err != nil {
+		return false, err
+	}
+	defer r.exit()
+	return r.update()
+}

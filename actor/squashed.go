@@ -138,18 +138,9 @@ func NewSquashed(cfg SquashedConfig, env envs.Env, net *model.Net, store *model.
 // bounds hold float32 values and that net is a squashed-Gaussian policy
 // for it; it returns the observation width and the box.
 func squashedShapes(env envs.Env, net *model.Net) (obsDim int, box envs.Box, err error) {
-	box, ok := env.ActionSpace().(envs.Box)
-	if !ok || box.Dim() < 1 || len(box.High) != box.Dim() {
-		return 0, box, fmt.Errorf("%w: a squashed-Gaussian actor needs a Box action space, got %v", ErrConfig, env.ActionSpace())
-	}
-	for j := range box.Dim() {
-		lo, hi := box.Low[j], box.High[j]
-		if math.IsInf(lo, 0) || math.IsInf(hi, 0) || !(lo <= hi) {
-			return 0, box, fmt.Errorf("%w: the action space %v is not a bounded box (dimension %d)", ErrConfig, box, j)
-		}
-		if f := float64(round32In(lo, lo, hi)); !(f >= lo && f <= hi) {
-			return 0, box, fmt.Errorf("%w: the action space %v holds no float32 value in dimension %d (actions are stored as float32)", ErrConfig, box, j)
-		}
+	box, err = boundedBox(env, "a squashed-Gaussian actor")
+	if err != nil {
+		return 0, box, err
 	}
 	obsDim = env.ObservationSpace().Dim()
 	if net.In() != obsDim || net.Out() != 2*box.Dim() {
@@ -172,11 +163,7 @@ func (s *Squashed) Stats() Stats { return s.stats() }
 // Continuous.Update). Fill calls it every RefreshEvery steps. A call that
 // overlaps a Fill or Update of the same actor is refused with ErrBusy.
 func (s *Squashed) Update() (bool, error) {
-	if err := s.enter("Update"); err != nil {
-		return false, err
-	}
-	defer s.exit()
-	return s.update()
+	return s.lockedUpdate()
 }
 
 // SelectAction returns the action for observation obs (float32, as
@@ -194,11 +181,8 @@ func (s *Squashed) SelectAction(obs []float32) []float64 {
 	if len(obs) != s.obsDim {
 		panic(fmt.Sprintf("actor: SelectAction: %d values, want %d", len(obs), s.obsDim))
 	}
-	low, high := s.box.Low, s.box.High
 	if !s.loaded || s.steps < int64(s.scfg.RandomSteps) {
-		for j := range s.act {
-			s.act[j] = low[j] + (high[j]-low[j])*s.rng.Float64()
-		}
+		uniformIn(s.box, s.act, s.rng)
 	} else {
 		var rng *rand.Rand // nil: the mean
 		if !s.scfg.Mean {
@@ -231,55 +215,21 @@ func squashedAction(dst, row []float64, rng *rand.Rand) {
 // call, errors for a failing environment, a non-finite reward or a
 // non-finite action).
 func (s *Squashed) Fill(ctx context.Context, t *buffer.Transitions) error {
-	if err := checkFill(ctx, t); err != nil {
-		return err
-	}
-	if err := s.enter("Fill"); err != nil {
-		return err
-	}
-	defer s.exit()
-	if len(t.Priority) != 0 {
-		return fmt.Errorf("actor %d: Fill: the batch holds %d priorities; a squashed-Gaussian actor gives none (hand it a batch without)", s.cfg.ID, len(t.Priority))
-	}
-	done := ctx.Done()
-	for s.adder.Out.Len() < s.cfg.LocalBatch {
-		select {
-		case <-done:
-			s.appendOut(t, s.adder.Out.Len())
-			return nil
-		default:
-		}
-		if err := s.step(); err != nil {
-			return err
-		}
-	}
-	s.appendOut(t, s.cfg.LocalBatch)
-	return nil
+	return s.fillVec(ctx, t, s, "a squashed-Gaussian actor", 0)
 }
 
-// step takes one environment step (starting an episode first if none is
-// running), feeds the adder and refreshes the parameters when due.
-func (s *Squashed) step() error {
-	if err := s.ensureEpisode(); err != nil {
-		return err
-	}
-	act := s.SelectAction(s.obs)
-	if err := model.CheckFinite("policy action", act); err != nil {
-		return fmt.Errorf("actor %d (parameters version %d): step %d: %w", s.cfg.ID, s.version, s.steps, err)
-	}
-	res, err := s.env.Step(envs.Action{Vec: act})
-	if err != nil {
-		return fmt.Errorf("actor %d: step %d: %w", s.cfg.ID, s.steps, err)
-	}
-	if err := s.convert(s.next, res.Obs); err != nil {
-		return err
-	}
-	before := s.adder.Out.Len()
-	if err := s.adder.AddVec(s.act32, res.Reward, s.next, res.Terminated, res.Truncated); err != nil {
-		return fmt.Errorf("actor %d: %w", s.cfg.ID, err)
-	}
-	return s.advance(res, before)
+// choose implements vecPolicy: the action SelectAction sends, stored as
+// sent.
+func (s *Squashed) choose(obs []float32) (send []float64, stored []float32, check []float64, what string) {
+	act := s.SelectAction(obs)
+	return act, s.act32, act, "policy action"
 }
+
+// record implements vecPolicy: nothing beside the transition.
+func (s *Squashed) record(envs.StepResult, int) {}
+
+// hand implements vecPolicy: the transitions' columns, no float column.
+func (s *Squashed) hand(t *buffer.Transitions, k int) { s.appendOut(t, k) }
 
 // EvaluateSquashed is Evaluate for a squashed-Gaussian policy network as
 // NewSquashed takes it (SAC's): every action is the policy's mean,
