@@ -63,10 +63,12 @@ type LearnerStats struct {
 }
 
 // agent is the algorithm-specific part of a run: the learner as the
-// runtime drives it, and how its actors are built.
+// runtime drives it, and how its actors are built. newAgent assembles it
+// (this file: per-algorithm configuration, networks, actor factory); the
+// engine (Pipeline, Trainer.Run) only drives what it holds.
 type agent struct {
 	Stepper
-	impl   any                   // the *learner.DQN, *learner.TD3 or *learner.VRACER itself
+	impl   any                   // the *learner.DQN, *learner.TD3, *learner.SAC or *learner.VRACER itself
 	batch  int                   // sampled items per learner step
 	lr     float64               // the learner's effective learning rate
 	steps  func() uint64         // completed learner steps
@@ -102,10 +104,76 @@ func learnerSettings(c *TrainConfig, algo string) []setting {
 	}
 }
 
+// Seeds of the networks an agent builds, each drawn from the run's Seed:
+// the first network (dqn's Q-network, td3's and sac's policy, vracer's
+// net) and the critic template of td3 and sac.
+const (
+	netSeed    = 0x5eed
+	criticSeed = 0xc817
+)
+
+// newAgent builds the learner cfg.Algo names (dqn for a discrete action
+// space) and its actors' factory: the agent assembly the engine is handed.
+func newAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *model.Store, obsDim int, space envs.Space) (agent, error) {
+	switch s := space.(type) {
+	case envs.Discrete:
+		return newDQNAgent(cfg, buf, m, store, obsDim, s)
+	case envs.Box:
+		switch cfg.Algo {
+		case "vracer":
+			return newVRACERAgent(cfg, buf, m, store, obsDim, s)
+		case "sac":
+			return newSACAgent(cfg, buf, m, store, obsDim, s)
+		default:
+			return newTD3Agent(cfg, buf, m, store, obsDim, s)
+		}
+	}
+	return agent{}, fmt.Errorf("runtime: train: %s: unsupported action space %T", cfg.Env, space)
+}
+
+// replayLearner is what the runtime drives of every learner.
+type replayLearner interface {
+	Stepper
+	Steps() uint64
+	Save(io.Writer) error
+	Load(io.Reader) error
+}
+
+// learnerAgent fills the fields every agent fills alike from its learner
+// l: batch and lr are its effective settings, first returns the policy
+// network it owns (its initial snapshot is evaluated when learning never
+// started), policy is that network's Config, and spawn builds actor i on
+// env around net, a fresh network of that Config.
+func learnerAgent(l replayLearner, batch int, lr float64, first func() *model.Net, policy model.Config, m sampler.Method,
+	spawn func(i int, env envs.Env, net *model.Net) (actorSource, error)) agent {
+	return agent{
+		Stepper: l,
+		impl:    l,
+		batch:   batch,
+		lr:      lr,
+		steps:   l.Steps,
+		save:    l.Save,
+		load:    l.Load,
+		first:   func() *model.Params { return first().Snapshot(0) },
+		policy:  policy,
+		method:  m,
+		actor: func(i int, env envs.Env) (actorSource, error) {
+			net, err := model.NewNet(policy, nil)
+			if err != nil {
+				return nil, err
+			}
+			return spawn(i, env, net)
+		},
+	}
+}
+
+// actorSeed seeds actor i's stream family: fresh episodes on each resume.
+func actorSeed(cfg TrainConfig) uint64 { return cfg.Seed + cfg.Resumes<<40 }
+
 // newDQNAgent builds the Double DQN learner and its epsilon-greedy actors.
 func newDQNAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *model.Store, obsDim int, space envs.Discrete) (agent, error) {
 	netCfg := model.Config{In: obsDim, Hidden: cfg.Hidden, Out: space.N, Dueling: cfg.Dueling}
-	net, err := model.NewNet(netCfg, rand.New(rand.NewPCG(cfg.Seed, 0x5eed)))
+	net, err := model.NewNet(netCfg, rand.New(rand.NewPCG(cfg.Seed, netSeed)))
 	if err != nil {
 		return agent{}, err
 	}
@@ -113,184 +181,138 @@ func newDQNAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 	if err != nil {
 		return agent{}, err
 	}
-	return agent{
-		Stepper: dqn,
-		impl:    dqn,
-		batch:   dqn.Config().Batch,
-		lr:      dqn.Config().LR,
-		steps:   dqn.Steps,
-		save:    dqn.Save,
-		load:    dqn.Load,
-		first:   func() *model.Params { return dqn.Net().Snapshot(0) },
-		stats: func() LearnerStats {
-			s := dqn.Stats()
-			return withMethodStats(LearnerStats{Steps: s.Steps, Loss: s.Loss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ, GradNorm: s.GradNorm,
-				WriteBacks: s.WriteBacks, StaleWriteBacks: s.StaleWriteBacks, Publishes: s.Publishes, Version: s.Version,
-				TargetUpdates: s.TargetUpdates, Timing: s.Timing, Sampled: s.Sampled}, m)
-		},
-		policy: netCfg,
-		method: m,
-		actor: func(i int, env envs.Env) (actorSource, error) {
-			anet, err := model.NewNet(netCfg, nil)
-			if err != nil {
-				return nil, err
-			}
-			ac := actor.Config{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
-				Columns: actor.ColumnsOf(buf.Config()), Seed: cfg.Seed + cfg.Resumes<<40}
-			if cfg.Epsilon > 0 {
-				ac.FixedEpsilon, ac.Epsilon = true, cfg.Epsilon
-			}
-			if cfg.Resumes == 0 {
-				ac.EpsilonDecaySteps = cfg.EpsilonDecaySteps // a resumed run has explored already
-			}
-			return actor.New(ac, env, anet, store, m.Selector)
-		},
-	}, nil
+	ag := learnerAgent(dqn, dqn.Config().Batch, dqn.Config().LR, dqn.Net, netCfg, m, func(i int, env envs.Env, net *model.Net) (actorSource, error) {
+		ac := actor.Config{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
+			Columns: actor.ColumnsOf(buf.Config()), Seed: actorSeed(cfg)}
+		if cfg.Epsilon > 0 {
+			ac.FixedEpsilon, ac.Epsilon = true, cfg.Epsilon
+		}
+		if cfg.Resumes == 0 {
+			ac.EpsilonDecaySteps = cfg.EpsilonDecaySteps // a resumed run has explored already
+		}
+		return actor.New(ac, env, net, store, m.Selector)
+	})
+	ag.stats = func() LearnerStats {
+		s := dqn.Stats()
+		return withMethodStats(LearnerStats{Steps: s.Steps, Loss: s.Loss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ, GradNorm: s.GradNorm,
+			WriteBacks: s.WriteBacks, StaleWriteBacks: s.StaleWriteBacks, Publishes: s.Publishes, Version: s.Version,
+			TargetUpdates: s.TargetUpdates, Timing: s.Timing, Sampled: s.Sampled}, m)
+	}
+	return ag, nil
 }
 
-// newTD3Agent builds the TD3 learner and its Gaussian-noise actors. TD3
-// scales the policy's [−1, 1] by one bound, so the action box must be
-// symmetric with the same bound on every dimension.
-func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *model.Store, obsDim int, space envs.Box) (agent, error) {
+// actorCritic is what the td3 and sac agents share: the one bound of a
+// symmetric action box (both scale their policy's [−1, 1] by it), the
+// policy network and the critic template (the learner clones its twin and
+// targets), and each actor's share of the uniform warm-up (TD3's
+// start_timesteps, SAC's start_steps; none on resume: the replay holds
+// it already).
+type actorCritic struct {
+	maxAction      float64
+	policy, critic *model.Net
+	random         int
+}
+
+// newActorCritic builds cfg.Algo's actorCritic with the policy network
+// polCfg; the action box must be symmetric with the same bound on every
+// dimension.
+func newActorCritic(cfg TrainConfig, obsDim int, space envs.Box, polCfg model.Config) (actorCritic, error) {
 	maxAction := space.High[0]
 	for i := range space.Low {
 		if space.Low[i] != -maxAction || space.High[i] != maxAction {
-			return agent{}, fmt.Errorf("runtime: train: %s: td3 needs a symmetric action box with one bound on every dimension, got [%v, %v]",
-				cfg.Env, space.Low, space.High)
+			return actorCritic{}, fmt.Errorf("runtime: train: %s: %s needs a symmetric action box with one bound on every dimension, got [%v, %v]",
+				cfg.Env, cfg.Algo, space.Low, space.High)
 		}
 	}
+	pol, err := model.NewNet(polCfg, rand.New(rand.NewPCG(cfg.Seed, netSeed)))
+	if err != nil {
+		return actorCritic{}, err
+	}
+	critic, err := model.NewNet(model.Config{In: obsDim + space.Dim(), Hidden: cfg.Hidden, Out: 1}, rand.New(rand.NewPCG(cfg.Seed, criticSeed)))
+	if err != nil {
+		return actorCritic{}, err
+	}
+	ac := actorCritic{maxAction: maxAction, policy: pol, critic: critic}
+	if cfg.Resumes == 0 {
+		ac.random = (cfg.RandomSteps + cfg.Actors - 1) / cfg.Actors
+	}
+	return ac, nil
+}
+
+// newTD3Agent builds the TD3 learner and its Gaussian-noise actors.
+func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *model.Store, obsDim int, space envs.Box) (agent, error) {
 	polCfg := model.Config{In: obsDim, Hidden: cfg.Hidden, Out: space.Dim(), OutAct: model.Tanh}
-	pol, err := model.NewNet(polCfg, rand.New(rand.NewPCG(cfg.Seed, 0x5eed)))
+	ac, err := newActorCritic(cfg, obsDim, space, polCfg)
 	if err != nil {
 		return agent{}, err
 	}
-	critic, err := model.NewNet(model.Config{In: obsDim + space.Dim(), Hidden: cfg.Hidden, Out: 1}, rand.New(rand.NewPCG(cfg.Seed, 0xc817)))
+	td3, err := learner.NewTD3(learner.TD3Config{Batch: cfg.Batch, ActorLR: cfg.LR, CriticLR: cfg.LR, Tau: cfg.Tau,
+		MaxAction: ac.maxAction, Seed: cfg.Seed}, ac.policy, ac.critic, buf, m, store)
 	if err != nil {
 		return agent{}, err
 	}
 	// TD3 with ReF-ER: far rows weighted 0 by the learner; the actors
 	// record their fixed-std Gaussian behaviour.
-	refer := m.Episodes != nil
-	td3, err := learner.NewTD3(learner.TD3Config{Batch: cfg.Batch, ActorLR: cfg.LR, CriticLR: cfg.LR, Tau: cfg.Tau,
-		MaxAction: maxAction, Seed: cfg.Seed}, pol, critic, buf, m, store)
-	if err != nil {
-		return agent{}, err
-	}
-	// Uniform warm-up steps (TD3's start_timesteps), shared by the actors.
-	random := (cfg.RandomSteps + cfg.Actors - 1) / cfg.Actors
 	var floats []buffer.FloatColumn
 	var behaviour *actor.Behaviour
-	if refer {
+	if m.Episodes != nil {
 		floats = buf.Config().Floats
-		mc, sc, bc, err := sampler.REFERColumnIndex(buf.Config())
-		if err != nil {
+		if behaviour, err = behaviourColumns(buf); err != nil {
 			return agent{}, err
 		}
-		behaviour = &actor.Behaviour{Mean: mc, Std: sc, Boot: bc}
 	}
-	return agent{
-		Stepper: td3,
-		impl:    td3,
-		batch:   td3.Config().Batch,
-		lr:      td3.Config().ActorLR,
-		steps:   td3.Steps,
-		save:    td3.Save,
-		load:    td3.Load,
-		first:   func() *model.Params { return td3.Actor().Snapshot(0) },
-		stats: func() LearnerStats {
-			s := td3.Stats()
-			ls := LearnerStats{Steps: s.Steps, Loss: s.CriticLoss, ActorLoss: s.ActorLoss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ,
-				GradNorm: s.CriticGradNorm, WriteBacks: s.WriteBacks, StaleWriteBacks: s.StaleWriteBacks, Publishes: s.Publishes,
-				Version: s.Version, TargetUpdates: s.TargetUpdates, ActorUpdates: s.ActorUpdates, Timing: s.Timing, Sampled: s.Sampled}
-			if c := td3.REFER(); c != nil {
-				r := c.Stats()
-				ls.FarFraction, ls.MeanKL, ls.Beta = r.FarFraction, r.SampledKL, r.Beta
-			}
-			return withMethodStats(ls, m)
-		},
-		policy: polCfg,
-		method: m,
-		actor: func(i int, env envs.Env) (actorSource, error) {
-			anet, err := model.NewNet(polCfg, nil)
-			if err != nil {
-				return nil, err
-			}
-			if cfg.Resumes > 0 {
-				random = 0 // the replay already holds the warm-up
-			}
-			return actor.NewContinuous(actor.ContinuousConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
-				Sigma: cfg.Sigma, OUTheta: cfg.OUTheta, RandomSteps: random, Columns: actor.ColumnsOf(buf.Config()), Seed: cfg.Seed + cfg.Resumes<<40,
-				Floats: floats, Behaviour: behaviour},
-				env, anet, store)
-		},
-	}, nil
+	ag := learnerAgent(td3, td3.Config().Batch, td3.Config().ActorLR, td3.Actor, polCfg, m, func(i int, env envs.Env, net *model.Net) (actorSource, error) {
+		return actor.NewContinuous(actor.ContinuousConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
+			Sigma: cfg.Sigma, OUTheta: cfg.OUTheta, RandomSteps: ac.random, Columns: actor.ColumnsOf(buf.Config()), Seed: actorSeed(cfg),
+			Floats: floats, Behaviour: behaviour},
+			env, net, store)
+	})
+	ag.stats = func() LearnerStats {
+		s := td3.Stats()
+		ls := LearnerStats{Steps: s.Steps, Loss: s.CriticLoss, ActorLoss: s.ActorLoss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ,
+			GradNorm: s.CriticGradNorm, WriteBacks: s.WriteBacks, StaleWriteBacks: s.StaleWriteBacks, Publishes: s.Publishes,
+			Version: s.Version, TargetUpdates: s.TargetUpdates, ActorUpdates: s.ActorUpdates, Timing: s.Timing, Sampled: s.Sampled}
+		if c := td3.REFER(); c != nil {
+			r := c.Stats()
+			ls.FarFraction, ls.MeanKL, ls.Beta = r.FarFraction, r.SampledKL, r.Beta
+		}
+		return withMethodStats(ls, m)
+	}
+	return ag, nil
 }
 
-// newSACAgent builds the SAC learner and its squashed-Gaussian actors. As
-// for TD3, the action box must be symmetric with the same bound on every
-// dimension.
+// newSACAgent builds the SAC learner and its squashed-Gaussian actors.
 func newSACAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *model.Store, obsDim int, space envs.Box) (agent, error) {
-	maxAction := space.High[0]
-	for i := range space.Low {
-		if space.Low[i] != -maxAction || space.High[i] != maxAction {
-			return agent{}, fmt.Errorf("runtime: train: %s: sac needs a symmetric action box with one bound on every dimension, got [%v, %v]",
-				cfg.Env, space.Low, space.High)
-		}
-	}
 	polCfg := learner.SACPolicyConfig(obsDim, space.Dim(), cfg.Hidden)
-	pol, err := model.NewNet(polCfg, rand.New(rand.NewPCG(cfg.Seed, 0x5eed)))
-	if err != nil {
-		return agent{}, err
-	}
-	critic, err := model.NewNet(model.Config{In: obsDim + space.Dim(), Hidden: cfg.Hidden, Out: 1}, rand.New(rand.NewPCG(cfg.Seed, 0xc817)))
+	ac, err := newActorCritic(cfg, obsDim, space, polCfg)
 	if err != nil {
 		return agent{}, err
 	}
 	sac, err := learner.NewSAC(learner.SACConfig{Batch: cfg.Batch, PolicyLR: cfg.LR, CriticLR: cfg.LR, AlphaLR: cfg.LR, Tau: cfg.Tau,
-		MaxAction: maxAction, Seed: cfg.Seed}, pol, critic, buf, m, store)
+		MaxAction: ac.maxAction, Seed: cfg.Seed}, ac.policy, ac.critic, buf, m, store)
 	if err != nil {
 		return agent{}, err
 	}
-	// Uniform warm-up steps (SAC's start_steps), shared by the actors.
-	random := (cfg.RandomSteps + cfg.Actors - 1) / cfg.Actors
-	return agent{
-		Stepper: sac,
-		impl:    sac,
-		batch:   sac.Config().Batch,
-		lr:      sac.Config().PolicyLR,
-		steps:   sac.Steps,
-		save:    sac.Save,
-		load:    sac.Load,
-		first:   func() *model.Params { return sac.Policy().Snapshot(0) },
-		stats: func() LearnerStats {
-			s := sac.Stats()
-			return withMethodStats(LearnerStats{Steps: s.Steps, Loss: s.CriticLoss, ActorLoss: s.PolicyLoss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ,
-				GradNorm: s.CriticGradNorm, WriteBacks: s.WriteBacks, StaleWriteBacks: s.StaleWriteBacks, Publishes: s.Publishes,
-				Version: s.Version, TargetUpdates: s.TargetUpdates, ActorUpdates: s.Steps, Entropy: s.Entropy, Alpha: s.Alpha,
-				Timing: s.Timing, Sampled: s.Sampled}, m)
-		},
-		policy:   polCfg,
-		method:   m,
-		evaluate: actor.EvaluateSquashed,
-		actor: func(i int, env envs.Env) (actorSource, error) {
-			anet, err := model.NewNet(polCfg, nil)
-			if err != nil {
-				return nil, err
-			}
-			if cfg.Resumes > 0 {
-				random = 0 // the replay already holds the warm-up
-			}
-			return actor.NewSquashed(actor.SquashedConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
-				RandomSteps: random, Columns: actor.ColumnsOf(buf.Config()), Seed: cfg.Seed + cfg.Resumes<<40},
-				env, anet, store)
-		},
-	}, nil
+	ag := learnerAgent(sac, sac.Config().Batch, sac.Config().PolicyLR, sac.Policy, polCfg, m, func(i int, env envs.Env, net *model.Net) (actorSource, error) {
+		return actor.NewSquashed(actor.SquashedConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
+			RandomSteps: ac.random, Columns: actor.ColumnsOf(buf.Config()), Seed: actorSeed(cfg)},
+			env, net, store)
+	})
+	ag.evaluate = actor.EvaluateSquashed
+	ag.stats = func() LearnerStats {
+		s := sac.Stats()
+		return withMethodStats(LearnerStats{Steps: s.Steps, Loss: s.CriticLoss, ActorLoss: s.PolicyLoss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ,
+			GradNorm: s.CriticGradNorm, WriteBacks: s.WriteBacks, StaleWriteBacks: s.StaleWriteBacks, Publishes: s.Publishes,
+			Version: s.Version, TargetUpdates: s.TargetUpdates, ActorUpdates: s.Steps, Entropy: s.Entropy, Alpha: s.Alpha,
+			Timing: s.Timing, Sampled: s.Sampled}, m)
+	}
+	return ag, nil
 }
 
 // newVRACERAgent builds the V-RACER learner and its Gaussian-policy actors
 // (ReF-ER, Novati & Koumoutsakos 2019).
 func newVRACERAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *model.Store, obsDim int, space envs.Box) (agent, error) {
-	net, err := learner.NewVRACERNet(obsDim, space.Dim(), cfg.Hidden, rand.New(rand.NewPCG(cfg.Seed, 0x5eed)))
+	net, err := learner.NewVRACERNet(obsDim, space.Dim(), cfg.Hidden, rand.New(rand.NewPCG(cfg.Seed, netSeed)))
 	if err != nil {
 		return agent{}, err
 	}
@@ -298,38 +320,31 @@ func newVRACERAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store
 	if err != nil {
 		return agent{}, err
 	}
-	mc, sc, bc, err := sampler.REFERColumnIndex(buf.Config())
+	behaviour, err := behaviourColumns(buf)
 	if err != nil {
 		return agent{}, err
 	}
-	behaviour := &actor.Behaviour{Mean: mc, Std: sc, Boot: bc}
-	polCfg := net.Config()
-	return agent{
-		Stepper: vr,
-		impl:    vr,
-		batch:   vr.Config().Batch,
-		lr:      vr.Config().LR,
-		steps:   vr.Steps,
-		save:    vr.Save,
-		load:    vr.Load,
-		first:   func() *model.Params { return vr.Net().Snapshot(0) },
-		stats: func() LearnerStats {
-			s := vr.Stats()
-			return withMethodStats(LearnerStats{Steps: s.Steps, Loss: s.Loss, ActorLoss: s.PolicyLoss, MeanAbsTD: s.MeanAbsAdv, MeanQ: s.MeanV,
-				GradNorm: s.GradNorm, Publishes: s.Publishes, Version: s.Version, Timing: s.Timing,
-				FarFraction: s.FarFraction, MeanKL: s.MeanKL, Beta: s.Beta}, m)
-		},
-		policy:   polCfg,
-		method:   m,
-		evaluate: actor.EvaluateGaussian,
-		actor: func(i int, env envs.Env) (actorSource, error) {
-			anet, err := model.NewNet(polCfg, nil)
-			if err != nil {
-				return nil, err
-			}
-			return actor.NewGaussian(actor.GaussianConfig{ID: i, NumActors: cfg.Actors, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
-				Columns: actor.ColumnsOf(buf.Config()), Floats: buf.Config().Floats, Behaviour: behaviour, Seed: cfg.Seed + cfg.Resumes<<40},
-				env, anet, store)
-		},
-	}, nil
+	ag := learnerAgent(vr, vr.Config().Batch, vr.Config().LR, vr.Net, net.Config(), m, func(i int, env envs.Env, net *model.Net) (actorSource, error) {
+		return actor.NewGaussian(actor.GaussianConfig{ID: i, NumActors: cfg.Actors, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
+			Columns: actor.ColumnsOf(buf.Config()), Floats: buf.Config().Floats, Behaviour: behaviour, Seed: actorSeed(cfg)},
+			env, net, store)
+	})
+	ag.evaluate = actor.EvaluateGaussian
+	ag.stats = func() LearnerStats {
+		s := vr.Stats()
+		return withMethodStats(LearnerStats{Steps: s.Steps, Loss: s.Loss, ActorLoss: s.PolicyLoss, MeanAbsTD: s.MeanAbsAdv, MeanQ: s.MeanV,
+			GradNorm: s.GradNorm, Publishes: s.Publishes, Version: s.Version, Timing: s.Timing,
+			FarFraction: s.FarFraction, MeanKL: s.MeanKL, Beta: s.Beta}, m)
+	}
+	return ag, nil
+}
+
+// behaviourColumns are the replay's columns where ReF-ER's actors record
+// their behaviour policy (its mean and std, V(s_T)).
+func behaviourColumns(buf *buffer.Buffer) (*actor.Behaviour, error) {
+	mc, sc, bc, err := sampler.REFERColumnIndex(buf.Config())
+	if err != nil {
+		return nil, err
+	}
+	return &actor.Behaviour{Mean: mc, Std: sc, Boot: bc}, nil
 }

@@ -590,20 +590,7 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 		return nil, fmt.Errorf("runtime: train: %w", err)
 	}
 	store := &model.Store{}
-	var ag agent
-	switch space := probe.ActionSpace().(type) {
-	case envs.Discrete:
-		ag, err = newDQNAgent(cfg, buf, method, store, obsDim, space)
-	case envs.Box:
-		switch cfg.Algo {
-		case "vracer":
-			ag, err = newVRACERAgent(cfg, buf, method, store, obsDim, space)
-		case "sac":
-			ag, err = newSACAgent(cfg, buf, method, store, obsDim, space)
-		default:
-			ag, err = newTD3Agent(cfg, buf, method, store, obsDim, space)
-		}
-	}
+	ag, err := newAgent(cfg, buf, method, store, obsDim, probe.ActionSpace())
 	if err != nil {
 		return nil, err
 	}
