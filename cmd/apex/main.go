@@ -1,6 +1,7 @@
 // Command apex is the apex runtime's command line: Ape-X training (the
-// default command), load tests of the replay path (apex bench) and the
-// papers' small experiments (apex experiment ...).
+// default command), load tests of the replay path (apex bench), the
+// papers' small experiments (apex experiment ...) and the list of the
+// registered replay methods (apex methods).
 package main
 
 import (
@@ -30,6 +31,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runBench(args[1:], stdout, stderr)
 	case "experiment":
 		return runExperiment(args[1:], stdout, stderr)
+	case "methods":
+		return runMethods(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -46,6 +49,7 @@ commands:
   train        (the default) train an agent with Ape-X (apex train -h)
   bench        load-test the replay path against a mutex baseline (apex bench -h)
   experiment   run a paper's small experiment (apex experiment -h)
+  methods      list the replay methods (-sampler), their learners and options
 `)
 }
 

@@ -62,6 +62,12 @@ func TestTrainRegisteredMethod(t *testing.T) {
 		!strings.Contains(stdout.String()+stderr.String(), ", ners, cli-counted") {
 		t.Fatalf("train -h: exit %d; want the method and its flag listed:\n%s%s", code, stdout.String(), stderr.String())
 	}
+	stdout.Reset()
+	if code := run([]string{"methods"}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stdout.String(), "cli-counted\n    test only: uniform selection counting its Sample calls\n    learners: dqn\n    -cli-counted-tag int: cli-counted: a count") ||
+		!strings.Contains(stdout.String(), "\nlap\n") || !strings.Contains(stdout.String(), "-refer-d float") {
+		t.Errorf("apex methods: exit %d:\n%s", code, stdout.String())
+	}
 	dir := t.TempDir()
 	stdout.Reset()
 	stderr.Reset()
