@@ -334,3 +334,28 @@ func TestPolyakMatchesPortable(t *testing.T) {
 		}
 	}
 }
+
+func TestAdamUpdateFlushesSubnormalMoments(t *testing.T) {
+	c := AdamConsts{Scale: 1, Beta1: 0.9, Beta2: 0.999, Step: 1e-3, InvSqrtBC2: 1, Eps: 1e-8}
+	for _, impl := range append(simdImpls(t), Portable) {
+		const n = 19
+		p, g := make([]float32, n), make([]float32, n)
+		m, v := make([]float32, n), make([]float32, n)
+		for i := range m {
+			m[i], v[i] = 1.2e-38, 1e-39 // normal but 0.9·m is not; subnormal
+		}
+		g[5] = 0.5
+		impl.AdamUpdate(p, g, m, v, c)
+		for i := range m {
+			if i == 5 {
+				if !(m[i] > 0.04 && v[i] > 2e-4) {
+					t.Errorf("%v: m, v[5] = %v, %v", impl, m[i], v[i])
+				}
+				continue
+			}
+			if m[i] != 0 || v[i] != 0 || p[i] != 0 {
+				t.Fatalf("%v: entry %d: m, v, p = %g, %g, %g, want 0 (flushed)", impl, i, m[i], v[i], p[i])
+			}
+		}
+	}
+}

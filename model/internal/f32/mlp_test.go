@@ -246,3 +246,28 @@ func ExampleMLP() {
 	fmt.Println(after < before/2)
 	// Output: true
 }
+
+func TestTrainStepDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's instrumentation allocates")
+	}
+	layers := []Layer{{4, 64, ReLU}, {64, 64, ReLU}, {64, 2, Identity}}
+	for _, impl := range append(simdImpls(t), Portable) {
+		p := newTestProblem(rand.New(rand.NewPCG(16, 12)), layers, 64)
+		net, _ := NewMLP(layers, impl)
+		copy(net.Params(), p.params)
+		adam, _ := NewAdam(len(net.Params()), AdamConfig{ClipNorm: 1}, impl)
+		dq := make([]float32, 64*2)
+		step := func() {
+			Loss{}.Selected(dq, net.Forward(p.x), p.actions, p.target, p.weight)
+			net.BackwardInput(dq)
+			if _, err := adam.Step(net.Params(), net.Grads()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		step()
+		if n := testing.AllocsPerRun(20, step); n != 0 {
+			t.Errorf("%v: a train step allocates %v times", impl, n)
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package f32
+
+const raceEnabled = false
