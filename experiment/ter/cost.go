@@ -173,6 +173,8 @@ func costRow(c *CostConfig, method string, n int) (CostRow, error) {
 	}
 	var sel sampler.Selector
 	var wt sampler.Weighter
+	var stats func() // records the stage's own counters in row (TER's, EBU's)
+	var row CostRow
 	setup, err := elapsed(func() error {
 		switch method {
 		case "uniform":
@@ -185,10 +187,12 @@ func costRow(c *CostConfig, method string, n int) (CostRow, error) {
 		case "ter":
 			t, err := sampler.NewTER(buf, c.TER)
 			sel, wt = t, t
+			stats = func() { st := t.Stats(); row.TER = &st }
 			return err
 		case "ebu":
 			e, err := NewEBU(buf)
 			sel = e
+			stats = func() { st := e.Stats(); row.EBU = &st }
 			return err
 		}
 		return nil
@@ -213,7 +217,7 @@ func costRow(c *CostConfig, method string, n int) (CostRow, error) {
 			return nil
 		}
 	}
-	row := CostRow{Method: method, Stage: sel.String(), Batch: n, Setup: setup}
+	row = CostRow{Method: method, Stage: sel.String(), Batch: n, Setup: setup}
 	secs := make([]float64, 0, c.Batches)
 	for i := range c.Batches + 1 {
 		if i > 0 && c.InsertsPerBatch > 0 {
@@ -249,13 +253,8 @@ func costRow(c *CostConfig, method string, n int) (CostRow, error) {
 	}
 	row.Mean /= float64(len(secs))
 	row.Size = buf.Size()
-	switch s := sel.(type) {
-	case *sampler.TER:
-		st := s.Stats()
-		row.TER = &st
-	case *EBU:
-		st := s.Stats()
-		row.EBU = &st
+	if stats != nil {
+		stats()
 	}
 	return row, nil
 }

@@ -313,26 +313,30 @@ func nearestRank(s []int, p float64) int {
 }
 
 // newStage builds method name over buf. Every stage is a sampler.Selector;
-// w is its Weighter, if it has one.
-func newStage(c *NChainConfig, name string, buf *buffer.Buffer) (sel sampler.Selector, w sampler.Weighter, err error) {
+// w is its Weighter, if it has one; fromSweep, TER's only, reports whether
+// a row of the last batch came from a reverse sweep.
+func newStage(c *NChainConfig, name string, buf *buffer.Buffer) (sel sampler.Selector, w sampler.Weighter, fromSweep func(row int) bool, err error) {
 	switch name {
 	case "ter":
 		t, err := sampler.NewTER(buf, c.TER)
-		return t, t, err
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return t, t, t.FromSweep, nil
 	case "uniform":
 		u := sampler.NewUniform(buf)
-		return u, u, nil
+		return u, u, nil, nil
 	case "per":
 		p, err := sampler.NewPER(buf, c.PER)
-		return p, p, err
+		return p, p, nil, err
 	case "per-greedy":
 		g, err := NewGreedyPER(buf)
-		return g, nil, err
+		return g, nil, nil, err
 	case "ebu":
 		e, err := NewEBU(buf)
-		return e, nil, err
+		return e, nil, nil, err
 	}
-	return nil, nil, fmt.Errorf("ter: unknown method %q", name)
+	return nil, nil, nil, fmt.Errorf("ter: unknown method %q", name)
 }
 
 // learn runs one method on one dataset: Updates one-row batches, each
@@ -344,11 +348,10 @@ func learn(c *NChainConfig, name string, ds *Dataset, q, qstar Table, env *envs.
 	if err != nil {
 		return outcome{}, err
 	}
-	sel, wt, err := newStage(c, name, buf)
+	sel, wt, fromSweep, err := newStage(c, name, buf)
 	if err != nil {
 		return outcome{}, err
 	}
-	tr, _ := sel.(*sampler.TER)
 	out := outcome{stage: sel.String(), first: c.Updates + 1, returns: make([]float64, c.Updates+1)}
 	seen := make([]bool, c.N)
 	eval := func(u int) error {
@@ -376,7 +379,7 @@ func learn(c *NChainConfig, name string, ds *Dataset, q, qstar Table, env *envs.
 		if err := sel.Sample(rng, b); err != nil {
 			return out, err
 		}
-		if tr != nil && !tr.FromSweep(0) {
+		if fromSweep != nil && !fromSweep(0) {
 			out.otherRows++
 		}
 		if wt != nil {
