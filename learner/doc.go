@@ -52,8 +52,8 @@
 // (write-backs applied and stale, mean |δ| and Q, sampled moments,
 // timing), only once the whole step succeeded. Each learner supplies only
 // its targets, losses and updates between those phases. VRACER shares the
-// sampling phase; its feedback goes back through ReF-ER's own per-row
-// weights and refresh.
+// sampling, the phase timing and the step count; its weights and feedback
+// go through ReF-ER's controller (per-row weights, refresh) instead.
 //
 // A learner is a pure state machine driven by its caller, like raft's
 // RawNode: it starts no goroutines and draws from its own seeded random

@@ -13,7 +13,9 @@ import (
 )
 
 // replayStep is the replay half of one learner step, the part DQN, TD3
-// and SAC share (V-RACER's stage writes back through its own Refresh):
+// and SAC share (V-RACER shares the sampling, the phase timing and the
+// step count: its feedback goes back through ReF-ER's controller, between
+// writing and wrote, and it keeps no |δ|):
 //
 //	r, w, err := startReplay(m, rng, batch, step, absTD, wts) // sample, the Weighter's weights
 //	... targets and forward passes; the learner fills absTD with |δ| ...
@@ -61,7 +63,7 @@ func (r *replayStep) scale(w []float64) ([]float64, error) {
 // the write-back phase; a learner with more stage feedback (ReF-ER's
 // Refresh) calls wrote after it to extend that phase.
 func (r *replayStep) writeBack(q, y []float64) error {
-	r.t2 = time.Now()
+	r.writing()
 	res, err := writeBack(r.m, r.b, r.absTD, q, y)
 	r.t3 = time.Now()
 	if err != nil {
@@ -71,8 +73,20 @@ func (r *replayStep) writeBack(q, y []float64) error {
 	return nil
 }
 
+// writing starts the write-back phase now, for a learner whose stage
+// takes its feedback another way (V-RACER's ReF-ER refresh); wrote ends
+// it.
+func (r *replayStep) writing() { r.t2 = time.Now() }
+
 // wrote ends the write-back phase now.
 func (r *replayStep) wrote() { r.t3 = time.Now() }
+
+// count records the completed step's phase times and, last, its number:
+// what every learner counts (commit adds the rest for DQN, TD3 and SAC).
+func (r *replayStep) count(timing *phaseTimer, steps *atomic.Uint64) {
+	timing.add(time.Since(r.t0), r.t1.Sub(r.t0), r.t3.Sub(r.t2))
+	steps.Store(r.step)
+}
 
 // commit records the completed step in c: the batch's mean |δ| and mean
 // Q(s, a) (q), the write-backs applied and stale, the phases' times, the
@@ -88,9 +102,8 @@ func (r *replayStep) commit(c *replayCounters, q []float64) {
 	c.meanQ.Store(math.Float64bits(sumQ * inv))
 	c.writeBacks.Add(uint64(r.res.Applied))
 	c.stale.Add(uint64(r.res.Stale))
-	c.timing.add(time.Since(r.t0), r.t1.Sub(r.t0), r.t3.Sub(r.t2))
 	c.sampled.add(r.absTD, q)
-	c.steps.Store(r.step)
+	r.count(&c.timing, &c.steps)
 }
 
 // replayCounters are the Stats fields every replaying learner keeps

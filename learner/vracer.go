@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync/atomic"
-	"time"
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/model"
@@ -348,11 +347,10 @@ func (l *VRACER) Step(ctx context.Context) error {
 	defer l.busy.exit()
 	step := l.steps + 1
 	b := l.batch
-	t0 := time.Now()
-	if _, err := sampleWeighted(l.m, l.rng, b, step); err != nil {
+	rs, _, err := startReplay(l.m, l.rng, b, step, nil, nil)
+	if err != nil {
 		return err
 	}
-	t1 := time.Now()
 	nb, err := l.bootstrap()
 	if err != nil {
 		return l.fail(step, err)
@@ -385,7 +383,7 @@ func (l *VRACER) Step(ctx context.Context) error {
 	if err := l.net.CheckFinite(); err != nil {
 		return l.fail(step, err)
 	}
-	t2 := time.Now()
+	rs.writing()
 	if err := l.ctl.Refresh(l.rho, l.v, l.kl); err != nil {
 		return fmt.Errorf("learner: step %d: refresh: %w", step, err)
 	}
@@ -395,7 +393,7 @@ func (l *VRACER) Step(ctx context.Context) error {
 		}
 	}
 	l.ctl.AfterStep(step)
-	t3 := time.Now()
+	rs.wrote()
 
 	l.steps = step
 	if step%uint64(l.cfg.PublishEvery) == 0 {
@@ -418,8 +416,7 @@ func (l *VRACER) Step(ctx context.Context) error {
 	put(&st.beta, l.ctl.Beta())
 	put(&st.cmax, l.ctl.CMax())
 	put(&st.farFrac, l.ctl.Stats().FarFraction)
-	st.timing.add(time.Since(t0), t1.Sub(t0), t3.Sub(t2))
-	st.steps.Store(step)
+	rs.count(&st.timing, &st.steps)
 	return nil
 }
 
