@@ -1,13 +1,11 @@
 package buffer
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"math"
 	"math/bits"
@@ -15,17 +13,18 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/apexrl/apex/checkpoint"
 )
 
-// Checkpoint format, version 1.
+// Checkpoint format: one section of the checkpoint package's format
+// (magic, kind, version, chunked payload, CRC-32C), kind "buffer",
+// version 1, whose payload is:
 //
-// All integers are little endian; every section starts at a multiple of 8
-// bytes and every padding byte is zero.
+// All integers are little endian; every padding byte is zero.
 //
-//	header   magic "APEXREPL" (8 bytes)
-//	         version   uint32 (1)
-//	         cfgLen    uint32 (at most maxConfigBytes)
-//	         config    cfgLen bytes of JSON (ckConfig), zero-padded to 8
+//	config   cfgLen uint32 (at most maxConfigBytes), then cfgLen bytes of
+//	         JSON (ckConfig), zero-padded to a multiple of 8
 //	sections, each:
 //	         id        uint32 (ckID* below, in this order)
 //	         elemBytes uint32 (4 or 8)
@@ -40,16 +39,16 @@ import (
 //	            then the optional columns the config enables (episode_id,
 //	            episode_step, global_step, actor_id, state_hash,
 //	            next_state_hash, each Floats column in order)
-//	trailer  CRC-32C (Castagnoli) of every byte before it, uint32
 //
 // The config is stored validated (defaults filled in) and in the exact
 // encoding Save produces; anything else is refused, so a checkpoint that
 // loads re-saves to identical bytes. Internal sum-tree and min-tree nodes
 // are not stored: Load rebuilds them from the leaves exactly (fixed-point
-// sums).
+// sums). A file of the earlier format (magic APEXREPL) is refused with an
+// error that names it.
 
 const (
-	ckMagic   = "APEXREPL"
+	ckKind    = "buffer"
 	ckVersion = 1
 
 	// maxConfigBytes bounds the JSON config of a checkpoint.
@@ -91,8 +90,6 @@ const (
 	ckIDFloats uint32 = 0x100
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // nativeLittleEndian selects the bulk (memory view) encoding of columns;
 // other machines convert value by value.
 var nativeLittleEndian = func() bool {
@@ -113,9 +110,9 @@ var nativeLittleEndian = func() bool {
 // infinite value in a float column (Insert stores what it is given; the
 // error names the column and the slot).
 //
-// Cost: O(Capacity × item size); columns are written in bulk through one
-// bufio.Writer (64 KiB), with a CRC-32C over every byte; other scratch
-// space is O(Stripes).
+// Cost: O(Capacity × item size); columns are written in bulk into the
+// section's chunks (at most 1 MiB each, with a CRC-32C over every byte);
+// other scratch space is O(Stripes).
 func (b *Buffer) Save(w io.Writer) error {
 	if w == nil {
 		return fmt.Errorf("%w: Save to a nil io.Writer", ErrNil)
@@ -139,59 +136,50 @@ func (b *Buffer) Save(w io.Writer) error {
 	if err := checkFiniteColumns(cols, b.cfg.Capacity); err != nil {
 		return fmt.Errorf("buffer: Save: %w (a checkpoint must load, and Load refuses non-finite data)", err)
 	}
-	bw := bufio.NewWriterSize(w, 64<<10)
-	cw := &ckWriter{w: bw}
+	err = checkpoint.Save(w, ckKind, ckVersion, func(w io.Writer) error {
+		cw := &ckWriter{w: w}
+		cw.write(binary.LittleEndian.AppendUint32(nil, uint32(len(js))))
+		cw.write(js)
+		cw.pad(len(js))
 
-	var hdr [16]byte
-	copy(hdr[:], ckMagic)
-	binary.LittleEndian.PutUint32(hdr[8:], ckVersion)
-	binary.LittleEndian.PutUint32(hdr[12:], uint32(len(js)))
-	cw.write(hdr[:])
-	cw.write(js)
-	cw.pad(len(js))
+		c := &b.c
+		counters := []uint64{
+			c.samples.Load(), c.updates.Load(), c.staleUpd.Load(), c.staleReads.Load(),
+			c.torn.Load(), c.clamped.Load(), c.nextStripe.Load(), c.maxUnits.Load(),
+			c.fallbacks.Load(),
+		}
+		writeSection(cw, ckIDCounters, counters)
+		st := make([]uint64, 0, 3*len(b.stripes))
+		for s := range b.stripes {
+			h := &b.stripes[s]
+			st = append(st, h.cursor.Load(), h.written.Load(), h.inserts.Load())
+		}
+		writeSection(cw, ckIDStripes, st)
 
-	c := &b.c
-	counters := []uint64{
-		c.samples.Load(), c.updates.Load(), c.staleUpd.Load(), c.staleReads.Load(),
-		c.torn.Load(), c.clamped.Load(), c.nextStripe.Load(), c.maxUnits.Load(),
-		c.fallbacks.Load(),
-	}
-	writeSection(cw, ckIDCounters, counters)
-	st := make([]uint64, 0, 3*len(b.stripes))
-	for s := range b.stripes {
-		h := &b.stripes[s]
-		st = append(st, h.cursor.Load(), h.written.Load(), h.inserts.Load())
-	}
-	writeSection(cw, ckIDStripes, st)
-
-	// Leaves: atomic loads, encoded a chunk at a time.
-	cw.header(ckIDLeaves, 8, b.cfg.Capacity)
-	buf := make([]byte, 0, 8<<10)
-	leaves := b.tree[0]
-	for s := range b.stripes {
-		base := b.lay.node(0, s, 0)
-		for l := range b.lay.stripeCap(s) {
-			buf = binary.LittleEndian.AppendUint64(buf, leaves[base+l].Load())
-			if len(buf) == cap(buf) {
-				cw.write(buf)
-				buf = buf[:0]
+		// Leaves: atomic loads, encoded a chunk at a time.
+		cw.header(ckIDLeaves, 8, b.cfg.Capacity)
+		buf := make([]byte, 0, 8<<10)
+		leaves := b.tree[0]
+		for s := range b.stripes {
+			base := b.lay.node(0, s, 0)
+			for l := range b.lay.stripeCap(s) {
+				buf = binary.LittleEndian.AppendUint64(buf, leaves[base+l].Load())
+				if len(buf) == cap(buf) {
+					cw.write(buf)
+					buf = buf[:0]
+				}
 			}
 		}
-	}
-	cw.write(buf)
+		cw.write(buf)
 
-	for _, col := range cols {
-		if err := writeColumn(cw, col); err != nil {
-			return fmt.Errorf("buffer: Save: %w", err)
+		for _, col := range cols {
+			if err := writeColumn(cw, col); err != nil {
+				return err
+			}
 		}
-	}
-	var tr [4]byte
-	binary.LittleEndian.PutUint32(tr[:], cw.crc)
-	cw.write(tr[:])
-	if cw.err != nil {
-		return fmt.Errorf("buffer: Save: %w", cw.err)
-	}
-	if err := bw.Flush(); err != nil {
+		return cw.err
+	})
+	if err != nil {
 		return fmt.Errorf("buffer: Save: %w", err)
 	}
 	return nil
@@ -204,7 +192,9 @@ func (b *Buffer) Save(w io.Writer) error {
 // may be followed by other data.
 //
 // A stream that is not a valid checkpoint is refused with an error wrapping
-// ErrCorrupt that says what was wrong: bad magic, unknown version, a config
+// ErrCorrupt that says what was wrong: bad magic, another kind of section,
+// a newer version, a file of the earlier format (APEXREPL, refused with a
+// *checkpoint.LegacyError that says what to do), a config
 // that does not validate (the error then also wraps ErrConfig) or is not in
 // Save's canonical encoding, truncation, a section of the wrong shape,
 // nonzero padding, a checksum mismatch, or contents that no quiescent buffer
@@ -229,85 +219,88 @@ func Load(r io.Reader) (*Buffer, error) {
 	if r == nil {
 		return nil, fmt.Errorf("%w: Load from a nil io.Reader", ErrNil)
 	}
-	cr := &ckReader{r: r}
-	var hdr [16]byte
-	if err := cr.read(hdr[:], "header"); err != nil {
-		return nil, err
-	}
-	if string(hdr[:8]) != ckMagic {
-		return nil, fmt.Errorf("%w: bad magic %q (want %q): not an apex buffer checkpoint", ErrCorrupt, hdr[:8], ckMagic)
-	}
-	if v := binary.LittleEndian.Uint32(hdr[8:]); v != ckVersion {
-		return nil, fmt.Errorf("%w: unsupported format version %d (this build reads version %d)", ErrCorrupt, v, ckVersion)
-	}
-	clen := binary.LittleEndian.Uint32(hdr[12:])
-	if clen > maxConfigBytes {
-		return nil, fmt.Errorf("%w: config of %d bytes exceeds the limit of %d", ErrCorrupt, clen, maxConfigBytes)
-	}
-	// The config is small (bounded above); read it, then its padding.
-	js := make([]byte, int(clen)+pad8(int(clen)))
-	if err := cr.read(js, "config"); err != nil {
-		return nil, err
-	}
-	if !allZero(js[clen:]) {
-		return nil, fmt.Errorf("%w: nonzero padding after the config", ErrCorrupt)
-	}
-	cfg, err := decodeConfig(js[:clen])
-	if err != nil {
-		return nil, err
-	}
-
-	b := &Buffer{cfg: cfg}
-	if len(cfg.Floats) > 0 {
-		b.floats = make([][]float32, len(cfg.Floats))
-	}
-	cols, err := b.ckColumns()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
-	nStripeCtr, ok := mulBounded(cfg.Stripes, 3, maxCheckpointBytes/8)
-	if !ok {
-		return nil, fmt.Errorf("%w: %d stripes exceed the checkpoint size limit", ErrCorrupt, cfg.Stripes)
-	}
-	need, err := ckRemaining(&cfg, nStripeCtr, cols)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
+	var (
+		b                           *Buffer
+		cols                        []ckColumn
+		counters, stripeCtr, leaves []uint64
+	)
 	avail, authoritative, err := remainingBytes(r)
 	if err != nil {
 		return nil, fmt.Errorf("buffer: reading checkpoint: %w", err)
 	}
-	if avail >= 0 {
-		if avail < need && authoritative {
-			return nil, fmt.Errorf("%w: truncated: the config declares %d more bytes but the stream holds %d", ErrCorrupt, need, avail)
+	err = checkpoint.Load(r, ckKind, ckVersion, func(_ uint32, p io.Reader) error {
+		cr := &ckReader{r: p}
+		var hdr [4]byte
+		if err := cr.read(hdr[:], "header"); err != nil {
+			return err
 		}
-		cr.exact = avail >= need
-	}
+		clen := binary.LittleEndian.Uint32(hdr[:])
+		if clen > maxConfigBytes {
+			return fmt.Errorf("%w: config of %d bytes exceeds the limit of %d", ErrCorrupt, clen, maxConfigBytes)
+		}
+		// The config is small (bounded above); read it, then its padding.
+		js := make([]byte, int(clen)+pad8(int(clen)))
+		if err := cr.read(js, "config"); err != nil {
+			return err
+		}
+		if !allZero(js[clen:]) {
+			return fmt.Errorf("%w: nonzero padding after the config", ErrCorrupt)
+		}
+		cfg, err := decodeConfig(js[:clen])
+		if err != nil {
+			return err
+		}
 
-	counters, err := readSection[uint64](cr, ckIDCounters, "counters", ckNumCounters)
-	if err != nil {
-		return nil, err
-	}
-	stripeCtr, err := readSection[uint64](cr, ckIDStripes, "stripes", nStripeCtr)
-	if err != nil {
-		return nil, err
-	}
-	leaves, err := readSection[uint64](cr, ckIDLeaves, "leaves", cfg.Capacity)
-	if err != nil {
-		return nil, err
-	}
-	for _, col := range cols {
-		if err := readColumn(cr, col); err != nil {
-			return nil, err
+		b = &Buffer{cfg: cfg}
+		if len(cfg.Floats) > 0 {
+			b.floats = make([][]float32, len(cfg.Floats))
 		}
-	}
-	sum := cr.crc
-	var tr [4]byte
-	if err := cr.read(tr[:], "checksum"); err != nil {
+		if cols, err = b.ckColumns(); err != nil {
+			return fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		nStripeCtr, ok := mulBounded(cfg.Stripes, 3, maxCheckpointBytes/8)
+		if !ok {
+			return fmt.Errorf("%w: %d stripes exceed the checkpoint size limit", ErrCorrupt, cfg.Stripes)
+		}
+		need, err := ckRemaining(&cfg, nStripeCtr, cols)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		// What r held bounds what the payload can (the framing only adds
+		// bytes): an in-memory reader too short is refused at once, and a
+		// long enough one lets sections be allocated whole.
+		if avail >= 0 {
+			need += int64(4 + len(js))
+			if avail < need && authoritative {
+				return fmt.Errorf("%w: truncated: the config declares a payload of %d bytes but the stream holds %d", ErrCorrupt, need, avail)
+			}
+			cr.exact = avail >= need
+		}
+
+		if counters, err = readSection[uint64](cr, ckIDCounters, "counters", ckNumCounters); err != nil {
+			return err
+		}
+		if stripeCtr, err = readSection[uint64](cr, ckIDStripes, "stripes", nStripeCtr); err != nil {
+			return err
+		}
+		if leaves, err = readSection[uint64](cr, ckIDLeaves, "leaves", cfg.Capacity); err != nil {
+			return err
+		}
+		for _, col := range cols {
+			if err := readColumn(cr, col); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrCorrupt):
 		return nil, err
-	}
-	if got := binary.LittleEndian.Uint32(tr[:]); got != sum {
-		return nil, fmt.Errorf("%w: checksum mismatch: stored %#08x, computed %#08x", ErrCorrupt, got, sum)
+	case errors.Is(err, checkpoint.ErrCorrupt), errors.Is(err, checkpoint.ErrFormat):
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	default:
+		return nil, fmt.Errorf("buffer: reading checkpoint: %w", err)
 	}
 
 	b.initIndex()
@@ -334,7 +327,7 @@ func Load(r io.Reader) (*Buffer, error) {
 	if err := b.checkCheckpoint(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	if err := checkFiniteColumns(cols, cfg.Capacity); err != nil {
+	if err := checkFiniteColumns(cols, b.cfg.Capacity); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	b.rebuildTrees()
@@ -776,11 +769,10 @@ func wordBytes[T word](s []T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(zero)))
 }
 
-// ckWriter writes through w, keeping a running CRC-32C; the first error
-// sticks.
+// ckWriter writes through w (the section's payload, which buffers and
+// checksums it); the first error sticks.
 type ckWriter struct {
-	w   *bufio.Writer
-	crc uint32
+	w   io.Writer
 	err error
 	n   int64
 }
@@ -789,7 +781,6 @@ func (cw *ckWriter) write(p []byte) {
 	if cw.err != nil || len(p) == 0 {
 		return
 	}
-	cw.crc = crc32.Update(cw.crc, castagnoli, p)
 	_, cw.err = cw.w.Write(p)
 	cw.n += int64(len(p))
 }
@@ -890,11 +881,11 @@ func writeColumnOf[T word](cw *ckWriter, c ckColumn, s []T) error {
 	return nil
 }
 
-// ckReader reads exactly what it is asked for from r, keeping a running
-// CRC-32C and the offset for error messages.
+// ckReader reads exactly what it is asked for from r (the section's
+// payload, whose chunks are checked as they arrive), keeping the offset for
+// error messages.
 type ckReader struct {
 	r   io.Reader
-	crc uint32
 	off int64
 	// exact: the stream is known to hold every declared byte, so sections
 	// are allocated whole rather than grown as data arrives.
@@ -903,7 +894,6 @@ type ckReader struct {
 
 func (cr *ckReader) read(p []byte, what string) error {
 	n, err := io.ReadFull(cr.r, p)
-	cr.crc = crc32.Update(cr.crc, castagnoli, p[:n])
 	cr.off += int64(n)
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {

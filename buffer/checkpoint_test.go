@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"math"
 	"math/bits"
@@ -19,6 +18,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/iotest"
+
+	"github.com/apexrl/apex/checkpoint"
+	"github.com/apexrl/apex/internal/cktest"
 )
 
 // ---- helpers ----
@@ -546,13 +548,20 @@ type ckLayout struct {
 
 type ckSpan struct{ hdr, data, dataEnd, end int }
 
+// parseCk locates the parts of a checkpoint small enough for one chunk,
+// in d's coordinates.
 func parseCk(t testing.TB, d []byte) ckLayout {
 	t.Helper()
-	clen := int(binary.LittleEndian.Uint32(d[12:]))
-	l := ckLayout{cfgStart: 16, cfgEnd: 16 + clen, sections: map[uint32]ckSpan{}}
+	base := ckPayloadStart(d)
+	clen := int(binary.LittleEndian.Uint32(d[base:]))
+	l := ckLayout{cfgStart: base + 4, cfgEnd: base + 4 + clen, sections: map[uint32]ckSpan{}}
 	l.cfgPadEnd = l.cfgEnd + pad8(clen)
 	off := l.cfgPadEnd
-	for off < len(d)-4 {
+	end := len(d) - ckTrailer
+	if n := int(binary.LittleEndian.Uint32(d[base-4:])); base+n != end {
+		t.Fatalf("parse: a payload of more than one chunk (%d bytes in the first, %d in all)", n, end-base)
+	}
+	for off < end {
 		id := binary.LittleEndian.Uint32(d[off:])
 		elem := int(binary.LittleEndian.Uint32(d[off+4:]))
 		n := int(binary.LittleEndian.Uint64(d[off+8:]))
@@ -562,30 +571,36 @@ func parseCk(t testing.TB, d []byte) ckLayout {
 		l.order = append(l.order, id)
 		off = sp.end
 	}
-	if off != len(d)-4 {
-		t.Fatalf("parse: sections end at %d, checkpoint is %d bytes", off, len(d))
+	if off != end {
+		t.Fatalf("parse: sections end at %d, the payload at %d", off, end)
 	}
 	return l
 }
 
-// ckFixCRC rewrites the trailing checksum of d in place.
-func ckFixCRC(d []byte) []byte {
-	if len(d) >= 4 {
-		binary.LittleEndian.PutUint32(d[len(d)-4:], crc32.Checksum(d[:len(d)-4], castagnoli))
-	}
-	return d
+// ckPayloadStart is the offset of a checkpoint's payload in d: after the
+// section head (magic, version, kind, checksum) and the first chunk's
+// length.
+func ckPayloadStart(d []byte) int {
+	return len(checkpoint.Magic) + 4 + 1 + int(d[len(checkpoint.Magic)+4]) + 4 + 4
 }
+
+// ckTrailer is the number of bytes after a one-chunk payload: the chunk's
+// checksum and the end marker.
+const ckTrailer = 4 + 16
+
+// ckFixCRC recomputes the checksums of d's section (edited in place), as
+// an editor that re-frames a checkpoint would.
+func ckFixCRC(d []byte) []byte { return cktest.Reseal(d) }
 
 // ckWithConfigJSON replaces the config of checkpoint d.
 func ckWithConfigJSON(t testing.TB, d []byte, js []byte) []byte {
 	l := parseCk(t, d)
-	var out []byte
-	out = append(out, d[:16]...)
-	binary.LittleEndian.PutUint32(out[12:], uint32(len(js)))
-	out = append(out, js...)
-	out = append(out, make([]byte, pad8(len(js)))...)
-	out = append(out, d[l.cfgPadEnd:]...)
-	return ckFixCRC(out)
+	var p []byte
+	p = binary.LittleEndian.AppendUint32(p, uint32(len(js)))
+	p = append(p, js...)
+	p = append(p, make([]byte, pad8(len(js)))...)
+	p = append(p, d[l.cfgPadEnd:len(d)-ckTrailer]...)
+	return ckFrame(p)
 }
 
 func ckEditConfig(t testing.TB, d []byte, edit func(*ckConfig)) []byte {
@@ -617,7 +632,7 @@ func TestCheckpointCorruptions(t *testing.T) {
 	}{
 		{"magic", func(d []byte) []byte { d[0] = 'X'; return d }, "magic"},
 		{"version", func(d []byte) []byte { d[8] = 2; return ckFixCRC(d) }, "version 2"},
-		{"config too long", func(d []byte) []byte { binary.LittleEndian.PutUint32(d[12:], 1<<30); return d }, "exceeds the limit"},
+		{"config too long", func(d []byte) []byte { binary.LittleEndian.PutUint32(d[l.cfgStart-4:], 1<<30); return ckFixCRC(d) }, "exceeds the limit"},
 		{"checksum", func(d []byte) []byte { d[l.sections[ckIDObs].data] ^= 1; return d }, "checksum mismatch"},
 		{"checksum trailer", func(d []byte) []byte { d[len(d)-1] ^= 1; return d }, "checksum mismatch"},
 		{"config invalid", func(d []byte) []byte {
@@ -757,6 +772,13 @@ func TestCheckpointCorruptions(t *testing.T) {
 	}
 }
 
+// ckFrame frames payload p as a buffer checkpoint section.
+func ckFrame(p []byte) []byte {
+	var b bytes.Buffer
+	checkpoint.Save(&b, ckKind, ckVersion, func(w io.Writer) error { _, err := w.Write(p); return err })
+	return b.Bytes()
+}
+
 func ckContainsAny(s, alts string) bool {
 	for _, a := range strings.Split(alts, "|") {
 		if strings.Contains(s, a) {
@@ -792,8 +814,6 @@ func TestCheckpointHostileSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var d []byte
-	d = append(d, ckMagic...)
-	d = binary.LittleEndian.AppendUint32(d, ckVersion)
 	d = binary.LittleEndian.AppendUint32(d, uint32(len(js)))
 	d = append(d, js...)
 	d = append(d, make([]byte, pad8(len(js)))...)
@@ -808,6 +828,7 @@ func TestCheckpointHostileSizes(t *testing.T) {
 	d = append(d, make([]byte, 24)...)
 	sec(ckIDLeaves, MaxCapacity)
 	d = append(d, make([]byte, 3<<20)...) // 3 MiB of a declared 8 GiB
+	d = ckFrame(d)
 	for _, r := range []io.Reader{bytes.NewReader(d), ckHideLen{bytes.NewReader(d)}} {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
@@ -1187,4 +1208,18 @@ func BenchmarkCheckpointCartPole(b *testing.B) {
 			f.Close()
 		}
 	})
+}
+
+// TestCheckpointLegacyRefused: a checkpoint of the format the buffer wrote
+// before the checkpoint package (magic APEXREPL) is refused with
+// ErrCorrupt and an error naming the format, its version and what to do.
+func TestCheckpointLegacyRefused(t *testing.T) {
+	old := binary.LittleEndian.AppendUint32([]byte("APEXREPL"), 1)
+	old = append(old, make([]byte, 100)...)
+	_, err := Load(bytes.NewReader(old))
+	var le *checkpoint.LegacyError
+	if !errors.Is(err, ErrCorrupt) || !errors.As(err, &le) || le.Magic != "APEXREPL" || le.Version != 1 ||
+		!strings.Contains(err.Error(), "APEXREPL version 1 (a replay buffer checkpoint), written by apex before the unified checkpoint format") {
+		t.Fatalf("Load of an APEXREPL file: %v", err)
+	}
 }
