@@ -119,41 +119,61 @@ func (r *Reader) Next() (Header, error) {
 	return h, nil
 }
 
-// nextChunk reads the next chunk, or the end marker.
+// nextChunk reads the next chunk into r.chunk, or the end marker.
 func (r *Reader) nextChunk() error {
-	var n [4]byte
-	if err := r.readFull(n[:], "chunk length"); err != nil {
+	size, err := r.chunkHead()
+	if err != nil || size == 0 {
 		return err
-	}
-	size := binary.LittleEndian.Uint32(n[:])
-	if size == 0 {
-		var end [12]byte
-		if err := r.readFull(end[:], "end marker"); err != nil {
-			return err
-		}
-		total := binary.LittleEndian.Uint64(end[:8])
-		if total != r.total {
-			return r.fail(fmt.Errorf("%w: %s: the end marker says %d payload bytes, the chunks held %d", ErrCorrupt, r.name(), total, r.total))
-		}
-		if got, want := binary.LittleEndian.Uint32(end[8:]), crc32.Update(r.crc, castagnoli, end[:8]); got != want {
-			return r.fail(fmt.Errorf("%w: %s: end checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, r.name(), got, want))
-		}
-		r.done = true
-		return nil
-	}
-	if size > MaxChunk {
-		return r.fail(fmt.Errorf("%w: %s: a chunk of %d bytes (at most %d)", ErrCorrupt, r.name(), size, MaxChunk))
 	}
 	b, err := r.readChunk(int(size) + 4)
 	if err != nil {
 		return err
 	}
-	crc := crc32.Update(r.crc, castagnoli, b[:size])
-	if got := binary.LittleEndian.Uint32(b[size:]); got != crc {
+	if err := r.check(b[:size], b[size:]); err != nil {
+		return err
+	}
+	r.chunk = b[:size]
+	return nil
+}
+
+// check checks a chunk's data against its stored running checksum and
+// counts it.
+func (r *Reader) check(data, sum []byte) error {
+	crc := crc32.Update(r.crc, castagnoli, data)
+	if got := binary.LittleEndian.Uint32(sum); got != crc {
 		return r.fail(fmt.Errorf("%w: %s: checksum mismatch in the chunk at payload byte %d (stored %08x, computed %08x)", ErrCorrupt, r.name(), r.total, got, crc))
 	}
-	r.crc, r.total, r.chunk = crc, r.total+uint64(size), b[:size]
+	r.crc, r.total = crc, r.total+uint64(len(data))
 	return nil
+}
+
+// chunkHead reads a chunk's length and checks its bound, or reads and
+// checks the end marker (then it returns 0 and sets r.done).
+func (r *Reader) chunkHead() (uint32, error) {
+	var n [4]byte
+	if err := r.readFull(n[:], "chunk length"); err != nil {
+		return 0, err
+	}
+	size := binary.LittleEndian.Uint32(n[:])
+	if size == 0 {
+		var end [12]byte
+		if err := r.readFull(end[:], "end marker"); err != nil {
+			return 0, err
+		}
+		total := binary.LittleEndian.Uint64(end[:8])
+		if total != r.total {
+			return 0, r.fail(fmt.Errorf("%w: %s: the end marker says %d payload bytes, the chunks held %d", ErrCorrupt, r.name(), total, r.total))
+		}
+		if got, want := binary.LittleEndian.Uint32(end[8:]), crc32.Update(r.crc, castagnoli, end[:8]); got != want {
+			return 0, r.fail(fmt.Errorf("%w: %s: end checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, r.name(), got, want))
+		}
+		r.done = true
+		return 0, nil
+	}
+	if size > MaxChunk {
+		return 0, r.fail(fmt.Errorf("%w: %s: a chunk of %d bytes (at most %d)", ErrCorrupt, r.name(), size, MaxChunk))
+	}
+	return size, nil
 }
 
 // growStep is the first allocation of a chunk buffer larger than the
@@ -198,6 +218,28 @@ func (r *Reader) Read(p []byte) (int, error) {
 	for len(r.chunk) == 0 {
 		if r.done {
 			return 0, io.EOF
+		}
+		if len(p) >= MaxChunk {
+			// A chunk that fits in p is read straight into it, without a
+			// copy; its bytes count as returned only once they check.
+			size, err := r.chunkHead()
+			if err != nil {
+				return 0, err
+			}
+			if size == 0 {
+				continue
+			}
+			var sum [4]byte
+			if err := r.readFull(p[:size], "payload"); err != nil {
+				return 0, err
+			}
+			if err := r.readFull(sum[:], "payload"); err != nil {
+				return 0, err
+			}
+			if err := r.check(p[:size], sum[:]); err != nil {
+				return 0, err
+			}
+			return int(size), nil
 		}
 		if err := r.nextChunk(); err != nil {
 			return 0, err

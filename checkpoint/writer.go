@@ -61,6 +61,14 @@ func (w *Writer) Write(p []byte) (int, error) {
 	}
 	n := 0
 	for len(p) > 0 {
+		if len(w.buf) == 4 && len(p) >= MaxChunk {
+			// A whole chunk straight from p, without a copy.
+			if err := w.writeChunk(p[:MaxChunk]); err != nil {
+				return n, err
+			}
+			p, n = p[MaxChunk:], n+MaxChunk
+			continue
+		}
 		k := min(len(p), 4+MaxChunk-len(w.buf))
 		w.buf = append(w.buf, p[:k]...)
 		p, n = p[k:], n+k
@@ -88,6 +96,23 @@ func (w *Writer) flush() error {
 		return err
 	}
 	w.buf = w.buf[:4]
+	return nil
+}
+
+// writeChunk writes data (1 to MaxChunk bytes) as a chunk of its own;
+// nothing may be pending.
+func (w *Writer) writeChunk(data []byte) error {
+	var n, sum [4]byte
+	binary.LittleEndian.PutUint32(n[:], uint32(len(data)))
+	w.crc = crc32.Update(w.crc, castagnoli, data)
+	w.total += uint64(len(data))
+	binary.LittleEndian.PutUint32(sum[:], w.crc)
+	for _, b := range [][]byte{n[:], data, sum[:]} {
+		if _, err := w.w.Write(b); err != nil {
+			w.err = err
+			return err
+		}
+	}
 	return nil
 }
 
