@@ -10,8 +10,12 @@ import (
 const Magic = "APEXCKPT"
 
 const (
-	// MaxChunk bounds a chunk's length, hence the memory a Reader or
-	// Writer holds for a section's payload.
+	// ChunkSize is the length of the chunks a Writer cuts a payload into
+	// (the last one shorter), so that a payload is framed the same however
+	// it was split into writes.
+	ChunkSize = 64 << 10
+	// MaxChunk bounds the length of a chunk a Reader accepts, hence the
+	// memory it holds for a section's payload.
 	MaxChunk = 1 << 20
 	// MaxKind bounds the length of a section's kind.
 	MaxKind = 64

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -39,10 +40,10 @@ func randomBytes(n int, seed uint64) []byte {
 // byte, the stream holds exactly one head, the chunks and the end marker,
 // and Load reads no byte past the section.
 func TestRoundTripSizes(t *testing.T) {
-	for _, n := range []int{0, 1, 7, checkpoint.MaxChunk - 1, checkpoint.MaxChunk, checkpoint.MaxChunk + 1, 3*checkpoint.MaxChunk + 5} {
+	for _, n := range []int{0, 1, 7, checkpoint.ChunkSize - 1, checkpoint.ChunkSize, checkpoint.ChunkSize + 1, 3*checkpoint.MaxChunk + 5} {
 		payload := randomBytes(n, uint64(n))
 		raw := section(t, "test.blob", 3, payload)
-		chunks := (n + checkpoint.MaxChunk - 1) / checkpoint.MaxChunk
+		chunks := (n + checkpoint.ChunkSize - 1) / checkpoint.ChunkSize
 		if want := 8 + 4 + 1 + len("test.blob") + 4 + n + 8*chunks + 16; len(raw) != want {
 			t.Fatalf("n=%d: %d bytes, want %d", n, len(raw), want)
 		}
@@ -155,13 +156,13 @@ func TestEveryDamageRefused(t *testing.T) {
 // TestSplicedChunkRefused: two sections of the same kind and size whose
 // chunks are swapped fail the running checksum.
 func TestSplicedChunkRefused(t *testing.T) {
-	a := section(t, "k", 1, randomBytes(2*checkpoint.MaxChunk, 1))
-	b := section(t, "k", 1, randomBytes(2*checkpoint.MaxChunk, 2))
+	a := section(t, "k", 1, randomBytes(2*checkpoint.ChunkSize, 1))
+	b := section(t, "k", 1, randomBytes(2*checkpoint.ChunkSize, 2))
 	head := 8 + 4 + 1 + 1 + 4
 	// Replace a's second chunk with b's second chunk.
 	c := slices.Clone(a)
-	second := head + 8 + checkpoint.MaxChunk
-	copy(c[second:second+8+checkpoint.MaxChunk], b[second:second+8+checkpoint.MaxChunk])
+	second := head + 8 + checkpoint.ChunkSize
+	copy(c[second:second+8+checkpoint.ChunkSize], b[second:second+8+checkpoint.ChunkSize])
 	err := checkpoint.Load(bytes.NewReader(c), "k", 1, func(_ uint32, r io.Reader) error { _, err := io.Copy(io.Discard, r); return err })
 	if !errors.Is(err, checkpoint.ErrCorrupt) || !strings.Contains(err.Error(), "checksum") {
 		t.Fatalf("spliced chunk: %v", err)
@@ -299,4 +300,61 @@ func randomFloats(n int) []float64 {
 		s[i] = r.NormFloat64()
 	}
 	return s
+}
+
+// TestFramingIndependentOfWrites: a payload is framed the same whether it
+// is written at once or in pieces of any size, and a reader takes the
+// larger chunks another writer may have used (up to MaxChunk) whatever the
+// size of its reads.
+func TestFramingIndependentOfWrites(t *testing.T) {
+	payload := randomBytes(5*checkpoint.ChunkSize/2+3, 7)
+	want := section(t, "k", 1, payload)
+	for _, piece := range []int{1, 7, 4096, checkpoint.ChunkSize - 1, checkpoint.ChunkSize + 1} {
+		var b bytes.Buffer
+		checkpoint.Save(&b, "k", 1, func(w io.Writer) error {
+			for p := payload; len(p) > 0; {
+				k := min(piece, len(p))
+				if _, err := w.Write(p[:k]); err != nil {
+					return err
+				}
+				p = p[k:]
+			}
+			return nil
+		})
+		if !bytes.Equal(b.Bytes(), want) {
+			t.Fatalf("written in pieces of %d: other bytes", piece)
+		}
+	}
+	// One chunk of MaxChunk bytes, as another writer may frame it.
+	big := randomBytes(checkpoint.MaxChunk, 8)
+	head := want[:8+4+1+1+4]
+	var raw []byte
+	raw = append(raw, head...)
+	crc := binary.LittleEndian.Uint32(head[len(head)-4:])
+	raw = binary.LittleEndian.AppendUint32(raw, uint32(len(big)))
+	raw = append(raw, big...)
+	crc = crc32.Update(crc, crc32.MakeTable(crc32.Castagnoli), big)
+	raw = binary.LittleEndian.AppendUint32(raw, crc)
+	end := binary.LittleEndian.AppendUint64([]byte{0, 0, 0, 0}, uint64(len(big)))
+	raw = append(raw, end...)
+	raw = binary.LittleEndian.AppendUint32(raw, crc32.Update(crc, crc32.MakeTable(crc32.Castagnoli), end[4:]))
+	for _, n := range []int{1, 100, checkpoint.ChunkSize, 2 * checkpoint.MaxChunk} {
+		var got []byte
+		err := checkpoint.Load(bytes.NewReader(raw), "k", 1, func(_ uint32, r io.Reader) error {
+			p := make([]byte, n)
+			for {
+				k, err := r.Read(p)
+				got = append(got, p[:k]...)
+				if err == io.EOF {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+			}
+		})
+		if err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("reads of %d bytes: %v", n, err)
+		}
+	}
 }

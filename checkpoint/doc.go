@@ -15,7 +15,8 @@
 //	       kindLen  uint8 (1..MaxKind), then kindLen bytes of kind
 //	       (letters, digits and ". _ - /")
 //	       crc      uint32: CRC-32C (Castagnoli) of the head's bytes before it
-//	chunk  n        uint32 (1..MaxChunk), then n payload bytes
+//	chunk  n        uint32 (1..MaxChunk; writers use ChunkSize, the last
+//	                chunk shorter), then n payload bytes
 //	       crc      uint32: CRC-32C of the payload so far, seeded with the
 //	                head's crc (a running checksum: a chunk dropped, moved
 //	                or taken from another section fails it)
@@ -26,8 +27,9 @@
 // A section's payload is whatever its part writes; sections nest (a
 // learner's payload holds its networks' sections). Every length is
 // checked against its bound before anything is allocated: a chunk is at
-// most MaxChunk bytes, so a reader holds at most one chunk in memory, and
-// a payload of any size (a replay buffer of many GB) streams through.
+// most MaxChunk bytes, so a reader holds at most one chunk in memory (and
+// a writer one of ChunkSize), and a payload of any size (a replay buffer of
+// many GB) streams through.
 //
 // # Usage
 //

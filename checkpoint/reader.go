@@ -219,16 +219,16 @@ func (r *Reader) Read(p []byte) (int, error) {
 		if r.done {
 			return 0, io.EOF
 		}
-		if len(p) >= MaxChunk {
+		size, err := r.chunkHead()
+		if err != nil {
+			return 0, err
+		}
+		if size == 0 {
+			continue
+		}
+		if int(size) <= len(p) {
 			// A chunk that fits in p is read straight into it, without a
 			// copy; its bytes count as returned only once they check.
-			size, err := r.chunkHead()
-			if err != nil {
-				return 0, err
-			}
-			if size == 0 {
-				continue
-			}
 			var sum [4]byte
 			if err := r.readFull(p[:size], "payload"); err != nil {
 				return 0, err
@@ -241,9 +241,14 @@ func (r *Reader) Read(p []byte) (int, error) {
 			}
 			return int(size), nil
 		}
-		if err := r.nextChunk(); err != nil {
+		b, err := r.readChunk(int(size) + 4)
+		if err != nil {
 			return 0, err
 		}
+		if err := r.check(b[:size], b[size:]); err != nil {
+			return 0, err
+		}
+		r.chunk = b[:size]
 	}
 	n := copy(p, r.chunk)
 	r.chunk = r.chunk[n:]

@@ -9,11 +9,12 @@ import (
 )
 
 // Writer writes one section's payload to an underlying io.Writer, in
-// chunks of at most MaxChunk bytes. It is created by NewWriter, which
+// chunks of ChunkSize bytes (the last one shorter). It is created by NewWriter, which
 // writes the head, and finished by Close, which writes the last chunk and
-// the end marker. Memory: one chunk buffer, grown with what is written up
-// to MaxChunk. The first error sticks: every later call returns it.
-// A Writer is used by one goroutine at a time.
+// the end marker. Memory: the pending chunk, grown as needed up to
+// ChunkSize (whole chunks of a large Write are written from the caller's
+// slice). The first error sticks: every later call returns it. A Writer is
+// used by one goroutine at a time.
 type Writer struct {
 	w      io.Writer
 	buf    []byte // the pending chunk: 4 bytes of length, then payload
@@ -49,8 +50,11 @@ func NewWriter(w io.Writer, kind string, version uint32) (*Writer, error) {
 	return &Writer{w: w, crc: crc, buf: make([]byte, 4, 4+512)}, nil
 }
 
-// Write appends p to the payload; a full chunk is written out. Cost:
-// O(len(p)) (a copy and a CRC-32C).
+// Write appends p to the payload. Every chunk but the last holds exactly
+// ChunkSize bytes, so the framing of a payload does not depend on how it
+// was split into writes; whole chunks of a large Write are written straight
+// from p, without a copy, and the rest is gathered into the pending chunk.
+// Cost: O(len(p)) (a CRC-32C, and a copy of what is gathered).
 func (w *Writer) Write(p []byte) (int, error) {
 	if w.err != nil {
 		return 0, w.err
@@ -61,24 +65,46 @@ func (w *Writer) Write(p []byte) (int, error) {
 	}
 	n := 0
 	for len(p) > 0 {
-		if len(w.buf) == 4 && len(p) >= MaxChunk {
-			// A whole chunk straight from p, without a copy.
-			if err := w.writeChunk(p[:MaxChunk]); err != nil {
+		pending := len(w.buf) - 4
+		if pending == 0 && len(p) >= ChunkSize {
+			if err := w.writeChunk(p[:ChunkSize]); err != nil {
 				return n, err
 			}
-			p, n = p[MaxChunk:], n+MaxChunk
+			p, n = p[ChunkSize:], n+ChunkSize
 			continue
 		}
-		k := min(len(p), 4+MaxChunk-len(w.buf))
+		k := min(len(p), ChunkSize-pending)
+		if need := len(w.buf) + k + 4; need > cap(w.buf) { // room for the checksum too
+			g := make([]byte, len(w.buf), min(8+ChunkSize, max(2*cap(w.buf), need)))
+			copy(g, w.buf)
+			w.buf = g
+		}
 		w.buf = append(w.buf, p[:k]...)
 		p, n = p[k:], n+k
-		if len(w.buf) == 4+MaxChunk {
+		if len(w.buf)-4 == ChunkSize {
 			if err := w.flush(); err != nil {
 				return n, err
 			}
 		}
 	}
 	return n, nil
+}
+
+// writeChunk writes data (1 to ChunkSize bytes) as a chunk of its own;
+// nothing may be pending.
+func (w *Writer) writeChunk(data []byte) error {
+	var n, sum [4]byte
+	binary.LittleEndian.PutUint32(n[:], uint32(len(data)))
+	w.crc = crc32.Update(w.crc, castagnoli, data)
+	w.total += uint64(len(data))
+	binary.LittleEndian.PutUint32(sum[:], w.crc)
+	for _, b := range [][]byte{n[:], data, sum[:]} {
+		if _, err := w.w.Write(b); err != nil {
+			w.err = err
+			return err
+		}
+	}
+	return nil
 }
 
 // flush writes the pending chunk, if any.
@@ -96,23 +122,6 @@ func (w *Writer) flush() error {
 		return err
 	}
 	w.buf = w.buf[:4]
-	return nil
-}
-
-// writeChunk writes data (1 to MaxChunk bytes) as a chunk of its own;
-// nothing may be pending.
-func (w *Writer) writeChunk(data []byte) error {
-	var n, sum [4]byte
-	binary.LittleEndian.PutUint32(n[:], uint32(len(data)))
-	w.crc = crc32.Update(w.crc, castagnoli, data)
-	w.total += uint64(len(data))
-	binary.LittleEndian.PutUint32(sum[:], w.crc)
-	for _, b := range [][]byte{n[:], data, sum[:]} {
-		if _, err := w.w.Write(b); err != nil {
-			w.err = err
-			return err
-		}
-	}
 	return nil
 }
 
@@ -142,7 +151,7 @@ func (w *Writer) Close() error {
 // Save writes one section of the given kind and version to w, whose payload
 // is what save writes to the io.Writer it is given (save must not keep it).
 // An error of save is returned as is; on error w may hold a partial
-// section. Cost: the payload's size, with one chunk (at most MaxChunk) in
+// section. Cost: the payload's size, with at most one chunk (ChunkSize) in
 // memory.
 func Save(w io.Writer, kind string, version uint32, save func(io.Writer) error) error {
 	sw, err := NewWriter(w, kind, version)

@@ -79,8 +79,9 @@ const maxHeaderBytes = 64 << 20
 // CheckpointEvery and when it ends): it waits for the insert and the
 // learner step in progress to finish and holds new ones until the state is
 // written; actors keep stepping into the bounded queue meanwhile. Cost:
-// O(replay size) time; memory a 1 MiB write buffer plus one chunk (at most
-// 1 MiB) per open section, not O(replay size).
+// O(replay size) time; memory a 64 KiB write buffer plus at most 64 KiB
+// per open section (the replay buffer's columns are written from where
+// they lie), not O(replay size).
 func (t *Trainer) SaveCheckpoint(path string) error {
 	if path == "" {
 		return errors.New("runtime: checkpoint: empty path")
@@ -146,7 +147,7 @@ func (t *Trainer) writeCheckpoint(f *os.File) error {
 	if len(js) > maxHeaderBytes { // ResumeTrainer would refuse it
 		return fmt.Errorf("the header (configuration, counters and %d evaluations) is %d bytes, above %d", len(h.Curve), len(js), maxHeaderBytes)
 	}
-	bw := bufio.NewWriterSize(f, 1<<20)
+	bw := bufio.NewWriterSize(f, 64<<10) // gathers the sections' small writes (heads, chunk lengths)
 	if err := checkpoint.Save(bw, ckKind, ckVersion, func(w io.Writer) error { return checkpoint.WriteJSON(w, h) }); err != nil {
 		return err
 	}
