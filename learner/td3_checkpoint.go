@@ -9,11 +9,12 @@ import (
 
 // TD3 checkpoint format: one section of kind learner.TD3, version 1,
 // framed like the DQN's (checkpoint.go): a JSON header (td3Header: config,
-// method name and loss, step, counters, RNG, ReF-ER beta), then nested
-// sections: six networks (model.Net: actor, target actor, critic 1,
-// critic 2, target critic 1, target critic 2) and three optimizers
-// (model.Adam: actor, critic 1, critic 2). As for the DQN, the buffer and
-// the sampler stage are checkpointed by their own packages.
+// method name and loss, step, counters, RNG), then nested sections: six
+// networks (model.Net: actor, target actor, critic 1, critic 2, target
+// critic 1, target critic 2), three optimizers (model.Adam: actor, critic
+// 1, critic 2) and, under a ReF-ER method, the ReF-ER controller
+// (REFERController.Save: its step k and beta). As for the DQN, the buffer
+// and the sampler stage are checkpointed by their own packages.
 const td3Kind = "learner.TD3"
 
 // td3Header is the JSON header of a TD3 checkpoint.
@@ -26,10 +27,6 @@ type td3Header struct {
 	// RNG is the learner stream's PCG state (rand.PCG.MarshalBinary).
 	RNG   []byte   `json:"rng"`
 	Stats TD3Stats `json:"stats"`
-	// ReferBeta is the ReF-ER controller's penalty coefficient after the
-	// last step (TD3 with a ReF-ER method only; the controller's step is
-	// Steps).
-	ReferBeta *float64 `json:"refer_beta,omitempty"`
 }
 
 // td3Nets lists the networks in checkpoint order, with their names.
@@ -40,7 +37,8 @@ func (l *TD3) td3Nets() ([6]*model.Net, [6]string) {
 
 // Save writes the learner's whole state to w: its configuration, the
 // replay method's name and loss, its step count, counters and RNG state,
-// the six networks and the three optimizers' moments (format above). Load
+// the six networks, the three optimizers' moments and, under ReF-ER, the
+// controller's k and beta (format above). Load
 // on a learner built with the same configuration, method and network
 // shapes continues the run bit for bit, given the same buffer contents.
 // Call it while Step is not running. Cost: O(parameters); each part is
@@ -58,10 +56,6 @@ func (l *TD3) Save(w io.Writer) error {
 		*f = finite0(*f)
 	}
 	h := td3Header{Config: l.cfg, Method: l.m.Name, Loss: l.m.Loss, Steps: l.steps, RNG: rng, Stats: st}
-	if l.refer != nil {
-		b := l.refer.ctl.Beta()
-		h.ReferBeta = &b
-	}
 	nets, names := l.td3Nets()
 	var parts []part
 	for i, n := range nets {
@@ -69,6 +63,9 @@ func (l *TD3) Save(w io.Writer) error {
 	}
 	for i, a := range []*model.Adam{l.actorAdam, l.criticAdam[0], l.criticAdam[1]} {
 		parts = append(parts, part{fmt.Sprintf("optimizer %d", i), a.Save})
+	}
+	if l.refer != nil {
+		parts = append(parts, part{"ReF-ER controller", l.refer.ctl.Save})
 	}
 	return saveSection(w, td3Kind, h, parts)
 }
@@ -133,15 +130,21 @@ func (l *TD3) Load(r io.Reader) error {
 			}
 		}
 
-		if b := h.ReferBeta; b != nil && !(*b >= 0 && *b <= 1) {
-			return nil, errorf(ErrCorrupt, "ReF-ER beta %v outside [0, 1]", *b)
+		var ctl referState
+		if l.refer != nil {
+			if ctl, err = readReferState(r); err != nil {
+				return nil, err
+			}
+			if ctl.K != h.Steps {
+				return nil, errorf(ErrCorrupt, "the ReF-ER controller is at step %d, the learner at %d", ctl.K, h.Steps)
+			}
 		}
 		return func() {
 			// Everything read and checked: commit. The ReF-ER controller goes first
 			// (it cannot fail: beta was checked above), so an error leaves all as it
 			// was.
-			if l.refer != nil && h.ReferBeta != nil {
-				if err := l.refer.ctl.SetController(h.Steps, *h.ReferBeta); err != nil {
+			if l.refer != nil {
+				if err := l.refer.ctl.SetController(ctl.K, ctl.Beta); err != nil {
 					panic("learner: TD3.Load: the ReF-ER controller refused a checked beta: " + err.Error())
 				}
 			}

@@ -7,8 +7,9 @@ import (
 
 // V-RACER checkpoint format: one section of kind learner.VRACER, version
 // 1, framed like the DQN's (checkpoint.go): a JSON header (vracerHeader:
-// config, method name, step, beta, counters, RNG), then nested sections:
-// the network (model.Net) and the optimizer (model.Adam).
+// config, method name, step, counters, RNG), then nested sections: the
+// network (model.Net), the optimizer (model.Adam) and the ReF-ER
+// controller (REFERController.Save: its step k and beta).
 //
 // The buffer is checkpointed by its own package. The REFER stage and the
 // controller's per-step state are not: a stage built over a loaded buffer
@@ -23,17 +24,15 @@ type vracerHeader struct {
 	Config VRACERConfig `json:"config"`
 	Method string       `json:"method"`
 	Steps  uint64       `json:"steps"`
-	// Beta is the controller's penalty coefficient after the last step.
-	Beta float64 `json:"beta"`
 	// RNG is the learner stream's PCG state (rand.PCG.MarshalBinary).
 	RNG   []byte      `json:"rng"`
 	Stats VRACERStats `json:"stats"`
 }
 
 // Save writes the learner's state to w: its configuration, the replay
-// method's name, its step count, the controller's beta, its counters and RNG
-// state, the network and Adam's moments (format above). Call it while
-// Step is not running. Cost: O(parameters).
+// method's name, its step count, its counters and RNG state, the network,
+// Adam's moments and the ReF-ER controller's k and beta (format above).
+// Call it while Step is not running. Cost: O(parameters).
 func (l *VRACER) Save(w io.Writer) error {
 	if w == nil {
 		return fmt.Errorf("%w: Save to a nil io.Writer", ErrConfig)
@@ -47,8 +46,8 @@ func (l *VRACER) Save(w io.Writer) error {
 		&st.MeanRho, &st.NearFraction, &st.MeanKL, &st.Std, &st.LR, &st.GradNorm, &st.Beta, &st.CMax, &st.FarFraction} {
 		*f = finite0(*f)
 	}
-	h := vracerHeader{Config: l.cfg, Method: l.m.Name, Steps: l.steps, Beta: l.ctl.Beta(), RNG: rng, Stats: st}
-	return saveSection(w, vracerKind, h, []part{{"network", l.net.Save}, {"optimizer", l.adam.Save}})
+	h := vracerHeader{Config: l.cfg, Method: l.m.Name, Steps: l.steps, RNG: rng, Stats: st}
+	return saveSection(w, vracerKind, h, []part{{"network", l.net.Save}, {"optimizer", l.adam.Save}, {"ReF-ER controller", l.ctl.Save}})
 }
 
 // Load restores a state written by Save into l, sets the ReF-ER
@@ -81,8 +80,8 @@ func (l *VRACER) Load(r io.Reader) error {
 		if h.Method != l.m.Name {
 			return nil, errorf(ErrMismatch, "method differs: saved %q, learner %q", h.Method, l.m.Name)
 		}
-		if !(h.Beta >= 0 && h.Beta <= 1) || h.Stats.Steps != h.Steps {
-			return nil, errorf(ErrCorrupt, "beta %v, counters of %d steps for step count %d", h.Beta, h.Stats.Steps, h.Steps)
+		if h.Stats.Steps != h.Steps {
+			return nil, errorf(ErrCorrupt, "counters of %d steps for step count %d", h.Stats.Steps, h.Steps)
 		}
 		if err := checkCounters(h.Steps, h.Stats.Steps, h.Stats.Version, h.Stats.Timing, nil); err != nil {
 			return nil, err
@@ -100,11 +99,18 @@ func (l *VRACER) Load(r io.Reader) error {
 		if err != nil {
 			return nil, err
 		}
+		ctl, err := readReferState(r)
+		if err != nil {
+			return nil, err
+		}
+		if ctl.K != h.Steps {
+			return nil, errorf(ErrCorrupt, "the ReF-ER controller is at step %d, the learner at %d", ctl.K, h.Steps)
+		}
 
 		return func() {
 			// Everything read and checked: commit. The controller goes first (it
 			// cannot fail: beta was checked above), so an error leaves all as it was.
-			if err := l.ctl.SetController(h.Steps, h.Beta); err != nil {
+			if err := l.ctl.SetController(ctl.K, ctl.Beta); err != nil {
 				panic("learner: VRACER.Load: the ReF-ER controller refused a checked beta: " + err.Error())
 			}
 			l.net.CopyFrom(net)

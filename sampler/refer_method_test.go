@@ -22,7 +22,7 @@ func TestNewMethodREFER(t *testing.T) {
 				t.Fatalf("%s: %v", name, err)
 			}
 			r, ok := m.Selector.(*sampler.REFER)
-			if !ok || r.Config().Variant != v || m.Weighter != nil || m.Normalizer != nil || m.Loss != (model.Loss{}) || m.Validate() != nil {
+			if !ok || m.Episodes != sampler.EpisodeSource(r) || m.Episodes.Buffer() != buf || r.Config().Variant != v || m.Weighter != nil || m.Normalizer != nil || m.Loss != (model.Loss{}) || m.Validate() != nil {
 				t.Fatalf("%s %+v: %v (variant %v)", name, cfg, m, r.Config().Variant)
 			}
 			if cfg.REFER == nil && r.Config().A != 5.0/1000 {
@@ -48,6 +48,12 @@ func TestNewMethodREFER(t *testing.T) {
 	} {
 		if _, err := sampler.NewMethod(c.name, c.buf, c.cfg); !errors.Is(err, buffer.ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", what, err)
+		}
+	}
+	// The other methods keep no episodes for a learner-side controller.
+	for _, name := range []string{"uniform", "per", "lap"} {
+		if m, err := sampler.NewMethod(name, samplertest.NewBuffer(t, 16), sampler.MethodConfig{}); err != nil || m.Episodes != nil {
+			t.Errorf("%s: Episodes %v (err %v), want nil", name, m.Episodes, err)
 		}
 	}
 	// A critic's loss (TD3 under ReF-ER) is the method's.
