@@ -123,6 +123,33 @@ func TestGemmMatchesPortable(t *testing.T) {
 	}
 }
 
+// TestGemmEveryMode runs every init and epilogue through both column paths
+// of the SIMD kernels (64 full columns, then a masked tail of 17) against
+// Portable.
+func TestGemmEveryMode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 8))
+	for _, impl := range simdImpls(t) {
+		for _, init := range []Init{InitZero, InitBias, InitAcc} {
+			for _, post := range []Post{PostNone, PostReLU, PostReLUGrad, PostTanhGrad} {
+				for _, transA := range []bool{false, true} {
+					g := newGemmCase(rng, 9, 64+64+17, 11, transA, init, post)
+					want, got := g.run(Portable), g.run(impl)
+					for idx := range want {
+						i, j := idx/g.ldc, idx%g.ldc
+						if i < g.m && j < g.n {
+							if d := math.Abs(float64(got[idx]) - float64(want[idx])); d > g.bound(i, j) {
+								t.Fatalf("%v %s: C[%d][%d] = %v, portable %v", impl, g.descr, i, j, got[idx], want[idx])
+							}
+						} else if got[idx] != g.c0[idx] {
+							t.Fatalf("%v %s: C[%d] outside the block changed", impl, g.descr, idx)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestGemmPortableExact checks the portable kernel itself against a float64
 // triple loop on a small case, epilogues included.
 func TestGemmPortableExact(t *testing.T) {
@@ -165,12 +192,25 @@ func TestGemmPortableExact(t *testing.T) {
 
 func TestGemmReLUKeepsNaN(t *testing.T) {
 	for _, impl := range append(simdImpls(t), Portable) {
-		a := []float32{float32(math.NaN()), 1, -1, 2} // 4×1
-		b := []float32{1, -1, 3}                      // 1×3
-		c := make([]float32, 12)
-		impl.Gemm(4, 3, 1, a, 1, 1, b, 3, c, 3, InitZero, nil, PostReLU, nil)
-		if !math.IsNaN(float64(c[0])) || c[3] != 1 || c[4] != 0 || c[6] != 0 || c[7] != 1 {
-			t.Errorf("%v: ReLU epilogue gave %v", impl, c)
+		for _, n := range []int{3, 70} { // the masked path, the wide path
+			a := []float32{float32(math.NaN()), 1, -1, 2} // 4×1
+			b := make([]float32, n)                       // 1×n
+			for j := range b {
+				b[j] = float32(j%3) - 1 // −1, 0, 1, …
+			}
+			c := make([]float32, 4*n)
+			impl.Gemm(4, n, 1, a, 1, 1, b, n, c, n, InitZero, nil, PostReLU, nil)
+			for j := range n {
+				if !math.IsNaN(float64(c[j])) {
+					t.Fatalf("%v n=%d: ReLU(NaN) = %v at column %d", impl, n, c[j], j)
+				}
+				if want := max(b[j], 0); c[n+j] != want || c[3*n+j] != 2*want {
+					t.Fatalf("%v n=%d: column %d: %v, %v, want %v, %v", impl, n, j, c[n+j], c[3*n+j], want, 2*want)
+				}
+				if want := max(-b[j], 0); c[2*n+j] != want {
+					t.Fatalf("%v n=%d: row 2 column %d = %v, want %v", impl, n, j, c[2*n+j], want)
+				}
+			}
 		}
 	}
 }
