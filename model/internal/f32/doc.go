@@ -11,18 +11,26 @@
 //   - Impl.Gemm: C = post(init + A·B) with A a strided view (row-major or
 //     transposed), init zero, a bias row or C itself, and the epilogue
 //     ReLU (forward) or ReLU's or tanh's derivative from the layer's output
-//     (backward). The micro-kernel keeps a 4×32 (AVX-512) or 4×16 (AVX2)
-//     tile of C in 8 registers and masks the column tail, which suits this
+//     (backward). The micro-kernel keeps a 4×64 (AVX-512, 16 zmm
+//     accumulators) or 4×16 (AVX2, 8 ymm) tile of C in registers, with a
+//     masked 4×32 (AVX-512) tile for the last columns. That suits this
 //     package's sizes (64-wide layers, batches of 64–256) with no packing:
 //     every operand of a 64×64 layer already sits in L1.
-//   - Impl.ColSum (bias gradients), Impl.SumSq (the gradient norm) and
-//     Impl.AdamUpdate (Adam's moments and step fused in one pass, the
-//     clipping factor folded in).
-//   - MLP: Forward (one Gemm per layer, bias and ReLU fused), Backward
-//     (dW = xᵀ·dz, db, and dz of the layer below with the activation's
-//     derivative fused into its Gemm); Loss (Huber, MSE, L1, per-row
-//     weights; Value and Selected); Adam (model.Adam's update in float32
-//     with model.Adam's checks).
+//   - Impl.ColSum (bias gradients), Impl.Transpose (Wᵀ for dX, 8×8
+//     blocks), Impl.SumSq (the gradient norm), Impl.AdamUpdate (Adam's
+//     moments and step fused in one pass, the clipping factor folded in,
+//     subnormal moments flushed to zero) and Impl.Polyak (soft target
+//     updates).
+//   - MLP: Forward (one Gemm per layer, bias and ReLU fused; tanh and
+//     softsign as Go loops after it) and Backward / BackwardInput (dW =
+//     xᵀ·dz, db, and dz of the layer below with ReLU's or tanh's
+//     derivative fused into its Gemm; softsign's applied after). Loss:
+//     Huber, MSE, L1 and PAL with per-row weights, Value and Selected.
+//     Adam: model.Adam's update in float32, with model.Adam's checks.
+//
+// The package lives under model/internal so that only model (and its
+// subpackages) can import it: model is where it plugs in, and its API can
+// change with that wiring without breaking anyone.
 //
 // Like model, the package is pure: no goroutines, no clock, no global
 // random source; an MLP and an Adam are not safe for concurrent use.
@@ -44,22 +52,25 @@
 // intended wiring, which keeps their APIs:
 //
 //  1. model.Dense gains a float32 shadow of its W, b and buffers and calls
-//     Impl.Gemm instead of gonum: forward with InitBias and PostReLU;
-//     backward dW with A = xᵀ (ars 1, aps In), ColSum for db, and dX with
-//     the layer below's activation fused (PostReLUGrad / PostTanhGrad,
-//     aux = that layer's output). Tanh's forward stays a Go loop;
-//     Softsign needs a PostSoftsignGrad epilogue (the derivative (1 − |y|)²)
-//     and a Go forward loop. Dueling's combine and its backward are O(B·A)
-//     Go loops over Forward's output.
-//  2. model.Net keeps Params() []float64 as a view for snapshots and
-//     checkpoints, or (cheaper) stores float32 and converts at Snapshot,
-//     Save and SetParams: O(params) copies outside the step. Checkpoints
-//     keep their float64 format (so existing ones stay loadable); a
-//     float32 net converts on Load.
+//     Impl.Gemm instead of gonum, as MLP does: forward with InitBias and
+//     PostReLU; backward dW with A = xᵀ (ars 1, aps In), ColSum for db,
+//     Transpose for Wᵀ and dX with the layer below's derivative fused
+//     (PostReLUGrad / PostTanhGrad, aux = that layer's output). Or
+//     model.Net holds an MLP per stream outright: every activation and
+//     the parameter layout match (model.Activation and model.LossKind
+//     values convert by a cast). Dueling's combine and its backward are
+//     O(B·A) Go loops over the streams' outputs, as today.
+//  2. model.Net keeps Params() []float64 for snapshots and checkpoints, or
+//     (cheaper) stores float32 and converts at Snapshot, Save and
+//     SetParams: O(params) copies outside the step. Checkpoints keep their
+//     float64 format, so existing ones stay loadable; a float32 net
+//     converts on Load.
 //  3. model.Adam gets a float32 path that calls Adam.Step's two kernels
-//     (SumSq, AdamUpdate), with the moments converted on Save/Load.
-//  4. model.Loss dispatches float32 slices to Loss here (PAL needs adding:
-//     its ρ is O(B) Go code like the rest).
+//     (SumSq, AdamUpdate), with the moments converted on Save and Load;
+//     Polyak replaces model.Polyak for float32 targets.
+//  4. model.Loss dispatches float32 slices to Loss here.
+//  5. The learners keep their code; TD3's policy gradient uses
+//     BackwardInput as today.
 //
 // # Costs
 //

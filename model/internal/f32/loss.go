@@ -6,7 +6,7 @@ import (
 )
 
 // LossKind selects a Loss's per-sample function ρ. Its values are
-// model.LossKind's; model's PAL has no float32 twin yet.
+// model.LossKind's.
 type LossKind uint8
 
 const (
@@ -16,6 +16,10 @@ const (
 	MSE LossKind = 1
 	// L1: ρ(δ) = |δ|, ρ'(0) = 0.
 	L1 LossKind = 2
+	// PAL: Fujimoto et al. 2020's prioritized approximation loss (model.PAL)
+	// with k = Delta and α = Alpha: ½·k^α·δ² for |δ| ≤ k, k·|δ|^(1+α)/(1+α)
+	// beyond; ρ'(δ) = max(|δ|, k)^α · clip(δ, −k, k).
+	PAL LossKind = 3
 )
 
 // Loss is model.Loss in float32: the per-sample weighted regression loss
@@ -28,7 +32,8 @@ const (
 // float64, the gradient w·ρ'(δ)/B written in float32.
 type Loss struct {
 	Kind  LossKind
-	Delta float32 // Huber's threshold (> 0); 0 means 1
+	Delta float32 // Huber's and PAL's threshold k (> 0); 0 means 1
+	Alpha float32 // PAL's exponent α (finite, >= 0); 0 for the other kinds
 }
 
 // Value returns L for pred against target and, when grad is not nil,
@@ -94,10 +99,12 @@ func (l Loss) Selected(grad, q []float32, actions []int32, target, weight []floa
 
 func (l Loss) check(b, n int, grad, weight []float32, name string) {
 	switch {
-	case l.Kind > L1:
-		panic(fmt.Sprintf("f32: Loss.Kind = %d (valid: Huber, MSE, L1)", l.Kind))
+	case l.Kind > PAL:
+		panic(fmt.Sprintf("f32: Loss.Kind = %d (valid: Huber, MSE, L1, PAL)", l.Kind))
 	case !(l.Delta >= 0) || math.IsInf(float64(l.Delta), 0):
 		panic(fmt.Sprintf("f32: Loss.Delta = %g (must be finite and >= 0)", l.Delta))
+	case !(l.Alpha >= 0) || math.IsInf(float64(l.Alpha), 0) || (l.Alpha != 0 && l.Kind != PAL):
+		panic(fmt.Sprintf("f32: Loss.Alpha = %g for the loss kind %d (finite and >= 0, and only PAL has one)", l.Alpha, l.Kind))
 	case b == 0:
 		panic("f32: loss of an empty batch")
 	case n != b:
@@ -126,6 +133,15 @@ func (l Loss) rho(d float32) (float64, float32) {
 	k := l.Delta
 	if k == 0 {
 		k = 1
+	}
+	if l.Kind == PAL {
+		kk, a, ad := float64(k), float64(l.Alpha), math.Abs(float64(d))
+		if ad <= kk {
+			ka := math.Pow(kk, a)
+			return 0.5 * ka * float64(d) * float64(d), float32(ka * float64(d))
+		}
+		p := math.Pow(ad, a)
+		return kk * p * ad / (1 + a), float32(math.Copysign(kk*p, float64(d)))
 	}
 	switch {
 	case d > k:

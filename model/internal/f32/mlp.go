@@ -6,8 +6,7 @@ import (
 )
 
 // Act is a layer's activation. Its values are model.Activation's, so a
-// model.Config converts by a cast; model's Softsign has no float32 kernel
-// yet and is refused.
+// model.Config's activations convert by a cast.
 type Act uint8
 
 const (
@@ -20,6 +19,9 @@ const (
 	// float64 math.Tanh); its derivative 1 − y² is fused into the backward
 	// GEMM.
 	Tanh Act = 3
+	// Softsign: y = z/(1 + |z|), with derivative (1 − |y|)²; both are Go
+	// loops after the GEMMs (no fused epilogue).
+	Softsign Act = 4
 )
 
 func (a Act) String() string {
@@ -30,12 +32,15 @@ func (a Act) String() string {
 		return "relu"
 	case Tanh:
 		return "tanh"
+	case Softsign:
+		return "softsign"
 	}
 	return fmt.Sprintf("Act(%d)", uint8(a))
 }
 
 // gradPost is the Gemm epilogue that multiplies a gradient by a's
-// derivative, written from the layer's output.
+// derivative, written from the layer's output (PostNone for Softsign,
+// whose derivative backward applies with softsignGrad).
 func (a Act) gradPost() Post {
 	switch a {
 	case ReLU:
@@ -114,8 +119,8 @@ func NewMLP(layers []Layer, impl Impl) (*MLP, error) {
 			return nil, fmt.Errorf("f32: NewMLP: layer %d is %d→%d (sizes must be positive)", i, l.In, l.Out)
 		case i > 0 && l.In != layers[i-1].Out:
 			return nil, fmt.Errorf("f32: NewMLP: layer %d has In = %d, layer %d has Out = %d", i, l.In, i-1, layers[i-1].Out)
-		case l.Act != Identity && l.Act != ReLU && l.Act != Tanh:
-			return nil, fmt.Errorf("f32: NewMLP: layer %d has activation %v (valid: identity, relu, tanh)", i, l.Act)
+		case l.Act < Identity || l.Act > Softsign:
+			return nil, fmt.Errorf("f32: NewMLP: layer %d has activation %v (valid: identity, relu, tanh, softsign)", i, l.Act)
 		}
 	}
 	n := NumParams(layers)
@@ -189,9 +194,14 @@ func (n *MLP) Forward(x []float32) []float32 {
 			post = PostReLU
 		}
 		n.impl.Gemm(bsz, l.Out, l.In, x, l.In, 1, n.w(n.params, i), l.Out, y, l.Out, InitBias, n.b(n.params, i), post, nil)
-		if l.Act == Tanh {
+		switch l.Act {
+		case Tanh:
 			for j, v := range y {
 				y[j] = float32(math.Tanh(float64(v)))
+			}
+		case Softsign:
+			for j, v := range y {
+				y[j] = v / (1 + float32(math.Abs(float64(v))))
 			}
 		}
 		x = y
@@ -229,14 +239,18 @@ func (n *MLP) backward(dy []float32, wantDX bool) []float32 {
 		dz = n.dz[top]
 		y := n.y[top][:len(dy)]
 		for j, v := range y {
-			if act == ReLU {
+			switch act {
+			case ReLU:
 				if v > 0 {
 					dz[j] = dy[j]
 				} else {
 					dz[j] = 0
 				}
-			} else {
+			case Tanh:
 				dz[j] = dy[j] * (1 - v*v)
+			default: // Softsign
+				s := 1 - float32(math.Abs(float64(v)))
+				dz[j] = dy[j] * s * s
 			}
 		}
 	}
@@ -262,10 +276,24 @@ func (n *MLP) backward(dy []float32, wantDX bool) []float32 {
 			return n.dx
 		}
 		n.dz[i-1] = grow(n.dz[i-1], bsz*l.In)
-		n.impl.Gemm(bsz, l.In, l.Out, dz, l.Out, 1, wt, l.In, n.dz[i-1], l.In, InitZero, nil, n.layers[i-1].Act.gradPost(), x)
+		below := n.layers[i-1].Act
+		n.impl.Gemm(bsz, l.In, l.Out, dz, l.Out, 1, wt, l.In, n.dz[i-1], l.In, InitZero, nil, below.gradPost(), x)
 		dz = n.dz[i-1]
+		if below == Softsign {
+			softsignGrad(dz, x)
+		}
 	}
 	return nil
+}
+
+// softsignGrad multiplies dz by Softsign's derivative (1 − |y|)², y the
+// layer's output.
+func softsignGrad(dz, y []float32) {
+	y = y[:len(dz)]
+	for j, v := range y {
+		s := 1 - float32(math.Abs(float64(v)))
+		dz[j] *= s * s
+	}
 }
 
 // grow returns s resliced to n, reallocating only if its capacity is short.

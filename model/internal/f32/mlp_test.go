@@ -10,7 +10,7 @@ import (
 // testLayers has every activation and widths that are no multiple of the
 // vector width (ragged column tails in every Gemm) and a batch that is no
 // multiple of 4 (the SIMD path's leftover rows).
-var testLayers = []Layer{{5, 19, ReLU}, {19, 9, Tanh}, {9, 3, Identity}}
+var testLayers = []Layer{{5, 19, ReLU}, {19, 9, Tanh}, {9, 11, Softsign}, {11, 3, Identity}}
 
 const testBatch = 7
 
@@ -76,6 +76,8 @@ func (p *testProblem) loss64(layers []Layer, params []float64) float64 {
 					s = max(s, 0)
 				case Tanh:
 					s = math.Tanh(s)
+				case Softsign:
+					s /= 1 + math.Abs(s)
 				}
 				y[r*l.Out+j] = s
 			}
@@ -165,7 +167,8 @@ func TestNewMLPRefusesBadLayers(t *testing.T) {
 		nil,
 		{{0, 3, ReLU}},
 		{{4, 3, ReLU}, {4, 2, Identity}},
-		{{4, 3, Act(4)}},
+		{{4, 3, Act(5)}},
+		{{4, 3, 0}},
 		{{1 << 15, 1 << 15, ReLU}},
 	} {
 		if _, err := NewMLP(layers, Portable); err == nil {

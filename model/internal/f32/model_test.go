@@ -23,6 +23,7 @@ func TestStepMatchesModel(t *testing.T) {
 		{"dqn 4-64-64-2", model.Config{In: 4, Hidden: []int{64, 64}, Out: 2}, 64},
 		{"policy 3-64-64-1 tanh", model.Config{In: 3, Hidden: []int{64, 64}, Out: 1, OutAct: model.Tanh}, 37},
 		{"tanh hidden 5-9-3", model.Config{In: 5, Hidden: []int{9}, Out: 3, Act: model.Tanh}, 10},
+		{"softsign 6-17-33-4 softsign out", model.Config{In: 6, Hidden: []int{17, 33}, Out: 4, Act: model.Softsign, OutAct: model.Softsign}, 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(16, 20))
@@ -136,6 +137,61 @@ func closeTo(t *testing.T, impl f32.Impl, what string, got []float32, want []flo
 	for i := range got {
 		if d := math.Abs(float64(got[i]) - want[i]); d > 1e-5*scale {
 			t.Fatalf("%v: %s[%d] = %v, model %v (scale %v)", impl, what, i, got[i], want[i], scale)
+		}
+	}
+}
+
+// TestLossMatchesModel compares every loss kind's value and gradient,
+// all outputs (Value) and taken actions (Selected), with model.Loss on
+// inputs exact in float32.
+func TestLossMatchesModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 21))
+	const bsz, nA = 50, 3
+	q := make([]float64, bsz*nA)
+	target, weight := make([]float64, bsz), make([]float64, bsz)
+	actions := make([]int32, bsz)
+	for i := range q {
+		q[i] = float64(float32(3 * rng.NormFloat64()))
+	}
+	for i := range target {
+		target[i] = float64(float32(3 * rng.NormFloat64()))
+		weight[i] = float64(float32(rng.Float64()))
+		actions[i] = int32(rng.IntN(nA))
+	}
+	target[7] = q[7*nA+int(actions[7])] // δ = 0 (L1's derivative)
+	for _, tc := range []struct {
+		l64 model.Loss
+		l32 f32.Loss
+	}{
+		{model.Loss{}, f32.Loss{}},
+		{model.Loss{Kind: model.Huber, Delta: 2.5}, f32.Loss{Kind: f32.Huber, Delta: 2.5}},
+		{model.Loss{Kind: model.MSE}, f32.Loss{Kind: f32.MSE}},
+		{model.Loss{Kind: model.L1}, f32.Loss{Kind: f32.L1}},
+		{model.Loss{Kind: model.PAL, Delta: 1, Alpha: 0.4}, f32.Loss{Kind: f32.PAL, Delta: 1, Alpha: 0.4}},
+	} {
+		for _, w := range [][]float64{nil, weight} {
+			var w32 []float32
+			if w != nil {
+				w32 = to32(w)
+			}
+			g64 := make([]float64, len(q))
+			v64 := tc.l64.Selected(g64, q, actions, target, w)
+			g32 := make([]float32, len(q))
+			v32 := tc.l32.Selected(g32, to32(q), actions, to32(target), w32)
+			if math.Abs(v32-v64) > 1e-6*(1+math.Abs(v64)) {
+				t.Errorf("%v weights=%v: Selected = %v, model %v", tc.l64.Kind, w != nil, v32, v64)
+			}
+			closeTo(t, f32.Portable, tc.l64.Kind.String()+" Selected gradient", g32, g64)
+
+			pred := q[:bsz]
+			g64 = make([]float64, bsz)
+			v64 = tc.l64.Value(g64, pred, target, w)
+			g32 = make([]float32, bsz)
+			v32 = tc.l32.Value(g32, to32(pred), to32(target), w32)
+			if math.Abs(v32-v64) > 1e-6*(1+math.Abs(v64)) {
+				t.Errorf("%v weights=%v: Value = %v, model %v", tc.l64.Kind, w != nil, v32, v64)
+			}
+			closeTo(t, f32.Portable, tc.l64.Kind.String()+" Value gradient", g32, g64)
 		}
 	}
 }
