@@ -111,8 +111,10 @@ const (
 // gradient epilogues. Entries of C outside the m×n block are not touched.
 //
 // The SIMD implementations compute four rows at a time with a register
-// tile of 4×32 (AVX-512) or 4×16 (AVX2) and mask the last columns; the
-// last m mod 4 rows go to the portable code. Products are summed in the
+// tile of 4×64 (AVX-512) or 4×16 (AVX2) and mask the last columns. The
+// last m mod 4 rows (all of them when m < 4, as in dW of a layer with
+// fewer than four inputs) go through the same kernel on zero-padded
+// copies on the stack when k ≤ 256, else through the portable code. Products are summed in the
 // order p = 0, 1, …, k−1 with FMA, so results differ from Portable's by
 // rounding only.
 //
@@ -144,7 +146,7 @@ func (i Impl) Gemm(m, n, k int, a []float32, ars, aps int, b []float32, ldb int,
 			}
 			gemm4(impl, k, pa, ars, aps, pb, ldb, &c[r*ldc], ldc, n, pbias, paux, mode)
 		}
-		if m4 == m {
+		if m4 == m || gemmTail(impl, m-m4, n, k, a[min(m4*ars, len(a)):], ars, aps, b, ldb, c[m4*ldc:], ldc, init, bias, post, auxRows(aux, m4*ldc, post)) {
 			return
 		}
 	}
@@ -158,6 +160,62 @@ func (i Impl) Gemm(m, n, k int, a []float32, ars, aps int, b []float32, ldb int,
 		aTail = a[m4*ars:]
 	}
 	gemmGeneric(m-m4, n, k, aTail, ars, aps, b, ldb, c[m4*ldc:], ldc, init, bias, post, auxTail)
+}
+
+// auxRows returns aux from offset off when the epilogue reads it.
+func auxRows(aux []float32, off int, post Post) []float32 {
+	if post < PostReLUGrad {
+		return nil
+	}
+	return aux[off:]
+}
+
+// Bounds of gemmTail's stack scratch: A's rows up to k = tailMaxK, C and
+// aux in slabs of tailMaxN columns.
+const (
+	tailMaxK = 256
+	tailMaxN = 128
+)
+
+// gemmTail computes rem < 4 rows of C with the SIMD kernel: A's rows are
+// copied into a zero-padded 4×k block, and C's (and aux's) into 4×slab
+// blocks, all on the stack; the kernel's extra rows are computed and
+// dropped. It returns false, doing nothing, when k > tailMaxK.
+func gemmTail(impl Impl, rem, n, k int, a []float32, ars, aps int, b []float32, ldb int, c []float32, ldc int, init Init, bias []float32, post Post, aux []float32) bool {
+	if k > tailMaxK {
+		return false
+	}
+	var ap [4 * tailMaxK]float32
+	for i := range rem {
+		for p := range k {
+			ap[i*k+p] = a[i*ars+p*aps]
+		}
+	}
+	var cp, xp [4 * tailMaxN]float32
+	mode := int(init) | int(post)<<2
+	for j0 := 0; j0 < n; j0 += tailMaxN {
+		nj := min(tailMaxN, n-j0)
+		for i := range rem {
+			if init == InitAcc {
+				copy(cp[i*nj:(i+1)*nj], c[i*ldc+j0:i*ldc+j0+nj])
+			}
+			if post >= PostReLUGrad {
+				copy(xp[i*nj:(i+1)*nj], aux[i*ldc+j0:i*ldc+j0+nj])
+			}
+		}
+		var pb, pbias *float32
+		if k > 0 {
+			pb = &b[j0]
+		}
+		if init == InitBias {
+			pbias = &bias[j0]
+		}
+		gemm4(impl, k, &ap[0], k, 1, pb, ldb, &cp[0], nj, nj, pbias, &xp[0], mode)
+		for i := range rem {
+			copy(c[i*ldc+j0:i*ldc+j0+nj], cp[i*nj:(i+1)*nj])
+		}
+	}
+	return true
 }
 
 func checkGemm(m, n, k int, a []float32, ars, aps int, b []float32, ldb int, c []float32, ldc int, init Init, bias []float32, post Post, aux []float32) {

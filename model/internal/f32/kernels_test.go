@@ -150,6 +150,33 @@ func TestGemmEveryMode(t *testing.T) {
 	}
 }
 
+// TestGemmTailRows covers the rows left after the groups of four: through
+// the stack copies (several column slabs when n > tailMaxN) and through
+// the portable fallback when k > tailMaxK.
+func TestGemmTailRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 9))
+	for _, impl := range simdImpls(t) {
+		for _, sh := range [][3]int{{1, 5, 3}, {3, 300, 7}, {6, 2*tailMaxN + 9, tailMaxK}, {2, 40, tailMaxK + 1}, {7, 33, 0}} {
+			for _, init := range []Init{InitZero, InitBias, InitAcc} {
+				for _, post := range []Post{PostNone, PostReLU, PostReLUGrad, PostTanhGrad} {
+					g := newGemmCase(rng, sh[0], sh[1], sh[2], rng.IntN(2) == 0, init, post)
+					want, got := g.run(Portable), g.run(impl)
+					for idx := range want {
+						i, j := idx/g.ldc, idx%g.ldc
+						if i < g.m && j < g.n {
+							if d := math.Abs(float64(got[idx]) - float64(want[idx])); d > g.bound(i, j) {
+								t.Fatalf("%v %s: C[%d][%d] = %v, portable %v", impl, g.descr, i, j, got[idx], want[idx])
+							}
+						} else if got[idx] != g.c0[idx] {
+							t.Fatalf("%v %s: C[%d] outside the block changed", impl, g.descr, idx)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestGemmPortableExact checks the portable kernel itself against a float64
 // triple loop on a small case, epilogues included.
 func TestGemmPortableExact(t *testing.T) {
