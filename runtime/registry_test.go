@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"sync/atomic"
@@ -97,5 +99,41 @@ func TestRegisteredMethodTrains(t *testing.T) {
 		if _, err := NewTrainer(*c); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%+v: %v, want an error mentioning %q", *c, err, want)
 		}
+	}
+}
+
+// TestTrainConfigJSONMethodOptions: MethodOptions round-trip through JSON
+// under "method_options", and the JSON of releases that kept each option
+// in a field of its own ("ter_eta", "ners_interval", ...) decodes into
+// MethodOptions (an explicit method_options entry wins).
+func TestTrainConfigJSONMethodOptions(t *testing.T) {
+	c := TrainConfig{Sampler: "ter", MethodOptions: map[string]float64{"ter-eta": 0.25, "ter-roots": 4}}
+	js, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(js), `"method_options":{"ter-eta":0.25,"ter-roots":4}`) {
+		t.Errorf("JSON %s", js)
+	}
+	var back TrainConfig
+	if err := json.Unmarshal(js, &back); err != nil || !maps.Equal(back.MethodOptions, c.MethodOptions) {
+		t.Errorf("round trip: %v, %v", back.MethodOptions, err)
+	}
+	var old TrainConfig
+	if err := json.Unmarshal([]byte(`{"sampler":"ners","ners_interval":200,"ners_alpha":0,"lap_k":2,"method_options":{"lap-k":3},"seed":5}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]float64{"ners-interval": 200, "lap-k": 3}; !maps.Equal(old.MethodOptions, want) || old.Seed != 5 || old.Sampler != "ners" {
+		t.Errorf("legacy JSON: options %v, seed %d; want %v", old.MethodOptions, old.Seed, want)
+	}
+	if err := json.Unmarshal([]byte(`{"ter_eta":"x"}`), &old); err == nil || !strings.Contains(err.Error(), "ter_eta") {
+		t.Errorf("a malformed legacy field: %v", err)
+	}
+	// WithOption and ForMethod never write into the map they were given.
+	base := TrainConfig{MethodOptions: map[string]float64{"ter-eta": 0.5}}
+	_ = base.WithOption("ter-eta", 0.1).WithOption("lap-k", 2)
+	_ = base.ForMethod("per")
+	if !maps.Equal(base.MethodOptions, map[string]float64{"ter-eta": 0.5}) {
+		t.Errorf("the base's map changed: %v", base.MethodOptions)
 	}
 }
