@@ -195,8 +195,9 @@ func TestCheckpointLegacyFixtures(t *testing.T) {
 
 // TestCheckpointDropsIgnoredSettings: a checkpoint saved before settings
 // its run ignored were refused (here a dqn run carrying td3's Sigma and
-// ter's TEREta) still resumes, without them; setting one again on resume
-// is the caller's error, not the file's.
+// ter's ter_eta option, in the field of earlier releases) still resumes,
+// without them; setting one again on resume is the caller's error, not
+// the file's.
 func TestCheckpointDropsIgnoredSettings(t *testing.T) {
 	dir := t.TempDir()
 	_, _, good := savedRun(t, dir)

@@ -99,7 +99,7 @@ func (m Method) String() string {
 	if m.Selector != nil {
 		sel = m.Selector.String()
 	}
-	if _, ok := m.Selector.(*REFER); ok && m.Loss == (model.Loss{}) {
+	if m.Episodes != nil && m.Loss == (model.Loss{}) { // a ReF-ER method under V-RACER
 		return fmt.Sprintf("%s: %s + the learner's own loss", m.Name, sel)
 	}
 	return fmt.Sprintf("%s: %s + %s", m.Name, sel, LossName(m.Loss))
