@@ -85,7 +85,7 @@ func BenchmarkBatch(b *testing.B) { benchStep(b, (*Buffer).Sample) }
 func BenchmarkBatchRefs(b *testing.B) { benchStep(b, (*Buffer).SampleRefs) }
 
 func benchStep(b *testing.B, sample func(*Buffer, *rand.Rand, *Batch) error) {
-	for _, lg := range []int{17, 20} {
+	for _, lg := range []int{16, 17, 20} {
 		for _, mt := range []bool{true, false} {
 			b.Run(fmt.Sprintf("N=2^%d/mintree=%v", lg, mt), func(b *testing.B) {
 				buf := filled(b, cartPole(1<<lg, func(c *Config) { c.NoMinTree = !mt }), 1)

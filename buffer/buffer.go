@@ -49,8 +49,9 @@ type counters struct {
 	_          [2*cacheLine - 9*8]byte
 }
 
-// Buffer is a fixed-capacity prioritized replay buffer: struct-of-arrays
-// float32 storage split into power-of-two stripes, each a FIFO ring with its
+// Buffer is a fixed-capacity prioritized replay buffer: row-major records
+// (one per slot, every column of an item in one cache line where it fits;
+// see rows.go) split into power-of-two stripes, each a FIFO ring with its
 // own 16-ary fixed-point sum tree (and optional min tree), plus a per-slot
 // generation.
 //
@@ -88,20 +89,11 @@ type Buffer struct {
 
 	c counters
 
-	// Columns, indexed by global slot.
-	obs, nextObs  []float32
-	action        []int32
-	actionVec     []float32
-	reward        []float32
-	discount      []float32
-	flags         []uint32
-	episodeID     []uint64
-	episodeStep   []int32
-	globalStep    []int64
-	actorID       []int32
-	stateHash     []uint64
-	nextStateHash []uint64
-	floats        [][]float32
+	// rows holds the items row-major: global slot g's record is the
+	// rl.stride bytes at byte offset g·rl.stride, each column at its offset
+	// in rl (rows.go). []uint64 so that records are 8-byte aligned.
+	rows []uint64
+	rl   rowLayout
 }
 
 // New validates cfg and allocates a Buffer. The cost is O(Capacity) memory,
@@ -113,34 +105,7 @@ func New(cfg Config) (*Buffer, error) {
 	}
 	b := &Buffer{cfg: cfg}
 	b.initIndex()
-	n := cfg.Capacity
-	b.obs = make([]float32, n*cfg.ObsDim)
-	b.nextObs = make([]float32, n*cfg.ObsDim)
-	if cfg.Action == Discrete {
-		b.action = make([]int32, n)
-	} else {
-		b.actionVec = make([]float32, n*cfg.ActionDim)
-	}
-	b.reward = make([]float32, n)
-	b.discount = make([]float32, n)
-	b.flags = make([]uint32, n)
-	if cfg.Episode {
-		b.episodeID = make([]uint64, n)
-		b.episodeStep = make([]int32, n)
-	}
-	if cfg.GlobalStep {
-		b.globalStep = make([]int64, n)
-	}
-	if cfg.ActorID {
-		b.actorID = make([]int32, n)
-	}
-	if cfg.StateHash {
-		b.stateHash = make([]uint64, n)
-		b.nextStateHash = make([]uint64, n)
-	}
-	for _, f := range cfg.Floats {
-		b.floats = append(b.floats, make([]float32, n*f.Width))
-	}
+	b.initRows()
 	return b, nil
 }
 
@@ -298,34 +263,7 @@ func (b *Buffer) NewBatch(n int) (*Batch, error) {
 		Prob:   make([]float64, n),
 		Weight: make([]float64, n),
 	}
-	t := &bt.Transitions
-	t.Obs = make([]float32, n*c.ObsDim)
-	t.NextObs = make([]float32, n*c.ObsDim)
-	if c.Action == Discrete {
-		t.Action = make([]int32, n)
-	} else {
-		t.ActionVec = make([]float32, n*c.ActionDim)
-	}
-	t.Reward = make([]float32, n)
-	t.Discount = make([]float32, n)
-	t.Flags = make([]uint32, n)
-	if c.Episode {
-		t.EpisodeID = make([]uint64, n)
-		t.EpisodeStep = make([]int32, n)
-	}
-	if c.GlobalStep {
-		t.GlobalStep = make([]int64, n)
-	}
-	if c.ActorID {
-		t.ActorID = make([]int32, n)
-	}
-	if c.StateHash {
-		t.StateHash = make([]uint64, n)
-		t.NextStateHash = make([]uint64, n)
-	}
-	for _, f := range c.Floats {
-		t.Floats = append(t.Floats, make([]float32, n*f.Width))
-	}
+	bt.Transitions = *newColumns(c, n)
 	return bt, nil
 }
 

@@ -111,8 +111,10 @@ var nativeLittleEndian = func() bool {
 // error names the column and the slot).
 //
 // Cost: O(Capacity × item size); columns are written in bulk into the
-// section's chunks (at most 1 MiB each, with a CRC-32C over every byte);
-// other scratch space is O(Stripes).
+// section's chunks (at most 1 MiB each, with a CRC-32C over every byte).
+// The items are stored row-major and a checkpoint holds columns, so Save
+// first copies them into columns: O(Capacity × item size) scratch memory
+// for the call; other scratch space is O(Stripes).
 func (b *Buffer) Save(w io.Writer) error {
 	if w == nil {
 		return fmt.Errorf("%w: Save to a nil io.Writer", ErrNil)
@@ -129,7 +131,7 @@ func (b *Buffer) Save(w io.Writer) error {
 			panic("buffer: invariant violated before Save: " + err.Error())
 		}
 	}
-	cols, err := b.ckColumns()
+	cols, err := b.ckColumns(b.columns())
 	if err != nil {
 		return fmt.Errorf("buffer: Save: %w", err)
 	}
@@ -222,6 +224,7 @@ func Load(r io.Reader) (*Buffer, error) {
 	var (
 		b                           *Buffer
 		cols                        []ckColumn
+		data                        *Transitions // the columns, packed into records once read
 		counters, stripeCtr, leaves []uint64
 	)
 	avail, authoritative, err := remainingBytes(r)
@@ -252,10 +255,11 @@ func Load(r io.Reader) (*Buffer, error) {
 		}
 
 		b = &Buffer{cfg: cfg}
+		data = &Transitions{}
 		if len(cfg.Floats) > 0 {
-			b.floats = make([][]float32, len(cfg.Floats))
+			data.Floats = make([][]float32, len(cfg.Floats))
 		}
-		if cols, err = b.ckColumns(); err != nil {
+		if cols, err = b.ckColumns(data); err != nil {
 			return fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		nStripeCtr, ok := mulBounded(cfg.Stripes, 3, maxCheckpointBytes/8)
@@ -304,6 +308,8 @@ func Load(r io.Reader) (*Buffer, error) {
 	}
 
 	b.initIndex()
+	b.initRows()
+	b.pack(data)
 	c := &b.c
 	c.samples.Store(counters[0])
 	c.updates.Store(counters[1])
@@ -375,7 +381,7 @@ func (b *Buffer) checkCheckpoint() error {
 	}
 	leaves := b.tree[0]
 	nact := b.cfg.NumActions
-	if b.action == nil {
+	if b.rl.action < 0 {
 		nact = 0
 	}
 	for s := range b.stripes {
@@ -408,8 +414,8 @@ func (b *Buffer) checkCheckpoint() error {
 				return fmt.Errorf("slot %d (stripe %d): never written, but the stripe's counters say its first %d slots are", off+l, s, filled)
 			case l >= filled && g != 0:
 				return fmt.Errorf("slot %d (stripe %d): written (generation %d), but the stripe's counters say only its first %d slots are", off+l, s, g, filled)
-			case nact > 0 && g != 0 && (b.action[off+l] < 0 || int(b.action[off+l]) >= nact):
-				return fmt.Errorf("slot %d (stripe %d): action %d outside [0, NumActions=%d)", off+l, s, b.action[off+l], nact)
+			case nact > 0 && g != 0 && (b.actionAt(off+l) < 0 || int(b.actionAt(off+l)) >= nact):
+				return fmt.Errorf("slot %d (stripe %d): action %d outside [0, NumActions=%d)", off+l, s, b.actionAt(off+l), nact)
 			case l < filled && g != posGen((wr-1-uint64(l))/uint64(sc)):
 				// Every write advances a slot's generation by one step, so
 				// the stripe's insert count fixes it (Watcher relies on it).
@@ -585,9 +591,9 @@ func decodeConfig(js []byte) (Config, error) {
 	return v, nil
 }
 
-// ckColumn is one data column of a checkpoint: ptr points at the Buffer
-// field (*[]float32, *[]int32, *[]uint32, *[]uint64 or *[]int64) and n is
-// the number of values the config gives it.
+// ckColumn is one data column of a checkpoint: ptr points at the column of
+// a Transitions of Capacity rows (*[]float32, *[]int32, *[]uint32,
+// *[]uint64 or *[]int64) and n is the number of values the config gives it.
 type ckColumn struct {
 	id   uint32
 	name string
@@ -595,9 +601,10 @@ type ckColumn struct {
 	ptr  any
 }
 
-// ckColumns lists b's data columns in checkpoint order, sized from b.cfg.
-// b.floats must have one entry per Config.Floats column.
-func (b *Buffer) ckColumns() ([]ckColumn, error) {
+// ckColumns lists the data columns of t (b's items in columnar form:
+// Buffer.columns, or what Load reads and packs) in checkpoint order, sized
+// from b.cfg. t.Floats must have one entry per Config.Floats column.
+func (b *Buffer) ckColumns(t *Transitions) ([]ckColumn, error) {
 	c := &b.cfg
 	var cols []ckColumn
 	var err error
@@ -612,35 +619,35 @@ func (b *Buffer) ckColumns() ([]ckColumn, error) {
 		}
 		cols = append(cols, ckColumn{id: id, name: name, n: n, ptr: ptr})
 	}
-	add(ckIDObs, "obs", c.ObsDim, &b.obs)
-	add(ckIDNextObs, "next_obs", c.ObsDim, &b.nextObs)
+	add(ckIDObs, "obs", c.ObsDim, &t.Obs)
+	add(ckIDNextObs, "next_obs", c.ObsDim, &t.NextObs)
 	if c.Action == Discrete {
-		add(ckIDAction, "action", 1, &b.action)
+		add(ckIDAction, "action", 1, &t.Action)
 	} else {
-		add(ckIDActionVec, "action_vec", c.ActionDim, &b.actionVec)
+		add(ckIDActionVec, "action_vec", c.ActionDim, &t.ActionVec)
 	}
-	add(ckIDReward, "reward", 1, &b.reward)
-	add(ckIDDiscount, "discount", 1, &b.discount)
-	add(ckIDFlags, "flags", 1, &b.flags)
+	add(ckIDReward, "reward", 1, &t.Reward)
+	add(ckIDDiscount, "discount", 1, &t.Discount)
+	add(ckIDFlags, "flags", 1, &t.Flags)
 	if c.Episode {
-		add(ckIDEpisodeID, "episode_id", 1, &b.episodeID)
-		add(ckIDEpisodeStep, "episode_step", 1, &b.episodeStep)
+		add(ckIDEpisodeID, "episode_id", 1, &t.EpisodeID)
+		add(ckIDEpisodeStep, "episode_step", 1, &t.EpisodeStep)
 	}
 	if c.GlobalStep {
-		add(ckIDGlobalStep, "global_step", 1, &b.globalStep)
+		add(ckIDGlobalStep, "global_step", 1, &t.GlobalStep)
 	}
 	if c.ActorID {
-		add(ckIDActorID, "actor_id", 1, &b.actorID)
+		add(ckIDActorID, "actor_id", 1, &t.ActorID)
 	}
 	if c.StateHash {
-		add(ckIDStateHash, "state_hash", 1, &b.stateHash)
-		add(ckIDNextStateHash, "next_state_hash", 1, &b.nextStateHash)
+		add(ckIDStateHash, "state_hash", 1, &t.StateHash)
+		add(ckIDNextStateHash, "next_state_hash", 1, &t.NextStateHash)
 	}
-	if len(b.floats) != len(c.Floats) {
-		return nil, fmt.Errorf("buffer has %d float columns, the config %d", len(b.floats), len(c.Floats))
+	if len(t.Floats) != len(c.Floats) {
+		return nil, fmt.Errorf("buffer has %d float columns, the config %d", len(t.Floats), len(c.Floats))
 	}
 	for i, f := range c.Floats {
-		add(ckIDFloats+uint32(i), "floats["+f.Name+"]", f.Width, &b.floats[i])
+		add(ckIDFloats+uint32(i), "floats["+f.Name+"]", f.Width, &t.Floats[i])
 	}
 	return cols, err
 }

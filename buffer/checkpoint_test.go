@@ -182,7 +182,7 @@ func (h ckHideLen) Read(p []byte) (int, error) { return h.r.Read(p) }
 // ckColumnBytes returns each column's in-memory bytes, by name.
 func ckColumnBytes(t testing.TB, b *Buffer) map[string][]byte {
 	t.Helper()
-	cols, err := b.ckColumns()
+	cols, err := b.ckColumns(b.columns())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +424,7 @@ func TestCheckpointFile(t *testing.T) {
 func TestCheckpointLazyGrowth(t *testing.T) {
 	cfg := Config{Capacity: 1 << 15, ObsDim: 24, Stripes: 2}
 	a := ckExercised(t, cfg, 300, 3) // the columns are 2 MiB whatever the fill
-	if n := len(a.obs) * 4; n <= 2*ckChunk {
+	if n := a.cfg.Capacity * a.cfg.ObsDim * 4; n <= 2*ckChunk {
 		t.Fatalf("obs column is %d bytes; the test needs more than two chunks", n)
 	}
 	data := ckSave(t, a)
@@ -460,7 +460,8 @@ func TestInitIndexMatchesNew(t *testing.T) {
 				t.Fatalf("%s: minRoot", name)
 			}
 		}
-		cols, err := n.ckColumns()
+		data := n.columns()
+		cols, err := n.ckColumns(data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -471,8 +472,8 @@ func TestInitIndexMatchesNew(t *testing.T) {
 			}
 			enabled++
 		}
-		// Every non-nil column of New is in the checkpoint.
-		v := reflect.ValueOf(n).Elem()
+		// Every column the buffer stores is in the checkpoint.
+		v := reflect.ValueOf(data).Elem()
 		present := 0
 		for i := range v.NumField() {
 			f := v.Type().Field(i)
@@ -481,7 +482,7 @@ func TestInitIndexMatchesNew(t *testing.T) {
 				present++
 			}
 		}
-		present += len(n.floats)
+		present += len(data.Floats)
 		if present != enabled {
 			t.Fatalf("%s: New allocates %d columns, the checkpoint stores %d", name, present, enabled)
 		}

@@ -1,10 +1,12 @@
 // Package buffer is apex's replay memory: a fixed-capacity, striped,
 // lock-free prioritized replay buffer for off-policy reinforcement learning.
 //
-// Transitions are stored column by column (float32 observations, int32 or
-// float32 actions, reward, discount, flags, and optional episode, step,
-// actor, state-hash and extra float columns) in Stripes independent FIFO
-// rings. Each stripe has its own 16-ary sum tree of fixed-point priorities
+// Transitions are stored row-major: an item's fields (float32
+// observations, int32 or float32 actions, reward, discount, flags, and
+// optional episode, step, actor, state-hash and extra float columns) form
+// one record, padded to a power of two up to 64 bytes so that a sampled row
+// costs one cache line, in Stripes independent FIFO rings. Callers see
+// columns: Insert takes a columnar Transitions and a Batch holds columns. Each stripe has its own 16-ary sum tree of fixed-point priorities
 // (and a min tree); a small top level of stripe totals joins them.
 // Inserters, samplers and priority write-backs run concurrently without
 // locks: every shared word is an atomic, tree nodes take atomic integer adds

@@ -2,7 +2,6 @@ package buffer
 
 import (
 	"fmt"
-	"unsafe"
 )
 
 // readRow copies the item in global slot g into row of dst and reports
@@ -59,73 +58,6 @@ func (b *Buffer) GatherRef(dst *Batch, row int, ref Ref) bool {
 	return true
 }
 
-// copyOut copies global slot g into row of dst. Single-element columns are
-// assigned directly: a memmove call per 4-byte value costs more than the
-// value.
-func (b *Buffer) copyOut(dst *Batch, row, g int) {
-	t := &dst.Transitions
-	d := b.cfg.ObsDim
-	copySmall(t.Obs[row*d:(row+1)*d], b.obs[g*d:(g+1)*d])
-	copySmall(t.NextObs[row*d:(row+1)*d], b.nextObs[g*d:(g+1)*d])
-	if b.action != nil {
-		t.Action[row] = load(&b.action[g])
-	} else {
-		w := b.width
-		copySmall(t.ActionVec[row*w:(row+1)*w], b.actionVec[g*w:(g+1)*w])
-	}
-	t.Reward[row] = load(&b.reward[g])
-	t.Discount[row] = load(&b.discount[g])
-	t.Flags[row] = load(&b.flags[g])
-	if b.episodeID != nil {
-		t.EpisodeID[row] = load(&b.episodeID[g])
-		t.EpisodeStep[row] = load(&b.episodeStep[g])
-	}
-	if b.globalStep != nil {
-		t.GlobalStep[row] = load(&b.globalStep[g])
-	}
-	if b.actorID != nil {
-		t.ActorID[row] = load(&b.actorID[g])
-	}
-	if b.stateHash != nil {
-		t.StateHash[row] = load(&b.stateHash[g])
-		t.NextStateHash[row] = load(&b.nextStateHash[g])
-	}
-	for i, f := range b.cfg.Floats {
-		w := f.Width
-		copySmall(t.Floats[i][row*w:(row+1)*w], b.floats[i][g*w:(g+1)*w])
-	}
-}
-
-// copySmall copies a short run element by element (long runs by copyCol).
-func copySmall(dst, src []float32) {
-	if len(src) > 16 {
-		copyCol(dst, src)
-		return
-	}
-	dst = dst[:len(src)]
-	for i := range src {
-		dst[i] = load(&src[i])
-	}
-}
-
-// touchRows prefetches the first line of every column the rows' copies
-// will read, so the cache misses of all rows overlap before the copies run.
-// The prefetches do not wait for their lines (a pass of plain loads did:
-// Batch at 2^20 took 43 µs with it and 35 µs with this one).
-func (b *Buffer) touchRows(slots []int32) {
-	row := uintptr(4 * b.cfg.ObsDim) // bytes per row of obs and nextObs
-	prefetchCol(unsafe.Pointer(unsafe.SliceData(b.obs)), row, slots)
-	prefetchCol(unsafe.Pointer(unsafe.SliceData(b.nextObs)), row, slots)
-	prefetchCol(unsafe.Pointer(unsafe.SliceData(b.reward)), 4, slots)
-	prefetchCol(unsafe.Pointer(unsafe.SliceData(b.discount)), 4, slots)
-	prefetchCol(unsafe.Pointer(unsafe.SliceData(b.flags)), 4, slots)
-	if b.action != nil {
-		prefetchCol(unsafe.Pointer(unsafe.SliceData(b.action)), 4, slots)
-	} else {
-		prefetchCol(unsafe.Pointer(unsafe.SliceData(b.actionVec)), uintptr(4*b.width), slots)
-	}
-}
-
 // checkBatch reports whether dst has the columns this buffer fills, for n
 // rows (NewBatch makes such a batch); data says whether the item columns are
 // needed or only Refs and Prob.
@@ -151,7 +83,7 @@ func (b *Buffer) checkBatch(dst *Batch, data bool) error {
 		col{"Obs", len(t.Obs), n * c.ObsDim}, col{"NextObs", len(t.NextObs), n * c.ObsDim},
 		col{"Reward", len(t.Reward), n}, col{"Discount", len(t.Discount), n}, col{"Flags", len(t.Flags), n},
 	)
-	if b.action != nil {
+	if c.Action == Discrete {
 		cols = append(cols, col{"Action", len(t.Action), n})
 	} else {
 		cols = append(cols, col{"ActionVec", len(t.ActionVec), n * c.ActionDim})

@@ -84,6 +84,14 @@ func (b *Buffer) writeRun(s, l0 int, t *Transitions, row0, r int) {
 	// mass of the slots claimed so far, likewise. Claims go in increasing
 	// slot order and runs never wrap, so two waiting inserters cannot wait on
 	// each other.
+	//
+	// The run's records are written in phase 2: ask for their lines first
+	// (up to 16 KiB), so their misses overlap the claims. Measured on the
+	// 16-core device machine, inserts of 256 at 2^20: about 33 M items/s
+	// with this pass, 24 M without it, 27 M with the prefetches spread over
+	// the claim loop (16 slots ahead).
+	g0 := b.lay.stripeOffset(s) + l0
+	prefetchLines(b.rec(g0), min((r*b.rl.stride+cacheLine-1)/cacheLine, 256))
 	flushed := 0 // ws[:flushed] have had their old mass removed
 	for i := 0; i < len(leaves); i++ {
 		p := &leaves[i]
@@ -117,8 +125,8 @@ func (b *Buffer) writeRun(s, l0 int, t *Transitions, row0, r int) {
 	}
 	b.addRunWords(s, l0+flushed, ws[flushed:r], -1)
 
-	// Phase 2: copy the columns.
-	b.copyIn(b.lay.stripeOffset(s)+l0, t, row0, r)
+	// Phase 2: scatter the columns into the records.
+	b.copyIn(g0, t, row0, r)
 
 	// Phase 3: publish each slot (even tag, new priority); then the new mass
 	// enters the tree.
@@ -237,50 +245,4 @@ func (b *Buffer) sumNode(k, s, j int) *atomic.Uint64 {
 		return &b.stripes[s].root
 	}
 	return &b.tree[k][b.lay.node(k, s, j)]
-}
-
-// copyIn copies rows [row0, row0+r) of t to global slots [g0, g0+r).
-func (b *Buffer) copyIn(g0 int, t *Transitions, row0, r int) {
-	d := b.cfg.ObsDim
-	copyCol(b.obs[g0*d:(g0+r)*d], t.Obs[row0*d:(row0+r)*d])
-	copyCol(b.nextObs[g0*d:(g0+r)*d], t.NextObs[row0*d:(row0+r)*d])
-	if b.action != nil {
-		copyCol(b.action[g0:g0+r], t.Action[row0:row0+r])
-	} else {
-		w := b.width
-		copyCol(b.actionVec[g0*w:(g0+r)*w], t.ActionVec[row0*w:(row0+r)*w])
-	}
-	copyCol(b.reward[g0:g0+r], t.Reward[row0:row0+r])
-	copyCol(b.discount[g0:g0+r], t.Discount[row0:row0+r])
-	colIn(b.flags, t.Flags, g0, row0, r, 1)
-	if b.episodeID != nil {
-		colIn(b.episodeID, t.EpisodeID, g0, row0, r, 1)
-		colIn(b.episodeStep, t.EpisodeStep, g0, row0, r, 1)
-	}
-	if b.globalStep != nil {
-		colIn(b.globalStep, t.GlobalStep, g0, row0, r, 1)
-	}
-	if b.actorID != nil {
-		colIn(b.actorID, t.ActorID, g0, row0, r, 1)
-	}
-	if b.stateHash != nil {
-		colIn(b.stateHash, t.StateHash, g0, row0, r, 1)
-		colIn(b.nextStateHash, t.NextStateHash, g0, row0, r, 1)
-	}
-	for i, f := range b.cfg.Floats {
-		var src []float32
-		if len(t.Floats) > 0 {
-			src = t.Floats[i]
-		}
-		colIn(b.floats[i], src, g0, row0, r, f.Width)
-	}
-}
-
-// colIn copies an optional column (nil src stores zeros).
-func colIn[T any](dst, src []T, g0, row0, r, w int) {
-	if src == nil {
-		clearCol(dst[g0*w : (g0+r)*w])
-		return
-	}
-	copyCol(dst[g0*w:(g0+r)*w], src[row0*w:(row0+r)*w])
 }

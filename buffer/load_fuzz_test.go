@@ -62,7 +62,7 @@ func FuzzLoadBounded(f *testing.F) {
 			}
 			return
 		}
-		cols, err := b.ckColumns()
+		cols, err := b.ckColumns(b.columns())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,8 +33,9 @@ func satAdd(a, b uint64) uint64 {
 }
 
 // itemBytes is the bytes of the columns one item occupies under c (a
-// validated config): what New allocates per slot and NewBatch per row,
-// besides the trees and the batch's Refs, Prob and Weight. Saturating.
+// validated config): what NewBatch allocates per row besides Refs, Prob and
+// Weight, and the fields of a stored record before its padding
+// (recordBytes). Saturating.
 func itemBytes(c *Config) uint64 {
 	obs := satMul(uint64(c.ObsDim), 2*4) // Obs and NextObs
 	n := satAdd(obs, 4+4+4)              // Reward, Discount, Flags
@@ -67,12 +68,12 @@ func batchRowBytes(c *Config) uint64 {
 	return satAdd(itemBytes(c), uint64(unsafe.Sizeof(Ref{}))+8+8)
 }
 
-// storageBytes is the bytes New allocates for c (validated): the columns,
-// the sum tree (and min tree unless NoMinTree) and the stripe headers.
+// storageBytes is the bytes New allocates for c (validated): the records
+// (recordBytes per slot), the sum tree (and min tree unless NoMinTree) and the stripe headers.
 // Saturating; Capacity and Stripes are already bounded, so the layout
 // arithmetic cannot overflow.
 func storageBytes(c *Config) uint64 {
-	n := satMul(uint64(c.Capacity), itemBytes(c))
+	n := satMul(uint64(c.Capacity), recordBytes(c))
 	lay := newLayout(c.Capacity, c.Stripes)
 	var nodes uint64
 	for k, m := range lay.m {
@@ -87,9 +88,9 @@ func storageBytes(c *Config) uint64 {
 }
 
 // MemoryBytes validates c (filling defaults as New does) and returns the
-// bytes New(c) allocates for the buffer's columns, trees and stripe
+// bytes New(c) allocates for the buffer's records, trees and stripe
 // headers. It is the sum of the slices' sizes: the heap can take up to a
-// page (8 KiB) more per column for rounding, and the Buffer struct and
+// page (8 KiB) more per slice for rounding, and the Buffer struct and
 // slice headers are left out, so it is within 1% for any buffer of a few
 // megabytes or more. The runtime compares it with the machine's memory
 // before it starts training. O(len(Floats) + tree levels).
@@ -109,7 +110,7 @@ func (c Config) MemoryBytes() (uint64, error) {
 func checkMemory(c *Config) error {
 	if n := storageBytes(c); n > MaxBytes {
 		return fmt.Errorf("%w: the buffer would need %s (Capacity %d × %d bytes per item, plus trees), above the size limit MaxBytes (%s)",
-			ErrConfig, formatBytes(n), c.Capacity, itemBytes(c), formatBytes(MaxBytes))
+			ErrConfig, formatBytes(n), c.Capacity, recordBytes(c), formatBytes(MaxBytes))
 	}
 	return nil
 }

@@ -20,6 +20,12 @@ func prefetchCol(base unsafe.Pointer, stride uintptr, slots []int32)
 //go:noescape
 func prefetch(p unsafe.Pointer)
 
+// prefetchLines asks for the n consecutive lines from p on (the records an
+// insert is about to write: their misses then overlap the slot claims).
+//
+//go:noescape
+func prefetchLines(p unsafe.Pointer, n int)
+
 // prefetchGroup asks for the two lines of the 16-word node group starting
 // at p (a group is 128 bytes at a 128-byte offset of a page-aligned level).
 //

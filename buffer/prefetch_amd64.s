@@ -35,3 +35,17 @@ TEXT ·prefetchGroup(SB), NOSPLIT, $0-8
 	PREFETCHT0 0(AX)
 	PREFETCHT0 64(AX)
 	RET
+
+// func prefetchLines(p unsafe.Pointer, n int)
+TEXT ·prefetchLines(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), AX
+	MOVQ n+8(FP), CX
+	TESTQ CX, CX
+	JLE linesdone
+linesloop:
+	PREFETCHT0 0(AX)
+	ADDQ $64, AX
+	DECQ CX
+	JNE linesloop
+linesdone:
+	RET

@@ -11,4 +11,5 @@ import (
 // nothing (see prefetch_amd64.go).
 func prefetchCol(base unsafe.Pointer, stride uintptr, slots []int32) {}
 func prefetch(p unsafe.Pointer)                                      {}
+func prefetchLines(p unsafe.Pointer, n int)                          {}
 func prefetchGroup(p *atomic.Uint64)                                 {}

@@ -147,20 +147,22 @@ func posGen(lap uint64) uint64 {
 	return 2 * (lap%period + 1)
 }
 
-// readMeta loads Meta's columns of global slot g (no check; see Poll).
+// readMeta loads Meta's fields of global slot g (no check; see Poll).
 func (b *Buffer) readMeta(g int) Meta {
 	var m Meta
-	m.Flags = load(&b.flags[g])
-	if b.action != nil {
-		m.Action = load(&b.action[g])
+	l := &b.rl
+	p := b.rec(g)
+	m.Flags = load(field[uint32](p, l.flags))
+	if l.action >= 0 {
+		m.Action = load(field[int32](p, l.action))
 	}
-	if b.stateHash != nil {
-		m.StateHash = load(&b.stateHash[g])
-		m.NextStateHash = load(&b.nextStateHash[g])
+	if l.stateHash >= 0 {
+		m.StateHash = load(field[uint64](p, l.stateHash))
+		m.NextStateHash = load(field[uint64](p, l.nextStateHash))
 	}
-	if b.episodeID != nil {
-		m.EpisodeID = load(&b.episodeID[g])
-		m.EpisodeStep = load(&b.episodeStep[g])
+	if l.episodeID >= 0 {
+		m.EpisodeID = load(field[uint64](p, l.episodeID))
+		m.EpisodeStep = load(field[int32](p, l.episodeStep))
 	}
 	return m
 }
