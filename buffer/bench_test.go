@@ -109,6 +109,31 @@ func benchStep(b *testing.B, sample func(*Buffer, *rand.Rand, *Batch) error) {
 	}
 }
 
+// BenchmarkGatherRows isolates Sample's row copies, with no tree: 256
+// uniformly random stored slots per iteration, prefetched in one pass
+// (touchRows) and copied into a batch (copyOut), as Sample does after its
+// descent. At 2^20 the items (48 MiB of fields) do not fit in the cache.
+func BenchmarkGatherRows(b *testing.B) {
+	for _, lg := range []int{16, 20} {
+		b.Run(fmt.Sprintf("N=2^%d", lg), func(b *testing.B) {
+			buf := filled(b, cartPole(1<<lg), 1)
+			rng := rand.New(rand.NewPCG(2, 3))
+			bt := mustBatch(b, buf, 256)
+			slots := make([]int32, 256)
+			for b.Loop() {
+				for i := range slots {
+					slots[i] = int32(rng.IntN(1 << lg))
+				}
+				buf.touchRows(slots)
+				for i, g := range slots {
+					buf.copyOut(bt, i, int(g))
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e3, "µs/batch")
+		})
+	}
+}
+
 // BenchmarkSample and BenchmarkUpdate split the batch into its halves.
 func BenchmarkSample(b *testing.B) {
 	buf := filled(b, cartPole(1<<20), 1)

@@ -111,10 +111,9 @@ var nativeLittleEndian = func() bool {
 // error names the column and the slot).
 //
 // Cost: O(Capacity × item size); columns are written in bulk into the
-// section's chunks (at most 1 MiB each, with a CRC-32C over every byte).
-// The items are stored row-major and a checkpoint holds columns, so Save
-// first copies them into columns: O(Capacity × item size) scratch memory
-// for the call; other scratch space is O(Stripes).
+// section's chunks (at most 1 MiB each, with a CRC-32C over every byte),
+// each gathered from the row-major records 64 KiB at a time; other scratch
+// space is O(Stripes).
 func (b *Buffer) Save(w io.Writer) error {
 	if w == nil {
 		return fmt.Errorf("%w: Save to a nil io.Writer", ErrNil)
@@ -131,11 +130,11 @@ func (b *Buffer) Save(w io.Writer) error {
 			panic("buffer: invariant violated before Save: " + err.Error())
 		}
 	}
-	cols, err := b.ckColumns(b.columns())
+	cols, err := b.ckColumns(b.ckLayout())
 	if err != nil {
 		return fmt.Errorf("buffer: Save: %w", err)
 	}
-	if err := checkFiniteColumns(cols, b.cfg.Capacity); err != nil {
+	if err := b.checkFiniteRecords(cols); err != nil {
 		return fmt.Errorf("buffer: Save: %w (a checkpoint must load, and Load refuses non-finite data)", err)
 	}
 	err = checkpoint.Save(w, ckKind, ckVersion, func(w io.Writer) error {
@@ -174,10 +173,9 @@ func (b *Buffer) Save(w io.Writer) error {
 		}
 		cw.write(buf)
 
+		scratch := make([]byte, ckScratch)
 		for _, col := range cols {
-			if err := writeColumn(cw, col); err != nil {
-				return err
-			}
+			b.writeRecordColumn(cw, col, &scratch)
 		}
 		return cw.err
 	})
