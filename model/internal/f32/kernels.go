@@ -9,6 +9,11 @@ import (
 // means the best one the CPU supports (Best); Portable is the pure-Go twin
 // every other implementation is tested against and the only one on
 // architectures other than amd64 (or with the purego build tag).
+//
+// Its methods are the kernels: plain functions of their arguments, with
+// no state, so any number of goroutines may call them as long as what one
+// call writes no other call reads or writes. A kernel's output must not
+// overlap its inputs unless its doc says so.
 type Impl uint8
 
 const (
