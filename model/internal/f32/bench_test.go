@@ -47,6 +47,23 @@ func BenchmarkGemm(b *testing.B) {
 	}
 }
 
+// BenchmarkGemmNarrow: the Q head's forward, B×64 · 64×2 with the bias,
+// where only 2 of a vector's lanes are columns.
+func BenchmarkGemmNarrow(b *testing.B) {
+	const in, out = 64, 2
+	for _, impl := range benchImpls() {
+		for _, bsz := range []int{64, 256} {
+			rng := rand.New(rand.NewPCG(1, 1))
+			x, w, bias, y := randSlice(rng, bsz*in), randSlice(rng, in*out), randSlice(rng, out), make([]float32, bsz*out)
+			b.Run(fmt.Sprintf("impl=%v/B=%d", impl, bsz), func(b *testing.B) {
+				for b.Loop() {
+					impl.Gemm(bsz, out, in, x, in, 1, w, out, y, out, InitBias, bias, PostNone, nil)
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkAdam: one Adam.Step (norm, clipping, fused update) on the
 // 4610 parameters of the 4→64→64→2 network; with moments=subnormal half
 // the gradients are 0 and their first moments subnormal at every step

@@ -109,6 +109,8 @@ kloop0:
 	MOVQ k+0(FP), R11
 	TESTQ R11, R11
 	JLE  post
+	CMPQ R14, $16
+	JLE  khalf                 // ≤ 16 columns: one vector per row
 
 kloop:
 	VMOVUPS.Z (SI), K1, Z8
@@ -129,6 +131,25 @@ kloop:
 	ADDQ DI, SI
 	DECQ R11
 	JNZ  kloop
+	JMP  post
+
+// khalf: the chunk's second half is empty (K2 = 0), so only Z0, Z2, Z4
+// and Z6 take products (a narrow layer, a Q head of a few actions); the
+// others stay as init left them and their masked stores write nothing.
+khalf:
+	VMOVUPS.Z (SI), K1, Z8
+	VBROADCASTSS (AX), Z10
+	VBROADCASTSS (AX)(BX*1), Z11
+	VBROADCASTSS (AX)(BX*2), Z12
+	VBROADCASTSS (AX)(CX*1), Z13
+	VFMADD231PS Z8, Z10, Z0
+	VFMADD231PS Z8, Z11, Z2
+	VFMADD231PS Z8, Z12, Z4
+	VFMADD231PS Z8, Z13, Z6
+	ADDQ DX, AX
+	ADDQ DI, SI
+	DECQ R11
+	JNZ  khalf
 
 post:
 	MOVQ mode+88(FP), R11

@@ -119,7 +119,7 @@ const (
 // tile of 4×64 (AVX-512) or 4×16 (AVX2) and mask the last columns. The
 // last m mod 4 rows (all of them when m < 4, as in dW of a layer with
 // fewer than four inputs) go through the same kernel on zero-padded
-// copies on the stack when k ≤ 256, else through the portable code. Products are summed in the
+// copies on the stack. Products are summed in the
 // order p = 0, 1, …, k−1 with FMA, so results differ from Portable's by
 // rounding only.
 //
@@ -131,40 +131,31 @@ func (i Impl) Gemm(m, n, k int, a []float32, ars, aps int, b []float32, ldb int,
 		return
 	}
 	impl := i.resolve()
-	m4 := 0
-	if impl != Portable {
-		m4 = m &^ 3
-		mode := int(init) | int(post)<<2
-		var pa, pb, pbias, paux *float32
-		if k > 0 {
-			pb = &b[0]
-		}
-		if init == InitBias {
-			pbias = &bias[0]
-		}
-		for r := 0; r < m4; r += 4 {
-			if k > 0 {
-				pa = &a[r*ars]
-			}
-			if post >= PostReLUGrad {
-				paux = &aux[r*ldc]
-			}
-			gemm4(impl, k, pa, ars, aps, pb, ldb, &c[r*ldc], ldc, n, pbias, paux, mode)
-		}
-		if m4 == m || gemmTail(impl, m-m4, n, k, a[min(m4*ars, len(a)):], ars, aps, b, ldb, c[m4*ldc:], ldc, init, bias, post, auxRows(aux, m4*ldc, post)) {
-			return
-		}
+	if impl == Portable {
+		gemmGeneric(m, n, k, a, ars, aps, b, ldb, c, ldc, init, bias, post, aux)
+		return
 	}
-	// The portable kernel does every row, or the SIMD kernels' last rows.
-	var auxTail []float32
-	if post >= PostReLUGrad {
-		auxTail = aux[m4*ldc:]
-	}
-	var aTail []float32
+	m4 := m &^ 3
+	mode := int(init) | int(post)<<2
+	var pa, pb, pbias, paux *float32
 	if k > 0 {
-		aTail = a[m4*ars:]
+		pb = &b[0]
 	}
-	gemmGeneric(m-m4, n, k, aTail, ars, aps, b, ldb, c[m4*ldc:], ldc, init, bias, post, auxTail)
+	if init == InitBias {
+		pbias = &bias[0]
+	}
+	for r := 0; r < m4; r += 4 {
+		if k > 0 {
+			pa = &a[r*ars]
+		}
+		if post >= PostReLUGrad {
+			paux = &aux[r*ldc]
+		}
+		gemm4(impl, k, pa, ars, aps, pb, ldb, &c[r*ldc], ldc, n, pbias, paux, mode)
+	}
+	if m4 < m {
+		gemmTail(impl, m-m4, n, k, a[min(m4*ars, len(a)):], ars, aps, b, ldb, c[m4*ldc:], ldc, init, bias, post, auxRows(aux, m4*ldc, post))
+	}
 }
 
 // auxRows returns aux from offset off when the epilogue reads it.
@@ -175,52 +166,64 @@ func auxRows(aux []float32, off int, post Post) []float32 {
 	return aux[off:]
 }
 
-// Bounds of gemmTail's stack scratch: A's rows up to k = tailMaxK, C and
-// aux in slabs of tailMaxN columns.
+// Bounds of gemmTail's stack scratch: A's rows in blocks of tailMaxK
+// steps of k, C and aux in slabs of tailMaxN columns (12 KiB in all).
 const (
 	tailMaxK = 256
 	tailMaxN = 128
 )
 
 // gemmTail computes rem < 4 rows of C with the SIMD kernel: A's rows are
-// copied into a zero-padded 4×k block, and C's (and aux's) into 4×slab
+// copied into a zero-padded 4×kb block, and C's (and aux's) into 4×slab
 // blocks, all on the stack; the kernel's extra rows are computed and
-// dropped. It returns false, doing nothing, when k > tailMaxK.
-func gemmTail(impl Impl, rem, n, k int, a []float32, ars, aps int, b []float32, ldb int, c []float32, ldc int, init Init, bias []float32, post Post, aux []float32) bool {
-	if k > tailMaxK {
-		return false
-	}
+// dropped. A k longer than tailMaxK goes in blocks, the partial sums kept
+// in C between them (the sum order stays p = 0, 1, …), the epilogue
+// applied after the last.
+func gemmTail(impl Impl, rem, n, k int, a []float32, ars, aps int, b []float32, ldb int, c []float32, ldc int, init Init, bias []float32, post Post, aux []float32) {
 	var ap [4 * tailMaxK]float32
-	for i := range rem {
-		for p := range k {
-			ap[i*k+p] = a[i*ars+p*aps]
-		}
-	}
 	var cp, xp [4 * tailMaxN]float32
-	mode := int(init) | int(post)<<2
-	for j0 := 0; j0 < n; j0 += tailMaxN {
-		nj := min(tailMaxN, n-j0)
+	for kb := 0; ; kb += tailMaxK {
+		kk := min(tailMaxK, k-kb)
 		for i := range rem {
-			if init == InitAcc {
-				copy(cp[i*nj:(i+1)*nj], c[i*ldc+j0:i*ldc+j0+nj])
-			}
-			if post >= PostReLUGrad {
-				copy(xp[i*nj:(i+1)*nj], aux[i*ldc+j0:i*ldc+j0+nj])
+			for p := range kk {
+				ap[i*kk+p] = a[i*ars+(kb+p)*aps]
 			}
 		}
-		var pb, pbias *float32
-		if k > 0 {
-			pb = &b[j0]
+		in, po := init, post
+		if kb > 0 {
+			in = InitAcc
 		}
-		if init == InitBias {
-			pbias = &bias[j0]
+		last := kb+kk >= k
+		if !last {
+			po = PostNone
 		}
-		gemm4(impl, k, &ap[0], k, 1, pb, ldb, &cp[0], nj, nj, pbias, &xp[0], mode)
-		for i := range rem {
-			copy(c[i*ldc+j0:i*ldc+j0+nj], cp[i*nj:(i+1)*nj])
+		mode := int(in) | int(po)<<2
+		for j0 := 0; j0 < n; j0 += tailMaxN {
+			nj := min(tailMaxN, n-j0)
+			for i := range rem {
+				if in == InitAcc {
+					copy(cp[i*nj:(i+1)*nj], c[i*ldc+j0:i*ldc+j0+nj])
+				}
+				if po >= PostReLUGrad {
+					copy(xp[i*nj:(i+1)*nj], aux[i*ldc+j0:i*ldc+j0+nj])
+				}
+			}
+			var pb, pbias *float32
+			if kk > 0 {
+				pb = &b[kb*ldb+j0]
+			}
+			if in == InitBias {
+				pbias = &bias[j0]
+			}
+			gemm4(impl, kk, &ap[0], kk, 1, pb, ldb, &cp[0], nj, nj, pbias, &xp[0], mode)
+			for i := range rem {
+				copy(c[i*ldc+j0:i*ldc+j0+nj], cp[i*nj:(i+1)*nj])
+			}
+		}
+		if last {
+			return
 		}
 	}
-	return true
 }
 
 func checkGemm(m, n, k int, a []float32, ars, aps int, b []float32, ldb int, c []float32, ldc int, init Init, bias []float32, post Post, aux []float32) {

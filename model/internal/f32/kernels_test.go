@@ -151,12 +151,12 @@ func TestGemmEveryMode(t *testing.T) {
 }
 
 // TestGemmTailRows covers the rows left after the groups of four: through
-// the stack copies (several column slabs when n > tailMaxN) and through
-// the portable fallback when k > tailMaxK.
+// the stack copies, in several column slabs when n > tailMaxN and several
+// blocks of k when k > tailMaxK.
 func TestGemmTailRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(16, 9))
 	for _, impl := range simdImpls(t) {
-		for _, sh := range [][3]int{{1, 5, 3}, {3, 300, 7}, {6, 2*tailMaxN + 9, tailMaxK}, {2, 40, tailMaxK + 1}, {7, 33, 0}} {
+		for _, sh := range [][3]int{{1, 5, 3}, {3, 300, 7}, {6, 2*tailMaxN + 9, tailMaxK}, {2, 40, tailMaxK + 1}, {3, 20, 2*tailMaxK + 5}, {7, 33, 0}} {
 			for _, init := range []Init{InitZero, InitBias, InitAcc} {
 				for _, post := range []Post{PostNone, PostReLU, PostReLUGrad, PostTanhGrad} {
 					g := newGemmCase(rng, sh[0], sh[1], sh[2], rng.IntN(2) == 0, init, post)
