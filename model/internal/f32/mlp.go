@@ -57,6 +57,14 @@ type Layer struct {
 	Act     Act
 }
 
+// Bounds of a narrow layer (see MLP.narrow): a vector of 16 lanes would
+// carry at most narrowOut columns, and the transposition pays off over at
+// least narrowIn inputs.
+const (
+	narrowOut = 4
+	narrowIn  = 16
+)
+
 // maxParams bounds an MLP as model.MaxParams bounds a model.Net.
 const maxParams = 1 << 28
 
@@ -92,6 +100,14 @@ type MLP struct {
 	offs   []int // offset of each layer's W in params
 	params []float32
 	grads  []float32
+
+	// A narrow layer (Out ≤ narrowOut, In ≥ narrowIn: a Q head, a critic's
+	// single output) runs its forward and dW transposed, so the Gemm's
+	// long side is the batch or In instead of Out's few lanes.
+	narrow []bool
+	xt     []float32 // Xᵀ (In×B) of a narrow layer's input
+	yt     []float32 // a narrow layer's output transposed (Out×B)
+	gwt    []float32 // a narrow layer's dWᵀ (Out×In)
 
 	x     []float32   // the last Forward's input (the caller's)
 	y     [][]float32 // each layer's output, B×Out
@@ -136,13 +152,19 @@ func NewMLP(layers []Layer, impl Impl) (*MLP, error) {
 		y:      make([][]float32, len(layers)),
 		dz:     make([][]float32, len(layers)),
 	}
-	off, wt := 0, 0
+	net.narrow = make([]bool, len(layers))
+	off, wt, gwt := 0, 0, 0
 	for i, l := range layers {
 		net.offs[i] = off
 		off += l.In*l.Out + l.Out
 		wt = max(wt, l.In*l.Out)
+		if l.Out <= narrowOut && l.In >= narrowIn {
+			net.narrow[i] = true
+			gwt = max(gwt, l.In*l.Out)
+		}
 	}
 	net.wt = make([]float32, wt)
+	net.gwt = make([]float32, gwt)
 	return net, nil
 }
 
@@ -193,7 +215,22 @@ func (n *MLP) Forward(x []float32) []float32 {
 		if l.Act == ReLU {
 			post = PostReLU
 		}
-		n.impl.Gemm(bsz, l.Out, l.In, x, l.In, 1, n.w(n.params, i), l.Out, y, l.Out, InitBias, n.b(n.params, i), post, nil)
+		if n.narrow[i] {
+			// yᵀ = Wᵀ·xᵀ + b: A(j, p) = W[p][j], B = xᵀ (In×B), then y = (yᵀ)ᵀ.
+			n.xt = grow(n.xt, l.In*bsz)
+			n.yt = grow(n.yt, l.Out*bsz)
+			n.impl.Transpose(n.xt, bsz, x, l.In, bsz, l.In)
+			for j, bj := range n.b(n.params, i) {
+				row := n.yt[j*bsz : (j+1)*bsz]
+				for r := range row {
+					row[r] = bj
+				}
+			}
+			n.impl.Gemm(l.Out, bsz, l.In, n.w(n.params, i), 1, l.Out, n.xt, bsz, n.yt, bsz, InitAcc, nil, post, nil)
+			n.impl.Transpose(y, l.Out, n.yt, bsz, l.Out, bsz)
+		} else {
+			n.impl.Gemm(bsz, l.Out, l.In, x, l.In, 1, n.w(n.params, i), l.Out, y, l.Out, InitBias, n.b(n.params, i), post, nil)
+		}
 		switch l.Act {
 		case Tanh:
 			for j, v := range y {
@@ -260,8 +297,15 @@ func (n *MLP) backward(dy []float32, wantDX bool) []float32 {
 		if i > 0 {
 			x = n.y[i-1]
 		}
-		// dW = xᵀ·dz: A(r, p) = x[p·In + r].
-		n.impl.Gemm(l.In, l.Out, bsz, x, 1, l.In, dz, l.Out, n.w(n.grads, i), l.Out, InitZero, nil, PostNone, nil)
+		if n.narrow[i] {
+			// dWᵀ = dzᵀ·x (Out×In): A(j, r) = dz[r][j], B = x; then dW.
+			gwt := n.gwt[:l.Out*l.In]
+			n.impl.Gemm(l.Out, l.In, bsz, dz, 1, l.Out, x, l.In, gwt, l.In, InitZero, nil, PostNone, nil)
+			n.impl.Transpose(n.w(n.grads, i), l.Out, gwt, l.In, l.Out, l.In)
+		} else {
+			// dW = xᵀ·dz: A(r, p) = x[p·In + r].
+			n.impl.Gemm(l.In, l.Out, bsz, x, 1, l.In, dz, l.Out, n.w(n.grads, i), l.Out, InitZero, nil, PostNone, nil)
+		}
 		n.impl.ColSum(n.b(n.grads, i), dz, bsz, l.Out, l.Out)
 		if i == 0 && !wantDX {
 			return nil

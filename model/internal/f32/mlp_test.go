@@ -7,10 +7,11 @@ import (
 	"testing"
 )
 
-// testLayers has every activation and widths that are no multiple of the
-// vector width (ragged column tails in every Gemm) and a batch that is no
-// multiple of 4 (the SIMD path's leftover rows).
-var testLayers = []Layer{{5, 19, ReLU}, {19, 9, Tanh}, {9, 11, Softsign}, {11, 3, Identity}}
+// testLayers has every activation, widths that are no multiple of the
+// vector width (ragged column tails in every Gemm), a narrow layer
+// (17→4, computed transposed) and a batch that is no multiple of 4 (the
+// SIMD path's leftover rows).
+var testLayers = []Layer{{5, 19, ReLU}, {19, 9, Tanh}, {9, 17, Softsign}, {17, 4, ReLU}, {4, 3, Identity}}
 
 const testBatch = 7
 
