@@ -196,7 +196,9 @@ func (n *MLP) b(v []float32, i int) []float32 {
 // Forward computes the network's output for the B = len(x)/In rows of x
 // and returns it (B×Out of the last layer), owned by the MLP and valid
 // until the next Forward. Each layer is one Gemm with the bias and ReLU
-// fused (tanh is applied after it). It panics unless len(x) is a positive
+// fused (tanh and softsign are applied after it); a narrow layer (Out ≤ 4,
+// In ≥ 16) computes yᵀ = Wᵀ·xᵀ instead, with xᵀ and y copied by
+// Transpose. It panics unless len(x) is a positive
 // multiple of the first layer's In.
 //
 // Cost: 2·B·Σ In·Out flops; no allocation once a batch this large was
@@ -248,10 +250,11 @@ func (n *MLP) Forward(x []float32) []float32 {
 
 // Backward takes dy = dL/dy for the output of the last Forward (B×Out)
 // and overwrites Grads with dL/dθ. Per layer, from the top: dW = xᵀ·dz
-// (one Gemm over the transposed input), db = column sums of dz (ColSum)
-// and, below the first layer, dz of the layer beneath = (dz·Wᵀ)
-// ⊙ act'(its output), one Gemm with the derivative fused (Wᵀ is copied
-// into a scratch first: O(In·Out)). dy is not modified.
+// (one Gemm over the transposed input; dWᵀ = dzᵀ·x for a narrow layer),
+// db = column sums of dz (ColSum) and, below the first layer, dz of the
+// layer beneath = (dz·Wᵀ) ⊙ act'(its output), one Gemm with ReLU's or
+// tanh's derivative fused (softsign's applied after; Wᵀ is copied into a
+// scratch first by Transpose, O(In·Out)). dy is not modified.
 //
 // Cost: about twice Forward's flops; no allocation after warm-up. It
 // panics if there was no Forward or len(dy) does not match it.
