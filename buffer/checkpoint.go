@@ -111,8 +111,8 @@ var nativeLittleEndian = func() bool {
 // error names the column and the slot).
 //
 // Cost: O(Capacity × item size); columns are written in bulk into the
-// section's chunks (at most 1 MiB each, with a CRC-32C over every byte),
-// each gathered from the row-major records 64 KiB at a time; other scratch
+// section's chunks (64 KiB each, with a CRC-32C over every byte), each
+// gathered from the row-major records 64 KiB at a time; other scratch
 // space is O(Stripes).
 func (b *Buffer) Save(w io.Writer) error {
 	if w == nil {

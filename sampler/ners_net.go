@@ -453,7 +453,7 @@ func (n *NERSNet) Params() [][]float64 { return n.params }
 func (n *NERSNet) Grads() [][]float64 { return n.grads }
 
 // Save writes the subnets' parameters and their optimizers' states
-// (model.Net.Save and model.Adam.Save, each with its own checksum), in the
+// (model.Net.Save and model.Adam.Save, each its own checkpoint section), in the
 // order f_l, f_g, f_s. Cost: O(NumParams).
 func (n *NERSNet) Save(w io.Writer) error {
 	if w == nil {
