@@ -40,7 +40,9 @@ func algoFor(algo, env string, spec sampler.Spec, space envs.Space) (string, err
 	if algo != "" && !slices.Contains(Algos, algo) {
 		return "", fmt.Errorf("runtime: train: unknown algo %q (valid: %v)", algo, Algos)
 	}
-	takes := func(a string) bool { return slices.Contains(discreteAlgos, a) == discrete }
+	// A learner the method names takes the run if this runtime has it
+	// (Algos) and it takes the environment's actions.
+	takes := func(a string) bool { return slices.Contains(Algos, a) && slices.Contains(discreteAlgos, a) == discrete }
 	if !slices.ContainsFunc(spec.Learners, takes) { // no learner here both takes the actions and replays through the method
 		var others []string
 		for _, s := range sampler.Specs() {

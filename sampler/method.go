@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/apexrl/apex/buffer"
@@ -285,7 +286,8 @@ func NewMethod(name string, buf *buffer.Buffer, cfg MethodConfig) (Method, error
 // method, an option together with the block it would override, NoIS
 // without importance weights.
 func (s Spec) checkConfig(cfg MethodConfig) error {
-	for name, v := range cfg.Options {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Options)) { // the first bad option, by name
+		v := cfg.Options[name]
 		o, ok := s.option(name)
 		if !ok {
 			if others := OptionMethods(name); len(others) > 0 {
@@ -310,8 +312,8 @@ func (s Spec) checkConfig(cfg MethodConfig) error {
 			}
 			return fmt.Errorf("%w: method %q: MethodConfig.%s is set, but it configures %s only", errMethod, s.Name, b, Phrase(takers, "and"))
 		}
-		for name, v := range cfg.Options {
-			if v != 0 {
+		for _, name := range slices.Sorted(maps.Keys(cfg.Options)) {
+			if cfg.Options[name] != 0 {
 				return fmt.Errorf("%w: method %q: option %s and MethodConfig.%s are both set (the block holds every setting)", errMethod, s.Name, name, b)
 			}
 		}
