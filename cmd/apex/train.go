@@ -60,8 +60,10 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Env, "env", def.Env, "environment: "+strings.Join(envs.Names(), ", "))
 	fs.StringVar(&cfg.Sampler, "sampler", def.Sampler, "replay method (a selection stage paired with its loss): "+strings.Join(sampler.Methods(), ", ")+" (apex methods describes each)")
 	fs.StringVar(&cfg.Algo, "algo", "", "learner: "+strings.Join(runtime.Algos, ", ")+" (empty: dqn for discrete actions; for continuous ones vracer under a ReF-ER -sampler, else td3; sac on request, with any -sampler but the ReF-ER ones)")
-	fs.StringVar(&cfg.Loss, "loss", "", "per-sample loss of the uniform, per, rank, ter and ners methods and of td3's critics under ReF-ER: huber, mse or l1 (empty: dqn huber, td3 and sac mse; lap and pal fix theirs; vracer has its own)")
-	fs.BoolVar(&cfg.NoIS, "no-is", false, "per, rank, ter and ners without importance weights (with -loss=mse a biased pairing: allowed, with a warning)")
+	learnerLoss, ownLoss, weighted := methodKinds()
+	fs.StringVar(&cfg.Loss, "loss", "", "per-sample loss of the "+sampler.Phrase(learnerLoss, "and")+" methods (of td3's and sac's critics): huber, mse or l1 (empty: dqn huber, td3 and sac mse; "+
+		sampler.Phrase(ownLoss, "and")+" derive theirs from their options and take only its kind; vracer has its own)")
+	fs.BoolVar(&cfg.NoIS, "no-is", false, sampler.Phrase(weighted, "and")+" without importance weights (with -loss=mse a biased pairing: allowed, with a warning)")
 	methodOpts := methodFlags(fs) // every registered method's options: -ter-eta, -lap-k, ...
 	fs.Float64Var(&cfg.Tau, "tau", 0, "Polyak rate of the target networks (0: dqn hard copies every 500 steps, td3 and sac 0.005)")
 	fs.Float64Var(&cfg.Epsilon, "epsilon", 0, "every dqn actor's exploration rate (0: Ape-X's per-actor schedule 0.4^(1+7i/(N-1)))")
@@ -636,4 +638,21 @@ func (m methodOptionFlags) values(set map[string]bool) map[string]float64 {
 		put(name, float64(*p))
 	}
 	return out
+}
+
+// methodKinds sorts the registered methods for the -loss and -no-is help:
+// those that take the learner's loss, those that derive their own, and
+// those with importance weights.
+func methodKinds() (learnerLoss, ownLoss, weighted []string) {
+	for _, s := range sampler.Specs() {
+		if s.OwnLoss == nil {
+			learnerLoss = append(learnerLoss, s.Name)
+		} else {
+			ownLoss = append(ownLoss, s.Name)
+		}
+		if s.ImportanceWeights {
+			weighted = append(weighted, s.Name)
+		}
+	}
+	return learnerLoss, ownLoss, weighted
 }
