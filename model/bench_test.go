@@ -28,13 +28,23 @@ func BenchmarkForward(b *testing.B) {
 }
 
 // BenchmarkTrainStep: one learner update, forward + Huber on the taken
-// actions with importance weights + backward + Adam (clipping on).
+// actions with importance weights + backward + Adam (clipping on), through
+// the public float64 API: B=… on the default float64 path, Float32/B=…
+// with Config.Float32 and AdamConfig.Float32 (the same step on the f32
+// kernels, every float64 boundary conversion included).
 func BenchmarkTrainStep(b *testing.B) {
-	for _, bsz := range []int{64, 256} {
-		b.Run(fmt.Sprintf("B=%d", bsz), func(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		bsz   int
+		use32 bool
+	}{{"B=64", 64, false}, {"B=256", 256, false}, {"Float32/B=64", 64, true}, {"Float32/B=256", 256, true}} {
+		bsz := bc.bsz
+		b.Run(bc.name, func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(1, 1))
-			net, _ := NewNet(benchCfg, rng)
-			adam, _ := NewAdam(net.NumParams(), AdamConfig{LR: 1e-4, ClipNorm: 40})
+			cfg := benchCfg
+			cfg.Float32 = bc.use32
+			net, _ := NewNet(cfg, rng)
+			adam, _ := NewAdam(net.NumParams(), AdamConfig{LR: 1e-4, ClipNorm: 40, Float32: bc.use32})
 			x := randVec(rng, bsz*benchCfg.In, 1)
 			actions := make([]int32, bsz)
 			for i := range actions {

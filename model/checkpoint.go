@@ -111,6 +111,7 @@ func (a *Adam) Save(w io.Writer) error {
 	if w == nil {
 		return errorf(ErrConfig, "Save to a nil io.Writer")
 	}
+	a.syncMoments64() // Float32: the moments in their float64 form
 	return checkpoint.Save(w, adamKind, ckVersion, func(w io.Writer) error {
 		if err := checkpoint.WriteJSON(w, adamHeader{Config: a.cfg, Steps: a.t, Len: len(a.m)}); err != nil {
 			return err
@@ -161,6 +162,7 @@ func LoadAdam(r io.Reader) (*Adam, error) {
 		a.t = h.Steps
 		copy(a.m, m)
 		copy(a.v, v)
+		a.syncMoments32()
 		if i := firstNonFinite(a.m); i >= 0 {
 			return errorf(ErrCorrupt, "%w", &NonFiniteError{What: "Adam first moment m", Index: i, Value: a.m[i]})
 		}

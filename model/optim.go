@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/apexrl/apex/model/internal/f32"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/floats"
 )
@@ -73,6 +74,15 @@ type AdamConfig struct {
 	// ClipNorm, when > 0, clips the gradient's global L2 norm to it before
 	// the update (ClipGradNorm). 0 disables clipping.
 	ClipNorm float64 `json:"clip_norm"`
+	// Float32 runs Step on the float32 SIMD kernels of model/internal/f32
+	// (the norm and one fused update pass) with float32 moments: params
+	// and grads are rounded to float32 on the way in (2n conversions) and
+	// params written back (n), so the parameters stay float32 values held
+	// in float64. Clipping is folded into the update and grads is then not
+	// scaled in place. Save writes the moments as float64 (the format is
+	// unchanged) and LoadAdam restores them exactly. Default false: the
+	// float64 update, bit for bit as before the option existed.
+	Float32 bool `json:"float32,omitempty"`
 }
 
 // Validate returns c with defaults filled in, or an error wrapping
@@ -118,12 +128,14 @@ func (c AdamConfig) Validate() (AdamConfig, error) {
 // An Adam is not safe for concurrent use.
 type Adam struct {
 	cfg  AdamConfig
-	m, v []float64
+	m, v []float64 // the moments; with Float32 their float64 copy, refreshed by Save
 	t    uint64
+	f32  *adam32 // Float32's state, nil without it
 }
 
 // NewAdam returns an Adam for n parameters with zero moments. Errors wrap
-// ErrConfig. Cost: O(n) memory (two vectors).
+// ErrConfig. Cost: O(n) memory (two vectors; with Float32 four float32
+// vectors more).
 func NewAdam(n int, cfg AdamConfig) (*Adam, error) {
 	cfg, err := cfg.Validate()
 	if err != nil {
@@ -132,7 +144,11 @@ func NewAdam(n int, cfg AdamConfig) (*Adam, error) {
 	if n <= 0 || n > maxParams {
 		return nil, errorf(ErrConfig, "NewAdam: %d parameters", n)
 	}
-	return &Adam{cfg: cfg, m: make([]float64, n), v: make([]float64, n)}, nil
+	a := &Adam{cfg: cfg, m: make([]float64, n), v: make([]float64, n)}
+	if cfg.Float32 {
+		a.f32 = &adam32{impl: f32.Auto, m: make([]float32, n), v: make([]float32, n), p: make([]float32, n), g: make([]float32, n)}
+	}
+	return a, nil
 }
 
 // Config returns the configuration with defaults filled in.
@@ -157,6 +173,10 @@ func (a *Adam) SetLR(lr float64) {
 func (a *Adam) Reset() {
 	clear(a.m)
 	clear(a.v)
+	if a.f32 != nil {
+		clear(a.f32.m)
+		clear(a.f32.v)
+	}
 	a.t = 0
 }
 
@@ -171,6 +191,9 @@ func (a *Adam) Reset() {
 func (a *Adam) Step(params, grads []float64) (float64, error) {
 	if len(params) != len(a.m) || len(grads) != len(a.m) {
 		return 0, errorf(ErrShape, "Adam.Step: len(params) = %d, len(grads) = %d, Adam has %d", len(params), len(grads), len(a.m))
+	}
+	if a.f32 != nil {
+		return a.step32(params, grads)
 	}
 	norm, err := ClipGradNorm(grads, a.cfg.ClipNorm)
 	if err != nil {
