@@ -83,6 +83,23 @@
 // multiplies through Wᵀ so its products run along In rather than making a
 // kernel call per row of Out values.
 //
+// # Float32 path
+//
+// Config.Float32 and AdamConfig.Float32 (both default false, opt-in) run
+// a Net's batch Forward and Backward (B > 1) and Adam's Step on the
+// float32 SIMD kernels of model/internal/f32 (AVX-512 or AVX2, picked
+// from the CPU; a portable Go twin elsewhere) behind the same float64
+// API: Params, Grads, snapshots and checkpoints stay float64 (the format
+// is unchanged; the header records the option, so a float32 Net or Adam
+// loads as one), the float64 parameters are the master copy rounded to
+// float32 at every batch Forward, and a single row (an actor's Forward)
+// is computed in float64 as without the option. Results agree with the
+// float64 path to float32 precision, not bit for bit. Every float64
+// boundary costs O(parameters) or O(rows) conversions (float32.go lists
+// them); the 4→64→64→2 train step runs about ten times faster on an
+// AVX-512 CPU (bench/BENCHMARKS.md). The losses stay float64: they are
+// O(B) next to the network's O(B·parameters).
+//
 // # BLAS backend
 //
 // By default every product runs on gonum's pure-Go BLAS (SSE2 kernels) and

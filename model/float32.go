@@ -35,9 +35,12 @@ import (
 //     nothing beyond the float64 path's cost; the float32 copy is rebuilt
 //     from Params at the next batch Forward.
 //
-// Each conversion is a few tenths of a nanosecond, so for the 4→64→64→2
-// network (P = 4,610) the boundaries cost a few microseconds per learner
-// step; bench/BENCHMARKS.md has the measured step times.
+// The conversions run on f32's ToFloat32 and ToFloat64 (AVX2, 8 values
+// per instruction pair; a scalar Go loop took about 1 ns a value on the
+// loaded 2-core development machine), so for the 4→64→64→2 network
+// (P = 4,610) the seven P-sized conversions of a DQN step (three Forwards,
+// one Backward, Adam's three) cost a few microseconds; bench/BENCHMARKS.md
+// has the measured step times.
 
 // net32 is the float32 twin of a Net's layers: one f32.MLP per stream
 // (the whole network, or the dueling trunk and its two streams), each over
@@ -180,21 +183,12 @@ func (n *Net) backward32(dOut []float64, wantDX bool) []float64 {
 	return t.dx64
 }
 
-// round32 rounds src[:len(dst)] into dst.
-func round32(dst []float32, src []float64) {
-	src = src[:len(dst)]
-	for i, v := range src {
-		dst[i] = float32(v)
-	}
-}
+// round32 rounds src[:len(dst)] into dst (f32's ToFloat32: AVX2, 8 per
+// instruction pair).
+func round32(dst []float32, src []float64) { f32.Auto.ToFloat32(dst, src[:len(dst)]) }
 
-// widen64 widens src into dst[:len(src)].
-func widen64(dst []float64, src []float32) {
-	dst = dst[:len(src)]
-	for i, v := range src {
-		dst[i] = float64(v)
-	}
-}
+// widen64 widens src into dst[:len(src)] (f32's ToFloat64).
+func widen64(dst []float64, src []float32) { f32.Auto.ToFloat64(dst[:len(src)], src) }
 
 func grow32(s []float32, n int) []float32 {
 	if cap(s) >= n {

@@ -16,6 +16,9 @@
 //     masked 4×32 (AVX-512) tile for the last columns. That suits this
 //     package's sizes (64-wide layers, batches of 64–256) with no packing:
 //     every operand of a 64×64 layer already sits in L1.
+//   - Impl.ToFloat32 and Impl.ToFloat64: the float64 ↔ float32
+//     conversions at model's boundaries (AVX2, 8 values per pair of
+//     instructions).
 //   - Impl.ColSum (bias gradients), Impl.Transpose (Wᵀ for dX, 8×8
 //     blocks), Impl.SumSq (the gradient norm), Impl.AdamUpdate (Adam's
 //     moments and step fused in one pass, the clipping factor folded in,
@@ -47,31 +50,19 @@
 //     Backward(dq), Adam.Step(Params, Grads); stop on Step's error.
 //  3. Keep the input of Forward unchanged until Backward returns.
 //
-// # Plugging into model (the next step, not done here)
+// # Plugging into model
 //
-// model.Net, the learners and the checkpoints stay float64 for now. The
-// intended wiring, which keeps their APIs:
-//
-//  1. model.Dense gains a float32 shadow of its W, b and buffers and calls
-//     Impl.Gemm instead of gonum, as MLP does: forward with InitBias and
-//     PostReLU; backward dW with A = xᵀ (ars 1, aps In), ColSum for db,
-//     Transpose for Wᵀ and dX with the layer below's derivative fused
-//     (PostReLUGrad / PostTanhGrad, aux = that layer's output). Or
-//     model.Net holds an MLP per stream outright: every activation and
-//     the parameter layout match (model.Activation and model.LossKind
-//     values convert by a cast). Dueling's combine and its backward are
-//     O(B·A) Go loops over the streams' outputs, as today.
-//  2. model.Net keeps Params() []float64 for snapshots and checkpoints, or
-//     (cheaper) stores float32 and converts at Snapshot, Save and
-//     SetParams: O(params) copies outside the step. Checkpoints keep their
-//     float64 format, so existing ones stay loadable; a float32 net
-//     converts on Load.
-//  3. model.Adam gets a float32 path that calls Adam.Step's two kernels
-//     (SumSq, AdamUpdate), with the moments converted on Save and Load;
-//     Polyak replaces model.Polyak for float32 targets.
-//  4. model.Loss dispatches float32 slices to Loss here.
-//  5. The learners keep their code; TD3's policy gradient uses
-//     BackwardInput as today.
+// model.Config.Float32 and model.AdamConfig.Float32 (opt-in, default off)
+// put model.Net and model.Adam on this package (model/float32.go): a Net
+// holds one MLP per stream (the whole network, or a dueling trunk and its
+// value and advantage streams, combined in float64), rounds its float64
+// master parameters into them at every batch Forward with ToFloat32 and
+// widens outputs and gradients back with ToFloat64; model.Adam's float32
+// Step calls SumSq and AdamUpdate on float32 moments, which Save writes as
+// float64. model.Loss, Polyak targets, snapshots and checkpoints stay
+// float64. The learners need no change: they build their networks with
+// the Config the caller gives them (only their own AdamConfig would need
+// the option passed through to run Adam here).
 //
 // # Costs
 //

@@ -90,3 +90,13 @@ func axpbyAsm(impl Impl, dst, src *float32, n int, a, b float32) {
 		axpbyAVX2(dst, src, n, a, b)
 	}
 }
+
+//go:noescape
+func cvt64to32AVX2(dst *float32, src *float64, n int)
+
+//go:noescape
+func cvt32to64AVX2(dst *float64, src *float32, n int)
+
+func cvt64to32Asm(dst *float32, src *float64, n int) { cvt64to32AVX2(dst, src, n) }
+
+func cvt32to64Asm(dst *float64, src *float32, n int) { cvt32to64AVX2(dst, src, n) }

@@ -33,3 +33,11 @@ func transpose8(*float32, int, *float32, int) {
 func axpbyAsm(Impl, *float32, *float32, int, float32, float32) {
 	panic("f32: no assembly kernels in this build")
 }
+
+func cvt64to32Asm(*float32, *float64, int) {
+	panic("f32: no assembly kernels in this build")
+}
+
+func cvt32to64Asm(*float64, *float32, int) {
+	panic("f32: no assembly kernels in this build")
+}
