@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/apexrl/apex/checkpoint"
 )
 
 var (
@@ -63,24 +65,26 @@ func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.out
 // length, header).
 func checkpointCounters(t *testing.T, path string) (seconds float64, learnerSteps int64) {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(data) < 16 || string(data[:8]) != "APEXTRN1" {
-		t.Fatalf("%s is not a training checkpoint", path)
+	defer f.Close()
+	// The file's first section is the trainer's JSON header.
+	var head map[string]json.RawMessage
+	if err := checkpoint.Load(f, "runtime.Trainer", 1, func(_ uint32, r io.Reader) error {
+		return checkpoint.ReadJSON(r, &head, 1<<26)
+	}); err != nil {
+		t.Fatalf("%s is not a training checkpoint: %v", path, err)
 	}
-	n := int(binary.LittleEndian.Uint32(data[12:]))
-	var h struct {
-		Counters struct {
-			Seconds      float64 `json:"seconds"`
-			LearnerSteps int64   `json:"learner_steps"`
-		} `json:"counters"`
+	var c struct {
+		Seconds      float64 `json:"seconds"`
+		LearnerSteps int64   `json:"learner_steps"`
 	}
-	if err := json.Unmarshal(data[16:16+n], &h); err != nil {
+	if err := json.Unmarshal(head["counters"], &c); err != nil {
 		t.Fatal(err)
 	}
-	return h.Counters.Seconds, h.Counters.LearnerSteps
+	return c.Seconds, c.LearnerSteps
 }
 
 // TestSIGKILLLosesAtMostOneInterval: a training process killed with
