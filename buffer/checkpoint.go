@@ -210,7 +210,10 @@ func (b *Buffer) Save(w io.Writer) error {
 // *bytes.Buffer, *strings.Reader) too short for the declared sizes is
 // refused at once; for an io.Seeker long enough, sections are allocated
 // whole; otherwise they grow only as data arrives, so a short hostile
-// stream cannot make Load allocate much more than it supplied.
+// stream cannot make Load allocate much more than it supplied. The columns
+// are read whole, then packed into the buffer's row-major records (the
+// records are allocated only once every byte has arrived): at its peak Load
+// holds both, about twice the stored data.
 //
 // Cost: O(Capacity × item size), reading columns in bulk. The returned
 // Buffer is not shared with anything; Load itself is safe to call
