@@ -210,10 +210,13 @@ func (b *Buffer) Save(w io.Writer) error {
 // *bytes.Buffer, *strings.Reader) too short for the declared sizes is
 // refused at once; for an io.Seeker long enough, sections are allocated
 // whole; otherwise they grow only as data arrives, so a short hostile
-// stream cannot make Load allocate much more than it supplied. The columns
-// are read whole, then packed into the buffer's row-major records (the
-// records are allocated only once every byte has arrived): at its peak Load
-// holds both, about twice the stored data.
+// stream cannot make Load allocate much more than it supplied. The items
+// are stored row-major and a checkpoint holds columns: from a stream known
+// to hold every declared byte (the in-memory readers, a long enough
+// Seeker such as a file) the columns are read straight into the records,
+// 64 KiB at a time; from another stream they are read whole and packed
+// into the records once every byte has arrived (at that peak Load holds
+// both, about twice the stored data).
 //
 // Cost: O(Capacity × item size), reading columns in bulk. The returned
 // Buffer is not shared with anything; Load itself is safe to call
@@ -292,7 +295,7 @@ func Load(r io.Reader) (*Buffer, error) {
 			return err
 		}
 		for _, col := range cols {
-			if err := readColumn(cr, col); err != nil {
+			if err := b.loadColumn(cr, col); err != nil {
 				return err
 			}
 		}
@@ -309,8 +312,7 @@ func Load(r io.Reader) (*Buffer, error) {
 	}
 
 	b.initIndex()
-	b.initRows()
-	b.pack(data)
+	b.finishRows(data)
 	c := &b.c
 	c.samples.Store(counters[0])
 	c.updates.Store(counters[1])
@@ -334,7 +336,7 @@ func Load(r io.Reader) (*Buffer, error) {
 	if err := b.checkCheckpoint(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	if err := checkFiniteColumns(cols, b.cfg.Capacity); err != nil {
+	if err := b.checkFiniteRecords(cols); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	b.rebuildTrees()

@@ -128,3 +128,89 @@ func (b *Buffer) checkFiniteRecords(cols []ckColumn) error {
 func (b *Buffer) ckLayout() *Transitions {
 	return &Transitions{Floats: make([][]float32, len(b.cfg.Floats))}
 }
+
+// loadColumn reads checkpoint column c for Load. When the stream is known
+// to hold every declared byte (cr.exact: an in-memory reader, or a file
+// long enough), the column goes straight into the records, allocated at
+// the first column: Load then never holds a columnar copy. Otherwise the
+// column is read whole into its Transitions column (readColumn, growing as
+// data arrives, so a short hostile stream cannot make Load allocate the
+// records), and finishRows packs them once everything has arrived.
+func (b *Buffer) loadColumn(cr *ckReader, c ckColumn) error {
+	if !cr.exact {
+		return readColumn(cr, c)
+	}
+	if b.rows == nil {
+		b.initRows()
+	}
+	return b.readRecordColumn(cr, c)
+}
+
+// finishRows packs data (the columns loadColumn read whole) into the
+// records, unless loadColumn already read them there.
+func (b *Buffer) finishRows(data *Transitions) {
+	if b.rows != nil {
+		return
+	}
+	b.initRows()
+	b.pack(data)
+}
+
+// readRecordColumn reads the section of checkpoint column c (checked as
+// readSection checks it) into the records, ckScratch bytes at a time.
+func (b *Buffer) readRecordColumn(cr *ckReader, c ckColumn) error {
+	off, w, elem := b.recordColumn(c)
+	var h [ckSectionHeader]byte
+	if err := cr.read(h[:], c.name+" section header"); err != nil {
+		return err
+	}
+	gotID := binary.LittleEndian.Uint32(h[0:])
+	gotElem := binary.LittleEndian.Uint32(h[4:])
+	gotN := binary.LittleEndian.Uint64(h[8:])
+	switch {
+	case gotID != c.id:
+		return fmt.Errorf("%w: at byte %d: found section %s, want %s", ErrCorrupt, cr.off-ckSectionHeader, ckSectionName(gotID), c.name)
+	case gotElem != uint32(elem):
+		return fmt.Errorf("%w: section %s: %d-byte values, want %d", ErrCorrupt, c.name, gotElem, elem)
+	case gotN != uint64(c.n):
+		return fmt.Errorf("%w: section %s: %d values, the config needs %d", ErrCorrupt, c.name, gotN, c.n)
+	}
+	item := w * elem
+	per := max(1, ckScratch/item)
+	scratch := make([]byte, per*item)
+	n := b.cfg.Capacity
+	for g := 0; g < n; g += per {
+		k := min(per, n-g)
+		buf := scratch[:k*item]
+		if err := cr.read(buf, c.name); err != nil {
+			return err
+		}
+		if !nativeLittleEndian {
+			fromLE(buf, elem)
+		}
+		for i := range k {
+			copy(unsafe.Slice((*byte)(unsafe.Add(b.rec(g+i), off)), item), buf[i*item:(i+1)*item])
+		}
+	}
+	var pad [8]byte
+	p := pad[:pad8(c.n*elem)]
+	if err := cr.read(p, c.name+" padding"); err != nil {
+		return err
+	}
+	if !allZero(p) {
+		return fmt.Errorf("%w: nonzero padding after section %s", ErrCorrupt, c.name)
+	}
+	return nil
+}
+
+// fromLE rewrites in place the little-endian elem-byte values of p (4 or 8
+// bytes) in native order.
+func fromLE(p []byte, elem int) {
+	for i := 0; i+elem <= len(p); i += elem {
+		if elem == 4 {
+			*(*uint32)(unsafe.Pointer(&p[i])) = binary.LittleEndian.Uint32(p[i:])
+		} else {
+			*(*uint64)(unsafe.Pointer(&p[i])) = binary.LittleEndian.Uint64(p[i:])
+		}
+	}
+}

@@ -1,7 +1,9 @@
 package buffer
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"reflect"
 	"sort"
@@ -263,4 +265,38 @@ func copyItem(dst *Transitions, g int, src *Transitions, i int, c *Config) {
 			}
 		}
 	}
+}
+
+// TestCheckpointStreamsRecords: Save gathers each column from the records
+// and Load from a stream of known length scatters it into them, so neither
+// holds a columnar copy of the items: each allocates less than the items'
+// fields (Capacity × 48 bytes here) beyond what it must (Load: the buffer
+// itself and the leaves section it reads).
+func TestCheckpointStreamsRecords(t *testing.T) {
+	cfg := Config{Capacity: 1 << 16, ObsDim: 4}
+	a := ckExercised(t, cfg, 1<<16+300, 5)
+	fields := uint64(cfg.Capacity) * itemBytes(&a.cfg)
+	var saveErr error
+	saveAlloc := ckAllocated(func() { saveErr = a.Save(io.Discard) })
+	if saveErr != nil {
+		t.Fatal(saveErr)
+	}
+	if saveAlloc > fields/4 {
+		t.Errorf("Save allocated %d bytes: a columnar copy (%d bytes of fields)?", saveAlloc, fields)
+	}
+	data := ckSave(t, a)
+	mem, err := a.cfg.MemoryBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b *Buffer
+	loadAlloc := ckAllocated(func() { b, err = Load(bytes.NewReader(data)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckSameBuffer(t, a, b)
+	if must := mem + 8*uint64(cfg.Capacity); loadAlloc > must+fields/4 {
+		t.Errorf("Load allocated %d bytes, %d beyond the buffer and its leaves section: a columnar copy (%d bytes of fields)?", loadAlloc, loadAlloc-must, fields)
+	}
+	t.Logf("fields %d B; Save allocated %d B (output %d B); Load %d B for a %d-byte buffer", fields, saveAlloc, len(data), loadAlloc, mem)
 }
