@@ -206,8 +206,9 @@ type Net struct {
 // Cost: O(parameters) time and memory (parameters and gradients, 16 bytes
 // per parameter, and as much again for the transposed copies of layers at
 // least four times narrower than their input: at most 32 bytes per
-// parameter, so at most 8 GiB under MaxParams); activation buffers are
-// allocated by the first Forward.
+// parameter, so at most 8 GiB under MaxParams; Config.Float32 adds float32
+// parameters, gradients and a transpose scratch, at most 12 bytes per
+// parameter); activation buffers are allocated by the first Forward.
 func NewNet(cfg Config, rng *rand.Rand) (*Net, error) {
 	cfg, err := cfg.Validate()
 	if err != nil {
