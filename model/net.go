@@ -207,7 +207,7 @@ type Net struct {
 // per parameter, and as much again for the transposed copies of layers at
 // least four times narrower than their input: at most 32 bytes per
 // parameter, so at most 8 GiB under MaxParams; Config.Float32 adds float32
-// parameters, gradients and a transpose scratch, at most 12 bytes per
+// parameters, gradients and transpose scratch, at most 16 bytes per
 // parameter); activation buffers are allocated by the first Forward.
 func NewNet(cfg Config, rng *rand.Rand) (*Net, error) {
 	cfg, err := cfg.Validate()
