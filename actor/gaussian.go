@@ -36,8 +36,9 @@ type GaussianConfig struct {
 	ID        int
 	NumActors int
 	// Gamma is the discount stored in each step's Discount column (0 at a
-	// termination), in (0, 1]. 0 means 0.99. The REFER stage's Retrace
-	// targets use it; transitions are single steps (n = 1).
+	// termination), in (0, 1]. 0 means 0.99. ReF-ER's Retrace targets
+	// (the learner's controller) use it; transitions are single steps
+	// (n = 1).
 	Gamma float64
 	// LocalBatch, RefreshEvery and StatsWindow are as in Config; 0 means
 	// 50, DefaultGaussianRefreshEvery (20) and 100.

@@ -33,9 +33,10 @@ var DefaultVRACERHidden = []int{64, 64}
 
 // VRACERConfig configures the V-RACER learner. The zero value of a field
 // selects its default; Validate fills them in and reports the first field
-// out of range. The discount, the reward scaling and ReF-ER's parameters
-// live with the REFER stage (sampler.REFERConfig) and the buffer's
-// Discount column.
+// out of range. The discount lives in the buffer's Discount column, and
+// the reward scaling and ReF-ER's parameters in the method's
+// configuration (sampler.REFERConfig), which the learner's
+// REFERController runs with.
 type VRACERConfig struct {
 	// Batch is the number of steps sampled per learner step (> 0).
 	// Default DefaultVRACERBatch (128).
