@@ -83,14 +83,15 @@
 // the channel the actors park on a full queue and only the inserter and
 // the learner compete. BenchmarkPipelineInsert measures both: on the
 // 2-core development machine (64 actors, a learner sampling 256 items and
-// writing their priorities back, medians of 8 rounds under other load)
-// direct inserts stored 4.6 M items/s against 3.1 M for one inserter, but
-// left the learner 32 K sampled items/s against 318 K; 2 and 4 inserters
-// gave 2.9 M and 2.8 M items/s with 203 K and 137 K. More inserters pay
-// off only when one cannot keep up with the actors, which needs more
-// cores than the learner and the actors' stepping use; the figures, and
-// the command to rerun them on a larger machine (-cpu 1,2,4,8,16), are in
-// bench/BENCHMARKS.md's "runtime inserters" section.
+// writing their priorities back, medians of 5 rounds) direct inserts
+// stored 43 M items/s against 22.5 M for one inserter, but left the
+// learner 0.30 M sampled items/s against 1.58 M (under heavy load from
+// other processes: 4.6 M and 3.1 M items/s, 32 K and 318 K sampled/s); 2
+// and 4 inserters matched one (22.9 M and 22.7 M, 1.56 M and 1.53 M).
+// More inserters pay off only when one cannot keep up with the actors,
+// which needs more cores than the learner and the actors' stepping use;
+// the figures, and the command to rerun them on a larger machine (-cpu
+// 1,2,4,8,16), are in bench/BENCHMARKS.md's "runtime inserters" section.
 //
 // # Usage
 //
