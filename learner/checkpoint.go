@@ -274,6 +274,9 @@ func loadAdam(r io.Reader, what string, like *model.Adam, steps uint64) (*model.
 	// The step size is not compared: ReF-ER anneals it each step (the
 	// learner's configured rates are compared with its config).
 	ac, lc := adam.Config(), like.Config()
+	if ac.Float32 != lc.Float32 {
+		return nil, errorf(ErrMismatch, "%s: saved with Float32 = %t, the learner's is %t (an optimizer follows its network's precision: load into networks built with model.Config.Float32 = %t)", what, ac.Float32, lc.Float32, ac.Float32)
+	}
 	ac.LR, lc.LR = 0, 0
 	if ac != lc {
 		return nil, errorf(ErrCorrupt, "%s config %+v does not match the saved learner config (%+v)", what, adam.Config(), like.Config())

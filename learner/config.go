@@ -72,7 +72,8 @@ type DQNConfig struct {
 	ClipNorm float64 `json:"clip_norm"`
 	// Adam holds Adam's remaining hyper-parameters (Beta1, Beta2, Eps; zero
 	// values are Kingma & Ba's 0.9, 0.999, 1e-8). Its LR and ClipNorm must
-	// be left 0: set the fields above.
+	// be left 0: set the fields above. Its Float32 must be left false: the
+	// optimizer follows the network's precision (see adamFor).
 	Adam model.AdamConfig `json:"adam"`
 	// TargetEvery is the number of learner steps between hard copies of
 	// the online network into the target network, when Tau is 0 (>= 1).
@@ -124,6 +125,8 @@ func (c DQNConfig) Validate() (DQNConfig, error) {
 		return c, errorf(ErrConfig, "Adam.LR = %g (must be 0: set DQNConfig.LR)", c.Adam.LR)
 	case c.Adam.ClipNorm != 0:
 		return c, errorf(ErrConfig, "Adam.ClipNorm = %g (must be 0: set DQNConfig.ClipNorm)", c.Adam.ClipNorm)
+	case c.Adam.Float32:
+		return c, errAdamFloat32
 	case c.TargetEvery < 0:
 		return c, errorf(ErrConfig, "TargetEvery = %d (must be >= 1)", c.TargetEvery)
 	case !(c.Tau >= 0 && c.Tau <= 1):
@@ -146,6 +149,22 @@ func (c DQNConfig) adamConfig() model.AdamConfig {
 	a.ClipNorm = max(c.ClipNorm, 0)
 	return a
 }
+
+// adamFor returns a with Float32 set exactly when net runs on the float32
+// path (model.Config.Float32): a learner's optimizer follows the precision
+// of the network it updates, so one switch, the networks', selects the
+// float32 learner step, and float64 networks keep the float64 Adam bit for
+// bit. (A float32 network with a float64 Adam would keep float64 master
+// parameters, but pays three P-sized float64 passes a step for precision
+// the float32 Forward rounds away; an explicit config field would add a
+// second switch that must agree with the first.)
+func adamFor(a model.AdamConfig, net *model.Net) model.AdamConfig {
+	a.Float32 = net.Config().Float32
+	return a
+}
+
+// errAdamFloat32 refuses a learner config that sets Adam.Float32 itself.
+var errAdamFloat32 = errorf(ErrConfig, "Adam.Float32 = true (must be false: the optimizers follow their networks' model.Config.Float32)")
 
 // Sentinel errors. Errors returned by this package wrap one of these (or
 // the model, buffer or sampler error they come from) with %w and say what

@@ -76,8 +76,11 @@
 //     weights, its batch normaliser and its loss, paired as their papers
 //     derive them) and a model.Store for the actors.
 //  3. NewDQN(cfg, net, buf, method, store): it makes the target network
-//     and the optimizer, allocates every buffer it needs, and publishes
-//     version 0 so actors can act before the first update. The actors
+//     and the optimizer (float32, model.AdamConfig.Float32, exactly when
+//     the network has model.Config.Float32; every learner's optimizers
+//     follow their networks' precision so), allocates every buffer it
+//     needs, and publishes version 0 so actors can act before the first
+//     update. The actors
 //     take method.Selector for their insert priorities.
 //  4. Insert transitions as actors produce them: Reward the n-step return,
 //     Discount γ^m (0 at a termination), as actor.NStep writes them.
@@ -89,7 +92,8 @@
 //  6. Read Stats from any goroutine for progress and metrics.
 //  7. Checkpoint with Save (together with buffer.Buffer.Save, with the
 //     learner and the inserters stopped) and resume with Load on a learner
-//     built the same way.
+//     built the same way (networks of the same precision: a float32
+//     learner's checkpoint into a float64 one is ErrMismatch).
 //
 // # Costs
 //

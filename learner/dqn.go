@@ -177,7 +177,7 @@ func NewDQN(cfg DQNConfig, net *model.Net, buf *buffer.Buffer, m sampler.Method,
 	if err := net.CheckFinite(); err != nil {
 		return nil, errorf(ErrConfig, "initial network: %w", err)
 	}
-	adam, err := model.NewAdam(net.NumParams(), cfg.adamConfig())
+	adam, err := model.NewAdam(net.NumParams(), adamFor(cfg.adamConfig(), net))
 	if err != nil {
 		return nil, errorf(ErrConfig, "Adam: %w", err)
 	}

@@ -10,9 +10,8 @@ import (
 
 // The learners' step benchmarks with float32 networks (model.Config's
 // Float32: batch forwards and backwards on model/internal/f32's kernels).
-// The learners build their own Adam from their config, which has no
-// float32 option, so Adam stays float64 here. Run them beside the float64
-// ones: go test -run '^$' -bench 'Step' ./learner.
+// The learners' Adam follows their networks' precision, so these steps
+// run Adam in float32 too. Run them beside the float64 ones: go test -run '^$' -bench 'Step' ./learner.
 
 // float32Net returns a copy of n with Config.Float32 set.
 func float32Net(b testing.TB, n *model.Net) *model.Net {

@@ -297,13 +297,13 @@ func NewSAC(cfg SACConfig, policy *model.Net, critic *model.Net, buf *buffer.Buf
 	if err != nil {
 		return nil, errorf(ErrConfig, "second critic: %w", err)
 	}
-	policyAdam, err := model.NewAdam(policy.NumParams(), cfg.adamConfig(cfg.PolicyLR))
+	policyAdam, err := model.NewAdam(policy.NumParams(), adamFor(cfg.adamConfig(cfg.PolicyLR), policy))
 	if err != nil {
 		return nil, errorf(ErrConfig, "policy Adam: %w", err)
 	}
 	var criticAdam [2]*model.Adam
 	for k := range criticAdam {
-		if criticAdam[k], err = model.NewAdam(critic.NumParams(), cfg.adamConfig(cfg.CriticLR)); err != nil {
+		if criticAdam[k], err = model.NewAdam(critic.NumParams(), adamFor(cfg.adamConfig(cfg.CriticLR), critic)); err != nil {
 			return nil, errorf(ErrConfig, "critic Adam: %w", err)
 		}
 	}

@@ -52,7 +52,9 @@ type SACConfig struct {
 	// Adam holds Adam's remaining hyper-parameters for all four
 	// optimizers (Beta1, Beta2, Eps; zero values are Kingma & Ba's 0.9,
 	// 0.999, 1e-8). Its LR and ClipNorm must be left 0: set the fields of
-	// SACConfig.
+	// SACConfig. Its Float32 must be left false: the policy's and
+	// critics' optimizers follow their networks' model.Config.Float32 (the
+	// temperature's, one parameter, stays float64).
 	Adam model.AdamConfig `json:"adam"`
 	// ClipNorm, when > 0, clips the policy's and each critic's gradient
 	// separately to this global L2 norm before its Adam step (never the
@@ -117,6 +119,8 @@ func (c SACConfig) Validate() (SACConfig, error) {
 		return c, errorf(ErrConfig, "Adam.LR = %g (must be 0: set SACConfig.PolicyLR, CriticLR and AlphaLR)", c.Adam.LR)
 	case c.Adam.ClipNorm != 0:
 		return c, errorf(ErrConfig, "Adam.ClipNorm = %g (must be 0: set SACConfig.ClipNorm)", c.Adam.ClipNorm)
+	case c.Adam.Float32:
+		return c, errAdamFloat32
 	case !fin(c.ClipNorm):
 		return c, errorf(ErrConfig, "ClipNorm = %g (must be finite; 0 or negative: no clipping)", c.ClipNorm)
 	case !(c.Tau > 0 && c.Tau <= 1):

@@ -257,13 +257,13 @@ func NewTD3(cfg TD3Config, actorNet *model.Net, critic *model.Net, buf *buffer.B
 	if err != nil {
 		return nil, errorf(ErrConfig, "second critic: %w", err)
 	}
-	actorAdam, err := model.NewAdam(actorNet.NumParams(), cfg.adamConfig(cfg.ActorLR))
+	actorAdam, err := model.NewAdam(actorNet.NumParams(), adamFor(cfg.adamConfig(cfg.ActorLR), actorNet))
 	if err != nil {
 		return nil, errorf(ErrConfig, "actor Adam: %w", err)
 	}
 	var criticAdam [2]*model.Adam
 	for k := range criticAdam {
-		if criticAdam[k], err = model.NewAdam(critic.NumParams(), cfg.adamConfig(cfg.CriticLR)); err != nil {
+		if criticAdam[k], err = model.NewAdam(critic.NumParams(), adamFor(cfg.adamConfig(cfg.CriticLR), critic)); err != nil {
 			return nil, errorf(ErrConfig, "critic Adam: %w", err)
 		}
 	}

@@ -55,7 +55,8 @@ type TD3Config struct {
 	// Adam holds Adam's remaining hyper-parameters for all three
 	// optimizers (Beta1, Beta2, Eps; zero values are Kingma & Ba's 0.9,
 	// 0.999, 1e-8). Its LR and ClipNorm must be left 0: set the fields of
-	// TD3Config.
+	// TD3Config. Its Float32 must be left false: each optimizer follows
+	// its network's model.Config.Float32.
 	Adam model.AdamConfig `json:"adam"`
 	// ClipNorm, when > 0, clips each network's gradient (the actor's and
 	// each critic's separately) to this global L2 norm before its Adam
@@ -128,6 +129,8 @@ func (c TD3Config) Validate() (TD3Config, error) {
 		return c, errorf(ErrConfig, "Adam.LR = %g (must be 0: set TD3Config.ActorLR and CriticLR)", c.Adam.LR)
 	case c.Adam.ClipNorm != 0:
 		return c, errorf(ErrConfig, "Adam.ClipNorm = %g (must be 0: set TD3Config.ClipNorm)", c.Adam.ClipNorm)
+	case c.Adam.Float32:
+		return c, errAdamFloat32
 	case !fin(c.ClipNorm):
 		return c, errorf(ErrConfig, "ClipNorm = %g (must be finite; 0 or negative: no clipping)", c.ClipNorm)
 	case !(c.Tau > 0 && c.Tau <= 1):

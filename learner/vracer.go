@@ -241,7 +241,7 @@ func NewVRACER(cfg VRACERConfig, net *model.Net, buf *buffer.Buffer, m sampler.M
 			return nil, errorf(ErrConfig, "the network's std parameters have non-zero weights (%s = %g): the std must not depend on the state (build the network with NewVRACERNet)", net.Where(k), net.Params()[k])
 		}
 	}
-	adam, err := model.NewAdam(net.NumParams(), cfg.adamConfig())
+	adam, err := model.NewAdam(net.NumParams(), adamFor(cfg.adamConfig(), net))
 	if err != nil {
 		return nil, errorf(ErrConfig, "Adam: %w", err)
 	}

@@ -45,7 +45,9 @@ type VRACERConfig struct {
 	// LR times the stage's LRScale, 1/(1 + A·k). Default 1e-3.
 	LR float64 `json:"lr"`
 	// Adam holds Adam's remaining hyper-parameters (Beta1, Beta2, Eps;
-	// zero values are Kingma & Ba's). Its LR and ClipNorm must be 0.
+	// zero values are Kingma & Ba's). Its LR and ClipNorm must be 0, its
+	// Float32 false: the optimizer follows the network's
+	// model.Config.Float32.
 	Adam model.AdamConfig `json:"adam"`
 	// ClipNorm, when > 0, clips the gradient's global L2 norm before the
 	// Adam step. 0 (the default): no clipping, as in the paper.
@@ -83,6 +85,8 @@ func (c VRACERConfig) Validate() (VRACERConfig, error) {
 		return c, errorf(ErrConfig, "Adam.LR = %g (must be 0: set VRACERConfig.LR)", c.Adam.LR)
 	case c.Adam.ClipNorm != 0:
 		return c, errorf(ErrConfig, "Adam.ClipNorm = %g (must be 0: set VRACERConfig.ClipNorm)", c.Adam.ClipNorm)
+	case c.Adam.Float32:
+		return c, errAdamFloat32
 	case !(c.ClipNorm >= 0) || !fin(c.ClipNorm):
 		return c, errorf(ErrConfig, "ClipNorm = %g (must be finite and >= 0; 0: no clipping)", c.ClipNorm)
 	case c.PublishEvery < 0:
