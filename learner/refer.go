@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/internal/slotset"
 	"github.com/apexrl/apex/sampler"
 )
 
@@ -69,15 +70,15 @@ type REFERController struct {
 	maxSteps int
 
 	// Per slot (see State). own[s] is the serial of the stored episode
-	// holding slot s, 0 if none; pos[s] is the slot's index in live, or -1.
+	// holding slot s, 0 if none.
 	own        []uint64
-	ep, t, pos []int32
+	ep, t      []int32
 	rew, disc  []float64
 	rho, v     []float64
 	qret, kl   []float64
 	klSet      []bool
 	eps        []referCtlEp // by the stage's episode handle
-	live       []uint32     // the stored steps' slots, N = len(live)
+	live       slotset.Set  // the stored steps' slots, N = live.Len(), in the stage's order
 	serial     uint64
 	nEpisodes  int
 	nFar, klN  int
@@ -152,13 +153,10 @@ func NewREFERController(src sampler.EpisodeSource) (*REFERController, error) {
 	n := src.Buffer().Config().Capacity
 	c := &REFERController{
 		src: src, cfg: cfg, maxSteps: max(1, cfg.MaxSteps),
-		own: make([]uint64, n), ep: make([]int32, n), t: make([]int32, n), pos: make([]int32, n),
+		own: make([]uint64, n), ep: make([]int32, n), t: make([]int32, n), live: slotset.Make(n),
 		rew: make([]float64, n), disc: make([]float64, n), rho: make([]float64, n), v: make([]float64, n),
 		qret: make([]float64, n), kl: make([]float64, n), klSet: make([]bool, n),
 		rscale: 1, sigmaR: 1, beta: 1,
-	}
-	for i := range c.pos {
-		c.pos[i] = -1
 	}
 	if cfg.Variant.AdaptsBeta() {
 		c.beta = cfg.Beta0
@@ -189,8 +187,7 @@ func (c *REFERController) EpisodeFinished(e sampler.Episode) {
 	for t, s := range e.Slots {
 		c.own[s], c.ep[s], c.t[s] = c.serial, e.Handle, int32(t)
 		c.rew[s], c.disc[s] = e.Reward[t], e.Discount[t]
-		c.pos[s] = int32(len(c.live))
-		c.live = append(c.live, s)
+		c.live.Add(s)
 		c.rho[s], c.v[s], c.kl[s], c.klSet[s] = 1, 0, 0, false
 	}
 	c.nEpisodes++
@@ -205,14 +202,7 @@ func (c *REFERController) EpisodeDropped(h int32) {
 	}
 	e := &c.eps[h]
 	for _, s := range e.slots {
-		i, last := c.pos[s], int32(len(c.live)-1)
-		if i != last {
-			moved := c.live[last]
-			c.live[i] = moved
-			c.pos[moved] = i
-		}
-		c.live = c.live[:last]
-		c.pos[s] = -1
+		c.live.Remove(s)
 		if c.isFar(c.rho[s]) {
 			c.nFar--
 		}
@@ -230,7 +220,7 @@ func (c *REFERController) EpisodeDropped(h int32) {
 // stored steps computes the reward scale (and the Qret of everything
 // stored with it). O(N) once, O(1) after.
 func (c *REFERController) Indexed() {
-	if !c.scaled && len(c.live) > 0 {
+	if !c.scaled && c.live.Len() > 0 {
 		c.rescale()
 	}
 }
@@ -435,7 +425,7 @@ func (c *REFERController) AfterStep(k uint64) {
 	}
 	c.touched = c.touched[:0]
 	c.setK(k)
-	if c.cfg.Variant.AdaptsBeta() && len(c.live) > 0 {
+	if c.cfg.Variant.AdaptsBeta() && c.live.Len() > 0 {
 		eb := c.cfg.BetaRate
 		if eb == 0 {
 			eb = min(1, 0.1*float64(max(c.batch, 1))/float64(c.maxSteps))
@@ -486,17 +476,17 @@ func (c *REFERController) setK(k uint64) {
 // farFraction is n_far/N, clamped to [0, 1] (the counter drifts between
 // recounts).
 func (c *REFERController) farFraction() float64 {
-	if len(c.live) == 0 {
+	if c.live.Len() == 0 {
 		return 0
 	}
-	return min(1, max(0, float64(c.nFar)/float64(len(c.live))))
+	return min(1, max(0, float64(c.nFar)/float64(c.live.Len())))
 }
 
 // recount sets n_far to the number of stored steps that are far with the
 // current c_max, and the KL sums from the stored values. O(N).
 func (c *REFERController) recount() {
 	far, kls, kln := 0, 0.0, 0
-	for _, s := range c.live {
+	for _, s := range c.live.Slots() {
 		if c.isFar(c.rho[s]) {
 			far++
 		}
@@ -514,16 +504,16 @@ func (c *REFERController) recount() {
 // sqrt(mean r²) over the stored steps (App. B, Eq. 16), and every Qret
 // with it. O(N).
 func (c *REFERController) rescale() {
-	if len(c.live) == 0 || c.cfg.NoRetrace {
+	if c.live.Len() == 0 || c.cfg.NoRetrace {
 		return
 	}
 	c.scaled = true
 	if !c.cfg.NoRewardScale {
 		var ss float64
-		for _, s := range c.live {
+		for _, s := range c.live.Slots() {
 			ss += c.rew[s] * c.rew[s]
 		}
-		c.sigmaR = math.Sqrt(ss / float64(len(c.live)))
+		c.sigmaR = math.Sqrt(ss / float64(c.live.Len()))
 		c.rscale = 1 / (c.sigmaR + referRewardEps)
 	}
 	for h := range c.eps {
@@ -599,7 +589,7 @@ func (c *REFERController) publish() {
 	b(&a.sigmaR, c.sigmaR)
 	b(&a.farDrift, c.farDiff)
 	a.nFar.Store(int64(c.nFar))
-	a.steps.Store(int64(len(c.live)))
+	a.steps.Store(int64(c.live.Len()))
 	a.k.Store(c.k)
 	a.stale.Store(c.stale)
 	a.recounts.Store(c.recounts)

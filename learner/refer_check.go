@@ -22,16 +22,16 @@ func (c *REFERController) check() error {
 			if c.own[s] != e.serial || int(c.ep[s]) != h || int(c.t[s]) != t {
 				return fmt.Errorf("episode %d step %d: slot %d owned by serial %d (episode %d step %d), want serial %d", h, t, s, c.own[s], c.ep[s], c.t[s], e.serial)
 			}
-			if c.pos[s] < 0 || int(c.pos[s]) >= len(c.live) || c.live[c.pos[s]] != s {
-				return fmt.Errorf("episode %d step %d: slot %d at live index %d", h, t, s, c.pos[s])
+			if c.live.Index(s) < 0 {
+				return fmt.Errorf("episode %d step %d: slot %d is not stored", h, t, s)
 			}
 		}
 	}
-	if eps != c.nEpisodes || steps != len(c.live) {
-		return fmt.Errorf("%d stored episodes of %d steps, counters %d and %d", eps, steps, c.nEpisodes, len(c.live))
+	if eps != c.nEpisodes || steps != c.live.Len() {
+		return fmt.Errorf("%d stored episodes of %d steps, counters %d and %d", eps, steps, c.nEpisodes, c.live.Len())
 	}
 	kln, kls := 0, 0.0
-	for _, s := range c.live {
+	for _, s := range c.live.Slots() {
 		if c.klSet[s] {
 			kln++
 			kls += c.kl[s]

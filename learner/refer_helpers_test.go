@@ -43,8 +43,8 @@ func (r *referPair) poll(t testing.TB, buf *buffer.Buffer) {
 
 // storedRhos returns the stored rho of every stored step.
 func (c *REFERController) storedRhos() []float64 {
-	out := make([]float64, 0, len(c.live))
-	for _, s := range c.live {
+	out := make([]float64, 0, c.live.Len())
+	for _, s := range c.live.Slots() {
 		out = append(out, c.rho[s])
 	}
 	return out

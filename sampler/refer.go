@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/internal/slotset"
 )
 
 // ReF-ER defaults (Novati & Koumoutsakos 2019, arXiv 1807.05827, §3 and
@@ -270,12 +271,11 @@ type REFER struct {
 	maxSteps int
 
 	// Per slot (see Storage). gen[s] != 0 iff a step of an open or live
-	// episode is registered in slot s (its generation); pos[s] is its index
-	// in live, or -1.
-	gen        []uint32
-	ep, t, pos []int32
-	rew, disc  []float64
-	mark       []uint32 // Sample's distinctness marks, by epoch
+	// episode is registered in slot s (its generation).
+	gen       []uint32
+	ep, t     []int32
+	rew, disc []float64
+	mark      []uint32 // Sample's distinctness marks, by epoch
 
 	eps  []referEp
 	free []int32
@@ -284,8 +284,9 @@ type REFER struct {
 	// (entries of episodes dropped out of order are skipped).
 	fifo  []referRef
 	fhead int
-	// live holds the slots of the steps of live episodes, N = len(live).
-	live   []uint32
+	// live holds the slots of the steps of live episodes, N = live.Len()
+	// (the controller's copy iterates in the same order).
+	live   slotset.Set
 	nEps   int
 	serial uint64
 
@@ -350,15 +351,12 @@ func NewREFER(buf *buffer.Buffer, cfg REFERConfig) (*REFER, error) {
 		gen:      make([]uint32, n),
 		ep:       make([]int32, n),
 		t:        make([]int32, n),
-		pos:      make([]int32, n),
+		live:     slotset.Make(n),
 		rew:      make([]float64, n),
 		disc:     make([]float64, n),
 		mark:     make([]uint32, n),
 		open:     map[uint64]int32{},
 		nextGC:   uint64(max(n/2, 1)),
-	}
-	for i := range r.pos {
-		r.pos[i] = -1
 	}
 	r.visit = r.ingest
 	r.watch = buf.NewWatcher()
@@ -441,21 +439,21 @@ func (r *REFER) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 			panic("sampler: refer: broken invariant: " + err.Error())
 		}
 	}
-	if len(r.live) == 0 {
+	if r.live.Len() == 0 {
 		return fmt.Errorf("%w: refer: no finished episode stored", buffer.ErrEmpty)
 	}
-	if n < 1 || n > len(r.live) {
-		return fmt.Errorf("%w: refer: %d rows requested, %d steps stored", buffer.ErrBatchSize, n, len(r.live))
+	if n < 1 || n > r.live.Len() {
+		return fmt.Errorf("%w: refer: %d rows requested, %d steps stored", buffer.ErrBatchSize, n, r.live.Len())
 	}
 	if r.epoch++; r.epoch == 0 {
 		clear(r.mark)
 		r.epoch = 1
 	}
 	for row := 0; row < n; {
-		if n > len(r.live) { // episodes dropped while drawing
-			return fmt.Errorf("%w: refer: %d rows requested, %d steps left after overwrites", buffer.ErrBatchSize, n, len(r.live))
+		if n > r.live.Len() { // episodes dropped while drawing
+			return fmt.Errorf("%w: refer: %d rows requested, %d steps left after overwrites", buffer.ErrBatchSize, n, r.live.Len())
 		}
-		s := r.live[rng.IntN(len(r.live))]
+		s := r.live.Slots()[rng.IntN(r.live.Len())]
 		if r.mark[s] == r.epoch {
 			continue
 		}
@@ -469,7 +467,7 @@ func (r *REFER) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 		r.rowSlot = append(r.rowSlot, s)
 		row++
 	}
-	N := len(r.live)
+	N := r.live.Len()
 	p := 1 / float64(N)
 	for i := range n {
 		dst.Prob[i] = p
@@ -544,7 +542,7 @@ func (r *REFER) Stats() REFERStats {
 // publish stores the owner's state for Stats.
 func (r *REFER) publish() {
 	c := &r.st
-	c.steps.Store(int64(len(r.live)))
+	c.steps.Store(int64(r.live.Len()))
 	c.episodes.Store(int64(r.nEps))
 	c.open.Store(int64(len(r.open)))
 	c.ingested.Store(r.watch.Reported())

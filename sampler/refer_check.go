@@ -8,8 +8,8 @@ func (r *REFER) check() error {
 	registered := 0
 	for s, g := range r.gen {
 		if g == 0 {
-			if r.pos[s] != -1 {
-				return fmt.Errorf("slot %d: free but at live index %d", s, r.pos[s])
+			if i := r.live.Index(uint32(s)); i != -1 {
+				return fmt.Errorf("slot %d: free but at live index %d", s, i)
 			}
 			continue
 		}
@@ -19,8 +19,8 @@ func (r *REFER) check() error {
 		if (e.state != epOpen && e.state != epLive) || t >= len(e.slots) || e.slots[t] != uint32(s) {
 			return fmt.Errorf("slot %d: registered to episode %d (state %d) step %d, which does not hold it", s, r.ep[s], e.state, t)
 		}
-		if (e.state == epLive) != (r.pos[s] >= 0) {
-			return fmt.Errorf("slot %d: episode state %d, live index %d", s, e.state, r.pos[s])
+		if (e.state == epLive) != (r.live.Index(uint32(s)) >= 0) {
+			return fmt.Errorf("slot %d: episode state %d, live index %d", s, e.state, r.live.Index(uint32(s)))
 		}
 	}
 	steps, held, live := 0, 0, 0
@@ -50,15 +50,15 @@ func (r *REFER) check() error {
 			held += n
 		}
 	}
-	if live != r.nEps || steps != len(r.live) {
-		return fmt.Errorf("%d live episodes of %d steps, counters %d and %d", live, steps, r.nEps, len(r.live))
+	if live != r.nEps || steps != r.live.Len() {
+		return fmt.Errorf("%d live episodes of %d steps, counters %d and %d", live, steps, r.nEps, r.live.Len())
 	}
 	if held != registered {
 		return fmt.Errorf("%d steps held by episodes, %d slots registered", held, registered)
 	}
-	for i, s := range r.live {
-		if r.pos[s] != int32(i) {
-			return fmt.Errorf("live[%d] = slot %d, whose index is %d", i, s, r.pos[s])
+	for i, s := range r.live.Slots() {
+		if r.live.Index(s) != i {
+			return fmt.Errorf("live[%d] = slot %d, whose index is %d", i, s, r.live.Index(s))
 		}
 	}
 	return nil

@@ -184,8 +184,7 @@ func (r *REFER) finish(h int32) {
 	r.serial++
 	e.state, e.serial = epLive, r.serial
 	for _, s := range e.slots {
-		r.pos[s] = int32(len(r.live))
-		r.live = append(r.live, s)
+		r.live.Add(s)
 	}
 	r.nEps++
 	r.fifo = append(r.fifo, referRef{h: h, serial: e.serial})
@@ -205,7 +204,7 @@ func (r *REFER) finish(h int32) {
 func (r *REFER) evict() {
 	for {
 		h, ok := r.oldest()
-		if !ok || len(r.live)-int(r.eps[h].length) < r.maxSteps {
+		if !ok || r.live.Len()-int(r.eps[h].length) < r.maxSteps {
 			return
 		}
 		r.dropLive(h)
@@ -237,14 +236,7 @@ func (r *REFER) dropLive(h int32) {
 	}
 	e := &r.eps[h]
 	for _, s := range e.slots {
-		i, last := r.pos[s], int32(len(r.live)-1)
-		if i != last {
-			moved := r.live[last]
-			r.live[i] = moved
-			r.pos[moved] = i
-		}
-		r.live = r.live[:last]
-		r.pos[s] = -1
+		r.live.Remove(s)
 		r.gen[s] = 0
 	}
 	r.nEps--
