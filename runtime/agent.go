@@ -167,6 +167,23 @@ func learnerAgent(l replayLearner, batch int, lr float64, first func() *model.Ne
 	}
 }
 
+// learnerNet returns net as the learner's network: net itself, or with
+// cfg.Float32 a float32 copy (model.Config.Float32) holding the same
+// parameters, so a float32 run starts where the float64 one does.
+func learnerNet(cfg TrainConfig, net *model.Net) (*model.Net, error) {
+	if !cfg.Float32 {
+		return net, nil
+	}
+	c := net.Config()
+	c.Float32 = true
+	n, err := model.NewNet(c, nil)
+	if err != nil {
+		return nil, err
+	}
+	n.CopyFrom(net)
+	return n, nil
+}
+
 // actorSeed seeds actor i's stream family: fresh episodes on each resume.
 func actorSeed(cfg TrainConfig) uint64 { return cfg.Seed + cfg.Resumes<<40 }
 
@@ -174,6 +191,9 @@ func actorSeed(cfg TrainConfig) uint64 { return cfg.Seed + cfg.Resumes<<40 }
 func newDQNAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *model.Store, obsDim int, space envs.Discrete) (agent, error) {
 	netCfg := model.Config{In: obsDim, Hidden: cfg.Hidden, Out: space.N, Dueling: cfg.Dueling}
 	net, err := model.NewNet(netCfg, rand.New(rand.NewPCG(cfg.Seed, netSeed)))
+	if err == nil {
+		net, err = learnerNet(cfg, net)
+	}
 	if err != nil {
 		return agent{}, err
 	}
@@ -230,6 +250,12 @@ func newActorCritic(cfg TrainConfig, obsDim int, space envs.Box, polCfg model.Co
 	}
 	critic, err := model.NewNet(model.Config{In: obsDim + space.Dim(), Hidden: cfg.Hidden, Out: 1}, rand.New(rand.NewPCG(cfg.Seed, criticSeed)))
 	if err != nil {
+		return actorCritic{}, err
+	}
+	if pol, err = learnerNet(cfg, pol); err != nil {
+		return actorCritic{}, err
+	}
+	if critic, err = learnerNet(cfg, critic); err != nil {
 		return actorCritic{}, err
 	}
 	ac := actorCritic{maxAction: maxAction, policy: pol, critic: critic}
@@ -316,6 +342,10 @@ func newVRACERAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store
 	if err != nil {
 		return agent{}, err
 	}
+	policy := net.Config() // the actors' networks stay float64
+	if net, err = learnerNet(cfg, net); err != nil {
+		return agent{}, err
+	}
 	vr, err := learner.NewVRACER(learner.VRACERConfig{Batch: cfg.Batch, LR: cfg.LR, Seed: cfg.Seed}, net, buf, m, store)
 	if err != nil {
 		return agent{}, err
@@ -324,7 +354,7 @@ func newVRACERAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store
 	if err != nil {
 		return agent{}, err
 	}
-	ag := learnerAgent(vr, vr.Config().Batch, vr.Config().LR, vr.Net, net.Config(), m, func(i int, env envs.Env, net *model.Net) (actorSource, error) {
+	ag := learnerAgent(vr, vr.Config().Batch, vr.Config().LR, vr.Net, policy, m, func(i int, env envs.Env, net *model.Net) (actorSource, error) {
 		return actor.NewGaussian(actor.GaussianConfig{ID: i, NumActors: cfg.Actors, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
 			Columns: actor.ColumnsOf(buf.Config()), Floats: buf.Config().Floats, Behaviour: behaviour, Seed: actorSeed(cfg)},
 			env, net, store)

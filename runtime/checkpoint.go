@@ -365,6 +365,8 @@ func sameShape(a, b TrainConfig) error {
 		return errors.New("the rate limiter's settings (replay ratio, minimum size to sample) cannot change on resume: its saved balance is in their terms")
 	case a.Deterministic != b.Deterministic:
 		return errors.New("the deterministic mode cannot be switched on or off on resume")
+	case a.Float32 != b.Float32:
+		return fmt.Errorf("float32 cannot change on resume (the checkpoint's learner has float32 = %t)", a.Float32)
 	}
 	return nil
 }

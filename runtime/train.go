@@ -56,6 +56,18 @@ type TrainConfig struct {
 	Capacity    int     `json:"capacity"` // replay capacity; 100000
 	Hidden      []int   `json:"hidden"`   // hidden widths; [64 64] (td3: each of the policy and the critics)
 	Dueling     bool    `json:"dueling"`
+	// Float32 (opt-in, default false) runs the learner's math on the
+	// float32 SIMD kernels of model/internal/f32: every network the
+	// learner updates and its targets are built with model.Config.Float32
+	// (the same initial parameters as without it), and the learner's Adam
+	// follows them. Batch forwards, backwards and Adam steps are several
+	// times faster (bench/BENCHMARKS.md), at float32 precision: the
+	// parameters are float32 values after every step, and results agree
+	// with the float64 run to about 1e-6 relative per operation, not bit
+	// for bit. The actors' networks stay float64 (one row runs on the
+	// float64 layers either way). It cannot change on resume. float64
+	// stays the default until learning-quality runs have compared the two.
+	Float32 bool `json:"float32,omitempty"`
 	// Loss is the per-sample loss of the methods that take the learner's
 	// (sampler.Spec.OwnLoss nil): "huber", "mse" or "l1"; empty means dqn
 	// Huber(1), td3 and sac MSE. A method with its own loss (lap: Huber(k),

@@ -187,3 +187,31 @@ func TestTrainWarnsBiasedPairing(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q: want success with the Theorem 3 warning", code, stdout.String(), stderr.String())
 	}
 }
+
+// TestTrainFloat32: -float32 runs the learner in float32 and records it in
+// results.json; a resume cannot switch it off.
+func TestTrainFloat32(t *testing.T) {
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "run.ckpt")
+	var out, errb bytes.Buffer
+	if code := run([]string{"train", "-float32", "-deterministic", "-steps=40", "-capacity=2000", "-progress=0", "-checkpoint", ck, "-out", dir}, &out, &errb); code != 0 {
+		t.Fatalf("-float32: exit %d: %s", code, errb.String())
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		LearnerSteps int64 `json:"learner_steps"`
+		Config       struct {
+			Float32 bool `json:"float32"`
+		} `json:"config"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil || res.LearnerSteps != 40 || !res.Config.Float32 {
+		t.Fatalf("-float32 results: %s (%v)", raw, err)
+	}
+	errb.Reset()
+	if code := run([]string{"-resume", ck, "-float32=false", "-out", dir}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "float32 cannot change on resume") {
+		t.Errorf("-resume -float32=false: exit %d, %q; want 2 and the refusal", code, errb.String())
+	}
+}
