@@ -41,8 +41,8 @@ func (l *TD3) td3Nets() ([6]*model.Net, [6]string) {
 // controller's k and beta (format above). Load
 // on a learner built with the same configuration, method and network
 // shapes continues the run bit for bit, given the same buffer contents.
-// Call it while Step is not running. Cost: O(parameters); each part is
-// built in memory and written with one Write.
+// Call it while Step is not running. Cost: O(parameters),
+// streamed.
 func (l *TD3) Save(w io.Writer) error {
 	if w == nil {
 		return fmt.Errorf("%w: Save to a nil io.Writer", ErrConfig)
@@ -78,7 +78,8 @@ func (l *TD3) Save(w io.Writer) error {
 // (after defaults), the same replay method (name and loss) and the same
 // network shapes; otherwise the error wraps ErrMismatch and says what
 // differs. A stream that is not a valid TD3 checkpoint (empty, truncated,
-// wrong magic or version, bad checksum, inconsistent contents) is an error
+// another kind or a newer version, a file of the earlier format, bad
+// checksum, inconsistent contents) is an error
 // wrapping ErrCorrupt (and the model package's ErrCorrupt for a damaged
 // network or optimizer). Networks with a NaN or infinite parameter,
 // optimizers with a NaN or infinite moment or a negative second moment,
