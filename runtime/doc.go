@@ -27,9 +27,9 @@
 // The Concurrent schedule (Pipeline.Run; TrainConfig.Deterministic false),
 // A actors, I inserters, a work channel of Q batches:
 //
-//	          ┌──── free (chan: A+Q+I batches, allocated once) ◄─── batch back after its insert ───┐
-//	          ▼                                                                                    │
-//	actor i ─ Fill ─► work (chan, Q) ─► inserter j ─ AwaitInsert ─► gate.R ─► Buffer.Insert ───────┘
+//	          ┌──── free (chan: A+Q+I batches, allocated once) ◄──── batch back after its insert ─────┐
+//	          ▼                                                                                         │
+//	actor i ─ Fill ─► work (chan, Q) ─► inserter j ─ ReserveInsert ─► gate.R ─► Insert ─► CommitInsert ┘
 //	(A goroutines)    closed after the     (I goroutines)
 //	                  last actor exits
 //
@@ -38,8 +38,11 @@
 //	task "checkpointer"  ticker(CheckpointEvery)  gate.W (hold) ─► SaveCheckpoint
 //
 // With Inserters = Direct there is no work channel and no free list: each
-// actor owns one batch and runs AwaitInsert ─► gate.R ─► Buffer.Insert
-// itself. The Lockstep schedule (Deterministic) runs the same operations on
+// actor owns one batch and runs ReserveInsert ─► gate.R ─► Buffer.Insert ─►
+// CommitInsert itself. Either way the limiter counts a reserved batch
+// toward the ratio at once but toward MinSizeToSample only once it is
+// stored, so the learner never starts on items a sample cannot see yet.
+// The Lockstep schedule (Deterministic) runs the same operations on
 // Run's goroutine: learner steps while the limiter admits samples, then
 // one Fill and one insert, with the Tasks due (evaluator every
 // EvalEverySteps steps, checkpointer every CheckpointEvery) run between

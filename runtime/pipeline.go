@@ -258,7 +258,10 @@ func (p *Pipeline) insert(ctx context.Context, buf *buffer.Buffer, t *buffer.Tra
 	n := t.Len()
 	admitted := false
 	if lim != nil && ctx.Err() == nil {
-		err := lim.AwaitInsert(ctx, n)
+		// Reserve, store, then commit: the limiter lets the learner start
+		// only on items a sample can see (many direct writers can hold
+		// thousands of admitted items between admission and store).
+		err := lim.ReserveInsert(ctx, n)
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
@@ -267,12 +270,16 @@ func (p *Pipeline) insert(ctx context.Context, buf *buffer.Buffer, t *buffer.Tra
 	p.gate.RLock()
 	defer p.gate.RUnlock()
 	if err := buf.Insert(t); err != nil {
+		if admitted {
+			err = errors.Join(err, lim.AbortInsert(n))
+		}
 		return err
 	}
 	p.batches.Add(1)
 	p.items.Add(int64(n))
 	if admitted {
 		p.limited.Add(int64(n))
+		return lim.CommitInsert(n)
 	}
 	return nil
 }

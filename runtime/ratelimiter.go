@@ -50,7 +50,11 @@ type RateLimiter struct {
 	mu       sync.Mutex
 	inserted int64
 	sampled  int64
-	wake     chan struct{} // closed (and replaced) whenever the counters move
+	// pending counts items reserved by ReserveInsert and not yet settled
+	// by CommitInsert or AbortInsert: they count toward the ratio but not
+	// toward MinSizeToSample. Invariant: 0 <= pending <= inserted.
+	pending int64
+	wake    chan struct{} // closed (and replaced) whenever the counters move
 	stats    RateLimiterStats
 }
 
@@ -92,21 +96,72 @@ func (r *RateLimiter) canInsertLocked() bool {
 	return r.inserted < r.cfg.MinSizeToSample || r.diffLocked()+r.cfg.SamplesPerInsert <= r.maxDiff
 }
 
+// canSampleLocked: learning has started (MinSizeToSample items stored,
+// reservations not yet committed left out) and the balance admits one
+// more sampled item.
 func (r *RateLimiter) canSampleLocked() bool {
-	return r.inserted >= r.cfg.MinSizeToSample && r.diffLocked()-1 >= r.minDiff
+	return r.inserted-r.pending >= r.cfg.MinSizeToSample && r.diffLocked()-1 >= r.minDiff
 }
 
 // AwaitInsert waits until n more items may be inserted and records them. It
 // returns ctx's error if ctx ends first, or ErrRateLimited after Timeout.
+// The items count as stored at once: a caller that stores them after the
+// call returns (into a buffer a learner samples concurrently) uses
+// ReserveInsert and CommitInsert instead.
 func (r *RateLimiter) AwaitInsert(ctx context.Context, n int) error {
-	return r.await(ctx, n, true)
+	return r.awaitOp(ctx, n, opInsert)
+}
+
+// ReserveInsert is AwaitInsert for a caller that stores the n items after
+// it returns: they count toward the ratio at once (so other inserts wait
+// for the learner as they should), but toward MinSizeToSample only once
+// CommitInsert(n) says they are in the buffer, so learning never starts on
+// items a sample cannot see yet (with many writers inserting directly,
+// thousands of reserved items can be in flight). Every successful
+// ReserveInsert must be followed by CommitInsert or AbortInsert of the
+// same n. O(1) plus the wait.
+func (r *RateLimiter) ReserveInsert(ctx context.Context, n int) error {
+	return r.awaitOp(ctx, n, opReserve)
+}
+
+// CommitInsert settles n items reserved by ReserveInsert that are now
+// stored. It refuses to settle more than are reserved. O(1).
+func (r *RateLimiter) CommitInsert(n int) error { return r.settle(n, true) }
+
+// AbortInsert settles n reserved items that were not stored (the insert
+// failed): they leave the balance as if never admitted. O(1).
+func (r *RateLimiter) AbortInsert(n int) error { return r.settle(n, false) }
+
+func (r *RateLimiter) settle(n int, stored bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n < 1 || int64(n) > r.pending {
+		return fmt.Errorf("runtime: rate limiter: settling %d items with %d reserved", n, r.pending)
+	}
+	r.pending -= int64(n)
+	if !stored {
+		r.inserted -= int64(n)
+		r.stats.Inserted -= int64(n)
+	}
+	close(r.wake)
+	r.wake = make(chan struct{})
+	return nil
 }
 
 // AwaitSample waits until n items may be sampled and records them. It
 // returns ctx's error if ctx ends first, or ErrRateLimited after Timeout.
 func (r *RateLimiter) AwaitSample(ctx context.Context, n int) error {
-	return r.await(ctx, n, false)
+	return r.awaitOp(ctx, n, opSample)
 }
+
+// The kinds of admission awaitOp grants.
+type limiterOp uint8
+
+const (
+	opSample limiterOp = iota
+	opInsert
+	opReserve // an insert whose items are stored later (CommitInsert)
+)
 
 // CanInsert reports, without waiting or recording, whether an insert would
 // be admitted now.
@@ -124,7 +179,8 @@ func (r *RateLimiter) CanSample() bool {
 	return r.canSampleLocked()
 }
 
-func (r *RateLimiter) await(ctx context.Context, n int, insert bool) error {
+func (r *RateLimiter) awaitOp(ctx context.Context, n int, op limiterOp) error {
+	insert := op != opSample
 	if n < 1 {
 		return fmt.Errorf("runtime: rate limiter: batch of %d items", n)
 	}
@@ -141,6 +197,9 @@ func (r *RateLimiter) await(ctx context.Context, n int, insert bool) error {
 			if insert {
 				r.inserted += int64(n)
 				r.stats.Inserted += int64(n)
+				if op == opReserve {
+					r.pending += int64(n)
+				}
 			} else {
 				r.sampled += int64(n)
 				r.stats.Sampled += int64(n)
@@ -209,7 +268,7 @@ func (r *RateLimiter) snapshot() limiterState {
 func (r *RateLimiter) restore(inserted, sampled int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.inserted, r.sampled = inserted, sampled
+	r.inserted, r.sampled, r.pending = inserted, sampled, 0
 	close(r.wake)
 	r.wake = make(chan struct{})
 }

@@ -144,3 +144,77 @@ func TestRateLimiterCancelAndTimeout(t *testing.T) {
 		t.Fatal("a batch of 0 items was accepted")
 	}
 }
+
+// TestRateLimiterReserveCommit: reserved items count toward the ratio at
+// once (a further insert past the error buffer waits) but let learning
+// start only once committed; an aborted reservation leaves the balance as
+// if never admitted; settling more than is reserved is refused.
+func TestRateLimiterReserveCommit(t *testing.T) {
+	ctx := context.Background()
+	r, err := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 16, ErrorBuffer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ReserveInsert(ctx, 16); err != nil {
+		t.Fatal(err)
+	}
+	if r.CanSample() {
+		t.Fatal("a sample was admitted on 16 reserved items none of which is stored")
+	}
+	if err := r.CommitInsert(10); err != nil {
+		t.Fatal(err)
+	}
+	if r.CanSample() {
+		t.Fatal("a sample was admitted with 10 of the 16 items MinSizeToSample needs stored")
+	}
+	if err := r.CommitInsert(6); err != nil {
+		t.Fatal(err)
+	}
+	if !r.CanSample() {
+		t.Fatal("no sample admitted with 16 items stored")
+	}
+	if err := r.CommitInsert(1); err == nil {
+		t.Fatal("committing an item never reserved was accepted")
+	}
+	if err := r.ReserveInsert(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if !r.CanSample() {
+		t.Fatal("a pending reservation beyond MinSizeToSample blocked sampling")
+	}
+	if err := r.AbortInsert(4); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.Stats(); st.Inserted != 16 {
+		t.Fatalf("after the abort Stats.Inserted = %d, want 16", st.Inserted)
+	}
+	if err := r.AbortInsert(1); err == nil {
+		t.Fatal("aborting with nothing reserved was accepted")
+	}
+	// Woken waiters: a sampler blocked on uncommitted items proceeds on
+	// the commit.
+	r2, err := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 8, ErrorBuffer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.ReserveInsert(ctx, 8); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		done <- r2.AwaitSample(c, 1)
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("AwaitSample returned (%v) before the reserved items were committed", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if err := r2.CommitInsert(8); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("AwaitSample after the commit: %v", err)
+	}
+}
