@@ -55,7 +55,7 @@ type RateLimiter struct {
 	// toward MinSizeToSample. Invariant: 0 <= pending <= inserted.
 	pending int64
 	wake    chan struct{} // closed (and replaced) whenever the counters move
-	stats    RateLimiterStats
+	stats   RateLimiterStats
 }
 
 // RateLimiterStats counts what the limiter did.
