@@ -7,9 +7,12 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apexrl/apex/bench"
+	"github.com/apexrl/apex/runtime"
 )
 
 const benchUsage = `usage: apex bench [flags]
@@ -27,6 +30,15 @@ A line on stderr marks each phase as it starts; Ctrl-C prints the figures
 measured so far and exits 130 (a second Ctrl-C exits at once).
 
 Typical: GOMAXPROCS=2 apex bench -actors=64 -duration=10s -json
+
+With -learner it measures learner compute instead: updates/s of the default
+DQN learner (CartPole 4-64-64-2, PER, batch 64) and TD3 learner (Pendulum,
+64-64 actor and critics, uniform, batch 256) on a filled buffer of random
+transitions, with float64 and float32 networks (-float32 of apex train), at
+GOMAXPROCS 1, 2, ... NumCPU (-procs), -duration each (default 2s there).
+Only -duration, -procs, -seed, -json and -cpuprofile apply to it.
+
+Typical: apex bench -learner -duration=3s
 
 flags:
 `
@@ -54,6 +66,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&cfg.Seed, "seed", def.Seed, "seed of the learner's sampling and of the priorities written back")
 	fs.BoolVar(&cfg.Baseline, "baseline", def.Baseline, "also run the mutex baseline under the same load (-baseline=false skips it)")
 	fs.BoolVar(&cfg.Solo, "solo", def.Solo, "also time each learner alone, for the under-load/solo ratio (-solo=false skips it)")
+	learnerMode := fs.Bool("learner", false, "measure learner compute (updates/s of the default DQN and TD3 learners, float64 and float32, at each -procs) instead of the replay path")
+	procs := fs.String("procs", "", "with -learner: comma-separated GOMAXPROCS values (empty: 1, 2, ... NumCPU)")
 	asJSON := fs.Bool("json", false, "write the report as one JSON object instead of a table")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.Usage = func() {
@@ -62,6 +76,15 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *learnerMode {
+		return runLearnerBench(fs, set, cfg, *procs, *asJSON, *cpuProfile, stdout, stderr)
+	}
+	if set["procs"] {
+		fmt.Fprintln(stderr, "apex bench: -procs needs -learner (see apex bench -h)")
+		return 2
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "apex bench: invalid flags: %v (see apex bench -h)\n", err)
@@ -119,6 +142,93 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			code = signalExitCode(s)
 		}
 		fmt.Fprintf(stderr, "apex bench: interrupted after %.1fs: the report above holds the figures measured so far\n", time.Since(start).Seconds())
+		return code
+	}
+	return 0
+}
+
+// runLearnerBench is `apex bench -learner`: the learner-compute mode
+// (bench.RunLearner), with the flags already parsed (set: those given).
+func runLearnerBench(fs *flag.FlagSet, set map[string]bool, cfg bench.Config, procs string, asJSON bool, cpuProfile string, stdout, stderr io.Writer) int {
+	for name := range set {
+		switch name {
+		case "learner", "duration", "procs", "seed", "json", "cpuprofile":
+		default:
+			fmt.Fprintf(stderr, "apex bench: -%s does not apply to -learner (only -duration, -procs, -seed, -json, -cpuprofile do)\n", name)
+			return 2
+		}
+	}
+	lc := bench.LearnerConfig{Seed: cfg.Seed}
+	if set["duration"] {
+		if cfg.Duration <= 0 {
+			fmt.Fprintf(stderr, "apex bench: -duration=%v must be positive\n", cfg.Duration)
+			return 2
+		}
+		lc.Duration = cfg.Duration
+	}
+	if procs != "" {
+		for _, f := range strings.Split(procs, ",") {
+			p, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || p < 1 {
+				fmt.Fprintf(stderr, "apex bench: -procs=%q: %q is not a positive integer\n", procs, f)
+				return 2
+			}
+			lc.Procs = append(lc.Procs, p)
+		}
+	}
+	lc, err := lc.Validate()
+	if err != nil {
+		fmt.Fprintf(stderr, "apex bench: invalid flags: %v (see apex bench -h)\n", err)
+		return 2
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "apex bench: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "apex bench: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	start := time.Now()
+	lc.Progress = func(line string) {
+		fmt.Fprintf(stderr, "apex bench: %5.1fs  %s\n", time.Since(start).Seconds(), line)
+	}
+	fmt.Fprintf(stderr, "apex bench: about %v of timed cells, plus the fills (Ctrl-C prints the figures so far)\n", 4*time.Duration(len(lc.Procs))*lc.Duration)
+	ctx, interrupted, stopWatching := watchSignals(func(s os.Signal) {
+		fmt.Fprintf(stderr, "apex bench: interrupted (%s): stopping; the figures so far follow (a second signal exits at once)\n", signalName(s))
+	}, func(s os.Signal) {
+		fmt.Fprintf(stderr, "apex bench: second interrupt (%s): exiting now, without a report\n", signalName(s))
+	})
+	defer stopWatching()
+	rep, err := bench.RunLearner(ctx, lc)
+	if err != nil && (rep == nil || !rep.Interrupted) {
+		fmt.Fprintf(stderr, "apex bench: %v\n", err)
+		return 1
+	}
+	rep.CPUModel = runtime.Machine().CPUModel
+	rep.Flags = map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) { rep.Flags[f.Name] = f.Value.String() })
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "apex bench: %v\n", err)
+			return 1
+		}
+	} else if err := rep.WriteText(stdout); err != nil {
+		fmt.Fprintf(stderr, "apex bench: %v\n", err)
+		return 1
+	}
+	if rep.Interrupted {
+		code := 130
+		if s := interrupted(); s != nil {
+			code = signalExitCode(s)
+		}
 		return code
 	}
 	return 0

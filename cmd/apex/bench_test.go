@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -192,6 +193,65 @@ func TestBenchInterrupt(t *testing.T) {
 		}
 		if !rep.Interrupted || rep.SoloSamples <= 0 || rep.Baseline != nil || rep.Targets != nil {
 			t.Errorf("report: %s", out.String())
+		}
+	}
+}
+
+// TestBenchLearner: -learner measures the default DQN and TD3 learners,
+// float64 and float32, at each -procs, and reports them as JSON and as a
+// table; replay-path flags and bad -procs are usage errors.
+func TestBenchLearner(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"bench", "-learner", "-duration=30ms", "-procs=1,2", "-seed=2", "-json"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut.String())
+	}
+	var rep struct {
+		NumCPU  int `json:"num_cpu"`
+		Results []struct {
+			Learner       string  `json:"learner"`
+			Precision     string  `json:"precision"`
+			Procs         int     `json:"gomaxprocs"`
+			Batch         int     `json:"batch"`
+			Steps         int64   `json:"steps"`
+			UpdatesPerSec float64 `json:"updates_per_s"`
+		} `json:"results"`
+		Flags map[string]string `json:"flags"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out.String())
+	}
+	var got []string
+	for _, r := range rep.Results {
+		got = append(got, fmt.Sprintf("%s/%s/%d/B=%d", r.Learner, r.Precision, r.Procs, r.Batch))
+		if r.Steps <= 0 || !(r.UpdatesPerSec > 0) {
+			t.Errorf("%s %s GOMAXPROCS=%d: %d steps, %v updates/s", r.Learner, r.Precision, r.Procs, r.Steps, r.UpdatesPerSec)
+		}
+	}
+	want := "dqn/float64/1/B=64 dqn/float64/2/B=64 dqn/float32/1/B=64 dqn/float32/2/B=64 " +
+		"td3/float64/1/B=256 td3/float64/2/B=256 td3/float32/1/B=256 td3/float32/2/B=256"
+	if strings.Join(got, " ") != want || rep.NumCPU <= 0 || rep.Flags["learner"] != "true" {
+		t.Fatalf("cells %v, num_cpu %d, flags %v; want %s", got, rep.NumCPU, rep.Flags, want)
+	}
+
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"bench", "-learner", "-duration=10ms", "-procs=1"}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "dqn  float32 B=64") || !strings.Contains(out.String(), "td3  float32/float64:") {
+		t.Fatalf("table: exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-learner", "-actors=4"}, "-actors does not apply to -learner"},
+		{[]string{"-learner", "-procs=1,x"}, "is not a positive integer"},
+		{[]string{"-learner", "-procs=0"}, "is not a positive integer"},
+		{[]string{"-learner", "-duration=0s"}, "must be positive"},
+		{[]string{"-procs=2"}, "-procs needs -learner"},
+	} {
+		errOut.Reset()
+		if code := run(append([]string{"bench"}, c.args...), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", c.args, code, errOut.String(), c.want)
 		}
 	}
 }
