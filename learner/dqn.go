@@ -86,6 +86,10 @@ type DQN struct {
 	dq    []float64 // B×A: dL/dQ
 
 	stats dqnCounters
+
+	// par is the data-parallel step's state (SetWorkers), nil for the
+	// serial step.
+	par *dqnShards
 }
 
 // dqnCounters are the Stats fields, each an atomic word so Stats may read
@@ -290,6 +294,13 @@ func (l *DQN) Step(ctx context.Context) error {
 			return fmt.Errorf("learner: step %d: %w: row %d (slot %d) has action %d, the network %d outputs", step, ErrAction, i, b.Refs[i].Slot, a, nA)
 		}
 	}
+	if l.par != nil {
+		loss, err := l.stepSharded(&rs, weight)
+		if err != nil {
+			return err
+		}
+		return l.finish(step, &rs, loss)
+	}
 	to64(l.obs, b.Obs)
 	to64(l.next, b.NextObs)
 
@@ -322,6 +333,17 @@ func (l *DQN) Step(ctx context.Context) error {
 		return l.fail(step, err)
 	}
 	l.net.Backward(l.dq)
+	return l.finish(step, &rs, loss)
+}
+
+// finish is the end of Step once the loss is computed and the online
+// network's Grads hold its gradient (serial and data-parallel alike): the
+// Adam step, the checks, the write-back, the target update, the publish
+// and the counters.
+func (l *DQN) finish(step uint64, rs *replayStep, loss float64) error {
+	if err := model.CheckFiniteValue("loss", loss); err != nil {
+		return l.fail(step, err)
+	}
 	norm, err := l.adam.Step(l.net.Params(), l.net.Grads())
 	if err != nil {
 		return l.fail(step, err)

@@ -126,10 +126,21 @@ func (l Loss) Rho(d float64) float64 {
 //
 // Cost O(B), no allocation.
 func (l Loss) Value(grad, pred, target, weight []float64) float64 {
+	inv := 1 / float64(len(target))
+	return l.valueSum(grad, pred, target, weight, inv) * inv
+}
+
+// ValueSum is Value for a shard of a larger batch, as SelectedSum is
+// Selected's: the unscaled sum Σ_i w_i·ρ(δ_i), and dL/dpred scaled by inv
+// (1/B of the whole batch) in grad. Panics and cost as Value.
+func (l Loss) ValueSum(grad, pred, target, weight []float64, inv float64) float64 {
+	return l.valueSum(grad, pred, target, weight, inv)
+}
+
+func (l Loss) valueSum(grad, pred, target, weight []float64, inv float64) float64 {
 	b := len(target)
 	checkLossLens(b, len(pred), len(grad), len(weight), grad != nil, weight != nil, "len(pred)")
 	rho, delta := l.fn()
-	inv := 1 / float64(b)
 	var sum float64
 	for i, t := range target {
 		w := 1.0
@@ -142,7 +153,7 @@ func (l Loss) Value(grad, pred, target, weight []float64) float64 {
 			grad[i] = w * d * inv
 		}
 	}
-	return sum * inv
+	return sum
 }
 
 // Selected is the Q-learning form of Value: q holds B rows of A action
@@ -156,6 +167,22 @@ func (l Loss) Value(grad, pred, target, weight []float64) float64 {
 // invalid Loss. Cost O(B·A) with grad (clearing it), O(B) without; no
 // allocation.
 func (l Loss) Selected(grad, q []float64, actions []int32, target, weight []float64) float64 {
+	inv := 1 / float64(len(target))
+	return l.selectedSum(grad, q, actions, target, weight, inv) * inv
+}
+
+// SelectedSum is Selected for a shard of a larger batch: it returns the
+// unscaled sum Σ_i w_i·ρ(δ_i) over its rows and writes dL/dq scaled by inv
+// (1/B of the whole batch) into grad, so that the shards' sums times inv
+// and their gradients together are the whole batch's Selected (each
+// gradient entry bit for bit; the loss up to the order of the sum). A
+// data-parallel learner step calls it once per shard. Panics and cost as
+// Selected.
+func (l Loss) SelectedSum(grad, q []float64, actions []int32, target, weight []float64, inv float64) float64 {
+	return l.selectedSum(grad, q, actions, target, weight, inv)
+}
+
+func (l Loss) selectedSum(grad, q []float64, actions []int32, target, weight []float64, inv float64) float64 {
 	b := len(target)
 	checkLossLens(b, len(actions), len(grad), len(weight), false, weight != nil, "len(actions)")
 	nA := selectedWidth(len(q), b)
@@ -166,7 +193,6 @@ func (l Loss) Selected(grad, q []float64, actions []int32, target, weight []floa
 		clear(grad)
 	}
 	rho, delta := l.fn()
-	inv := 1 / float64(b)
 	var sum float64
 	for i, t := range target {
 		a := int(actions[i])
@@ -183,7 +209,7 @@ func (l Loss) Selected(grad, q []float64, actions []int32, target, weight []floa
 			grad[i*nA+a] = w * d * inv
 		}
 	}
-	return sum * inv
+	return sum
 }
 
 // Gather writes dst[i] = q[i·A + actions[i]] for B = len(actions) rows of A

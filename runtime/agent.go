@@ -81,6 +81,25 @@ type agent struct {
 	// evaluate plays the greedy policy (nil: actor.Evaluate).
 	evaluate func(ctx context.Context, env envs.Env, net *model.Net, store *model.Store, episodes int, seed uint64) (float64, []float64, error)
 	actor    func(i int, env envs.Env) (actorSource, error) // builds actor i
+	// workers is the learner's data-parallel worker pool (LearnerWorkers
+	// > 1), nil for the serial step; Trainer.Run starts and stops it.
+	workers *WorkerPool
+}
+
+// MaxLearnerWorkers bounds TrainConfig.LearnerWorkers.
+const MaxLearnerWorkers = 1024
+
+// learnerWorkers returns the worker pool cfg asks for (nil: the serial
+// step) and hands it to the learner through setWorkers.
+func learnerWorkers(cfg TrainConfig, setWorkers func(learner.Workers) error) (*WorkerPool, error) {
+	if cfg.LearnerWorkers <= 1 {
+		return nil, nil
+	}
+	p := NewWorkerPool(cfg.LearnerWorkers)
+	if err := setWorkers(p); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // actorSource is an actor as the runtime uses it: a Source with counters.
@@ -96,6 +115,7 @@ func learnerSettings(c *TrainConfig, algo string) []setting {
 		{c.Epsilon != 0, "Epsilon (-epsilon)", algo == "dqn", "the dqn learner's actors", func(c *TrainConfig) { c.Epsilon = 0 }},
 		{c.EpsilonDecaySteps != 0, "EpsilonDecaySteps (-epsilon-decay)", algo == "dqn", "the dqn learner's actors", func(c *TrainConfig) { c.EpsilonDecaySteps = 0 }},
 		{c.Dueling, "Dueling (-dueling)", algo == "dqn", "the dqn learner's network", func(c *TrainConfig) { c.Dueling = false }},
+		{c.LearnerWorkers > 1, "LearnerWorkers (-learner-workers) above 1", algo == "dqn", "the data-parallel learner step, which only the dqn learner has so far", func(c *TrainConfig) { c.LearnerWorkers = 0 }},
 		{c.Sigma != 0, "Sigma (-sigma)", algo == "td3", "the td3 learner's actors (vracer's actors draw from the policy's own std)", func(c *TrainConfig) { c.Sigma = 0 }},
 		{c.OUTheta != 0, "OUTheta (-ou-theta)", algo == "td3", "the td3 learner's actors", func(c *TrainConfig) { c.OUTheta = 0 }},
 		{c.RandomSteps != 0, "RandomSteps (-random-steps)", algo == "td3" || algo == "sac", "the td3 and sac learners' actors", func(c *TrainConfig) { c.RandomSteps = 0 }},
@@ -201,6 +221,10 @@ func newDQNAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 	if err != nil {
 		return agent{}, err
 	}
+	pool, err := learnerWorkers(cfg, dqn.SetWorkers)
+	if err != nil {
+		return agent{}, err
+	}
 	ag := learnerAgent(dqn, dqn.Config().Batch, dqn.Config().LR, dqn.Net, netCfg, m, func(i int, env envs.Env, net *model.Net) (actorSource, error) {
 		ac := actor.Config{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
 			Columns: actor.ColumnsOf(buf.Config()), Seed: actorSeed(cfg)}
@@ -218,6 +242,7 @@ func newDQNAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 			WriteBacks: s.WriteBacks, StaleWriteBacks: s.StaleWriteBacks, Publishes: s.Publishes, Version: s.Version,
 			TargetUpdates: s.TargetUpdates, Timing: s.Timing, Sampled: s.Sampled}, m)
 	}
+	ag.workers = pool
 	return ag, nil
 }
 

@@ -28,6 +28,10 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 	if !t.ran.CompareAndSwap(false, true) {
 		return nil, ErrRunOnce
 	}
+	if w := t.agent.workers; w != nil { // the learner's data-parallel helpers, for this Run
+		w.Start()
+		defer w.Stop()
+	}
 	now := time.Now()
 	t.start.Store(&now)
 	runCtx, stop := context.WithCancel(ctx)

@@ -68,6 +68,17 @@ type TrainConfig struct {
 	// float64 layers either way). It cannot change on resume. float64
 	// stays the default until learning-quality runs have compared the two.
 	Float32 bool `json:"float32,omitempty"`
+	// LearnerWorkers is W, the goroutines a learner step's batch is split
+	// over (data parallel: each of W row shards computes its rows'
+	// gradient, then one reduction in shard order and one Adam step; see
+	// learner.Workers). 0 selects 1, the serial step: on the 2-core
+	// machine the actors and the inserter already use the second core,
+	// and W > 1 changes the step's float sums (not bit-identical to W =
+	// 1, though the same W gives the same bits, -deterministic included).
+	// At most the batch (more is clamped by the learner); only the dqn
+	// learner has the sharded step so far (W > 1 with another is
+	// refused). Not state: a resumed run may change it.
+	LearnerWorkers int `json:"learner_workers,omitempty"`
 	// Loss is the per-sample loss of the methods that take the learner's
 	// (sampler.Spec.OwnLoss nil): "huber", "mse" or "l1"; empty means dqn
 	// Huber(1), td3 and sac MSE. A method with its own loss (lap: Huber(k),
@@ -552,6 +563,10 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 	if cfg.Inserters < Direct || cfg.Inserters > MaxInserters {
 		return nil, fmt.Errorf("runtime: train: %s must be in [%d, %d] (%d: each actor inserts directly, 0: %d inserter), got %d",
 			fieldName("Inserters"), Direct, MaxInserters, Direct, DefaultInserters, cfg.Inserters)
+	}
+	if cfg.LearnerWorkers < 0 || cfg.LearnerWorkers > MaxLearnerWorkers {
+		return nil, fmt.Errorf("runtime: train: %s must be in [0, %d] (0: 1, the serial step), got %d",
+			fieldName("LearnerWorkers"), MaxLearnerWorkers, cfg.LearnerWorkers)
 	}
 	if cfg.Deterministic && cfg.Inserters != 0 {
 		return nil, fmt.Errorf("runtime: train: %s configures the concurrent schedule; the deterministic mode inserts on its one goroutine", fieldName("Inserters"))

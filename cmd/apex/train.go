@@ -83,6 +83,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Capacity, "capacity", def.Capacity, "replay capacity in transitions")
 	fs.BoolVar(&cfg.Dueling, "dueling", false, "dueling Q head")
 	fs.BoolVar(&cfg.Float32, "float32", false, "opt-in: the learner's networks, targets and Adam on float32 SIMD kernels (AVX-512/AVX2, portable Go elsewhere): several times faster learner steps, at float32 precision (parameters rounded to float32 every step; not bit-identical to a float64 run); actors stay float64; fixed for the run (not changeable on -resume); float64 stays the default until learning-quality runs have compared the two")
+	fs.IntVar(&cfg.LearnerWorkers, "learner-workers", 0, "goroutines a learner step's batch is split over (data parallel: each computes its rows' gradient, one reduction in fixed order, one Adam step); 0: 1, the serial step; dqn only so far; W > 1 changes float sums (same W, same bits)")
 	fs.BoolVar(&cfg.Deterministic, "deterministic", false, "one actor and the learner in lockstep on one goroutine: the same -seed and -steps give the same run (needs -actors=1 -steps=N -duration=0)")
 	fs.Var((*insertersFlag)(&cfg.Inserters), "inserters", "goroutines that move the actors' batches from their bounded channel into the replay, or \"direct\": each actor inserts its own (0: runtime.DefaultInserters, 1; not with -deterministic)")
 	fs.IntVar(&cfg.RefreshEvery, "refresh-every", 0, "environment steps between two reads of the learner's parameters by each actor (0: so that the actors lag the learner by about 400 learner steps: Ape-X's 400 with one actor, 100 for dqn's defaults and 6 for td3 and sac with 64 actors; vracer 20)")
@@ -206,7 +207,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 				"env":              func() { c.Env = cfg.Env }, "sampler": func() { c.Sampler = cfg.Sampler }, "seed": func() { c.Seed = cfg.Seed },
 				"batch": func() { c.Batch = cfg.Batch }, "lr": func() { c.LR = cfg.LR }, "n-step": func() { c.NStep = cfg.NStep },
 				"capacity": func() { c.Capacity = cfg.Capacity }, "dueling": func() { c.Dueling = cfg.Dueling },
-				"float32":      func() { c.Float32 = cfg.Float32 },
+				"float32": func() { c.Float32 = cfg.Float32 }, "learner-workers": func() { c.LearnerWorkers = cfg.LearnerWorkers },
 				"replay-ratio": func() { c.ReplayRatio = cfg.ReplayRatio }, "deterministic": func() { c.Deterministic = cfg.Deterministic },
 				"min-replay": func() { c.MinSizeToSample = cfg.MinSizeToSample }, "refresh-every": func() { c.RefreshEvery = cfg.RefreshEvery },
 				"algo": func() { c.Algo = cfg.Algo }, "loss": func() { c.Loss = cfg.Loss },
