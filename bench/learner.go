@@ -13,16 +13,17 @@ import (
 	"github.com/apexrl/apex/buffer"
 	apexlearner "github.com/apexrl/apex/learner"
 	"github.com/apexrl/apex/model"
+	apexruntime "github.com/apexrl/apex/runtime"
 	"github.com/apexrl/apex/sampler"
 )
 
 // The learner-compute mode (apex bench -learner): learner updates/s of
 // apex's default learners on a filled buffer, float64 and float32
 // (model.Config.Float32, which the learners' Adam follows), at each
-// GOMAXPROCS of LearnerConfig.Procs. The learner is one goroutine today,
-// so the curve is flat but for the runtime's own work (the collector);
-// the mode exists so the scaling curve of data-parallel learners can be
-// recorded with the same command once they exist.
+// GOMAXPROCS of LearnerConfig.Procs and each learner worker count of
+// LearnerConfig.Workers (the data-parallel step on a runtime.WorkerPool:
+// learner.Workers). A learner without the data-parallel step (td3 so
+// far) is measured at W = 1 only.
 
 // Defaults of LearnerConfig.
 const (
@@ -40,6 +41,11 @@ type LearnerConfig struct {
 	// Procs are the GOMAXPROCS values to measure, each >= 1; nil means 1,
 	// 2, ..., runtime.NumCPU().
 	Procs []int `json:"procs"`
+	// Workers are the learner worker counts W to measure at each
+	// GOMAXPROCS, each >= 1, or 0 for W = that GOMAXPROCS (so Procs 1, 2,
+	// 4, 8 with Workers [0] is the scaling curve in one run); nil means
+	// [1], the serial step.
+	Workers []int `json:"workers"`
 	// Rows is the number of random transitions each learner's buffer
 	// holds (its capacity too). Default DefaultLearnerRows (2^16).
 	Rows int `json:"rows"`
@@ -63,6 +69,9 @@ func (c LearnerConfig) Validate() (LearnerConfig, error) {
 	if c.Rows == 0 {
 		c.Rows = DefaultLearnerRows
 	}
+	if c.Workers == nil {
+		c.Workers = []int{1}
+	}
 	switch {
 	case c.Duration < 0:
 		return c, fmt.Errorf("bench: learner Duration = %v (must be > 0)", c.Duration)
@@ -76,6 +85,14 @@ func (c LearnerConfig) Validate() (LearnerConfig, error) {
 			return c, fmt.Errorf("bench: learner Procs[%d] = %d (must be in 1..65536)", i, p)
 		}
 	}
+	for i, w := range c.Workers {
+		if w < 0 || w > 1<<10 {
+			return c, fmt.Errorf("bench: learner Workers[%d] = %d (must be in 0..1024; 0: W = GOMAXPROCS)", i, w)
+		}
+	}
+	if len(c.Workers) == 0 {
+		return c, errors.New("bench: learner Workers is empty (nil means [1])")
+	}
 	return c, nil
 }
 
@@ -87,15 +104,18 @@ type LearnerResult struct {
 	Learner   string `json:"learner"`
 	Precision string `json:"precision"` // "float64" or "float32"
 	Procs     int    `json:"gomaxprocs"`
-	Batch     int    `json:"batch"`
+	// Workers is W, the learner's data-parallel workers (1: the serial
+	// step).
+	Workers int `json:"workers"`
+	Batch   int `json:"batch"`
 	// Steps learner updates took Seconds of wall time.
 	Steps   int64   `json:"steps"`
 	Seconds float64 `json:"seconds"`
 	// UpdatesPerSec is Steps/Seconds; MicrosPerUpdate its inverse in µs.
 	UpdatesPerSec   float64 `json:"updates_per_s"`
 	MicrosPerUpdate float64 `json:"us_per_update"`
-	// Scaling is UpdatesPerSec over the same learner and precision at the
-	// first GOMAXPROCS measured.
+	// Scaling is UpdatesPerSec over the same learner and precision in its
+	// first cell (the first GOMAXPROCS and W measured).
 	Scaling float64 `json:"scaling"`
 }
 
@@ -116,12 +136,14 @@ type LearnerReport struct {
 }
 
 // RunLearner measures learner updates/s of the default DQN and TD3
-// learners in float64 and float32 at each cfg.Procs. It sets GOMAXPROCS
-// for each cell and restores it when it returns, so nothing else of the
-// process should run meanwhile. Cost: cfg.Duration per cell (4 cells per
-// GOMAXPROCS value) plus building and filling one buffer of cfg.Rows per
-// learner and precision. A ctx that ends stops it with the cells so far
-// and Interrupted set (and ctx's error).
+// learners in float64 and float32 at each cfg.Procs and cfg.Workers. It
+// sets GOMAXPROCS for each cell and restores it when it returns, so
+// nothing else of the process should run meanwhile; a cell with W > 1
+// runs its learner on a started runtime.WorkerPool of W, stopped after
+// the cell. Cost: cfg.Duration per cell (4 cells per GOMAXPROCS and
+// Workers value, less for td3's W > 1) plus building and filling one
+// buffer of cfg.Rows per learner and precision. A ctx that ends stops it
+// with the cells so far and Interrupted set (and ctx's error).
 func RunLearner(ctx context.Context, cfg LearnerConfig) (*LearnerReport, error) {
 	cfg, err := cfg.Validate()
 	if err != nil {
@@ -131,41 +153,76 @@ func RunLearner(ctx context.Context, cfg LearnerConfig) (*LearnerReport, error) 
 	defer goruntime.GOMAXPROCS(goruntime.GOMAXPROCS(0))
 	for _, name := range []string{"dqn", "td3"} {
 		for _, f32 := range []bool{false, true} {
-			step, batch, err := newBenchLearner(name, f32, cfg)
+			bl, err := newBenchLearner(name, f32, cfg)
 			if err != nil {
 				return rep, err
 			}
 			prec := map[bool]string{false: "float64", true: "float32"}[f32]
 			var first float64
 			for _, p := range cfg.Procs {
-				if cfg.Progress != nil {
-					cfg.Progress(fmt.Sprintf("learner %s %s GOMAXPROCS=%d for %v", name, prec, p, cfg.Duration))
-				}
-				goruntime.GOMAXPROCS(p)
-				r := LearnerResult{Learner: name, Precision: prec, Procs: p, Batch: batch}
-				steps, secs, err := timeSteps(ctx, step, cfg.Duration)
-				if secs > 0 {
-					r.Steps, r.Seconds = steps, secs
-					r.UpdatesPerSec = float64(steps) / secs
-					if steps > 0 {
-						r.MicrosPerUpdate = secs * 1e6 / float64(steps)
+				for _, w := range cfg.Workers {
+					if w == 0 {
+						w = p
 					}
-					if first == 0 {
-						first = r.UpdatesPerSec
+					if w > 1 && bl.setWorkers == nil {
+						continue
 					}
-					if first > 0 {
-						r.Scaling = r.UpdatesPerSec / first
+					if cfg.Progress != nil {
+						cfg.Progress(fmt.Sprintf("learner %s %s GOMAXPROCS=%d workers=%d for %v", name, prec, p, w, cfg.Duration))
 					}
-					rep.Results = append(rep.Results, r)
-				}
-				if err != nil {
-					rep.Interrupted = ctx.Err() != nil
-					return rep, err
+					goruntime.GOMAXPROCS(p)
+					r := LearnerResult{Learner: name, Precision: prec, Procs: p, Workers: w, Batch: bl.batch}
+					steps, secs, err := bl.timeAt(ctx, w, cfg.Duration)
+					if secs > 0 {
+						r.Steps, r.Seconds = steps, secs
+						r.UpdatesPerSec = float64(steps) / secs
+						if steps > 0 {
+							r.MicrosPerUpdate = secs * 1e6 / float64(steps)
+						}
+						if first == 0 {
+							first = r.UpdatesPerSec
+						}
+						if first > 0 {
+							r.Scaling = r.UpdatesPerSec / first
+						}
+						rep.Results = append(rep.Results, r)
+					}
+					if err != nil {
+						rep.Interrupted = ctx.Err() != nil
+						return rep, err
+					}
 				}
 			}
 		}
 	}
 	return rep, nil
+}
+
+// benchLearner is a learner under test: its Step, its batch and, for a
+// learner with the data-parallel step, its SetWorkers (nil otherwise).
+type benchLearner struct {
+	step       func(context.Context) error
+	batch      int
+	setWorkers func(apexlearner.Workers) error
+}
+
+// timeAt times the learner's steps for d on w workers (a started
+// runtime.WorkerPool for w > 1, stopped and detached afterwards).
+func (bl *benchLearner) timeAt(ctx context.Context, w int, d time.Duration) (int64, float64, error) {
+	if bl.setWorkers != nil {
+		var ws apexlearner.Workers
+		if w > 1 {
+			pool := apexruntime.NewWorkerPool(w)
+			pool.Start()
+			defer pool.Stop()
+			ws = pool
+		}
+		if err := bl.setWorkers(ws); err != nil {
+			return 0, 0, err
+		}
+		defer bl.setWorkers(nil) //nolint:errcheck // nil never fails while no Step runs
+	}
+	return timeSteps(ctx, bl.step, d)
 }
 
 // timeSteps warms step up (3 steps) and then calls it until d has passed,
@@ -194,9 +251,8 @@ func timeSteps(ctx context.Context, step func(context.Context) error, d time.Dur
 }
 
 // newBenchLearner builds the named learner over a buffer of cfg.Rows
-// random transitions, its networks in float32 when f32 is set, and returns
-// its Step and its batch.
-func newBenchLearner(name string, f32 bool, cfg LearnerConfig) (func(context.Context) error, int, error) {
+// random transitions, its networks in float32 when f32 is set.
+func newBenchLearner(name string, f32 bool, cfg LearnerConfig) (*benchLearner, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x1ea))
 	net := func(c model.Config) (*model.Net, error) {
 		c.Float32 = f32
@@ -208,46 +264,46 @@ func newBenchLearner(name string, f32 bool, cfg LearnerConfig) (func(context.Con
 		const nS, nA = 4, 2
 		buf, err := filledBuffer(buffer.Config{Capacity: cfg.Rows, ObsDim: nS}, cfg.Rows, rng, nA, 0)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		q, err := net(model.Config{In: nS, Hidden: hidden, Out: nA})
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		m, err := sampler.NewMethod("per", buf, sampler.MethodConfig{})
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		l, err := apexlearner.NewDQN(apexlearner.DQNConfig{Seed: cfg.Seed}, q, buf, m, nil)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		return l.Step, l.Config().Batch, nil
+		return &benchLearner{step: l.Step, batch: l.Config().Batch, setWorkers: l.SetWorkers}, nil
 	case "td3": // Pendulum-v1: 3 observations, 1 action in [−2, 2]; TD3's uniform MSE
 		const nS, nA, maxA = 3, 1, 2.0
 		buf, err := filledBuffer(buffer.Config{Capacity: cfg.Rows, ObsDim: nS, Action: buffer.Continuous, ActionDim: nA}, cfg.Rows, rng, 0, maxA)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		actor, err := net(model.Config{In: nS, Hidden: hidden, Out: nA, OutAct: model.Tanh})
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		critic, err := net(model.Config{In: nS + nA, Hidden: hidden, Out: 1})
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		m, err := sampler.NewMethod("uniform", buf, sampler.MethodConfig{Loss: model.Loss{Kind: model.MSE}})
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		l, err := apexlearner.NewTD3(apexlearner.TD3Config{MaxAction: maxA, Seed: cfg.Seed}, actor, critic, buf, m, nil)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		return l.Step, l.Config().Batch, nil
+		return &benchLearner{step: l.Step, batch: l.Config().Batch}, nil
 	}
-	return nil, 0, fmt.Errorf("bench: unknown learner %q", name)
+	return nil, fmt.Errorf("bench: unknown learner %q", name)
 }
 
 // filledBuffer makes a buffer of bc and inserts n random transitions:
@@ -306,11 +362,7 @@ func (r *LearnerReport) WriteText(w io.Writer) error {
 	if r.Interrupted {
 		sb.WriteString("INTERRUPTED: the cells measured so far\n")
 	}
-	sb.WriteString("learner updates/s (µs per update) at GOMAXPROCS =")
-	for _, p := range c.Procs {
-		fmt.Fprintf(&sb, " %d", p)
-	}
-	sb.WriteString("\n")
+	sb.WriteString("learner updates/s (µs per update), one column per GOMAXPROCS P and learner workers W; scaling over the row's first cell\n")
 	type key struct{ l, p string }
 	var order []key
 	cells := map[key][]LearnerResult{}
@@ -324,7 +376,7 @@ func (r *LearnerReport) WriteText(w io.Writer) error {
 	for _, k := range order {
 		fmt.Fprintf(&sb, "  %-4s %-7s B=%-4d", k.l, k.p, cells[k][0].Batch)
 		for _, res := range cells[k] {
-			fmt.Fprintf(&sb, "  %9.0f (%7.1f)", res.UpdatesPerSec, res.MicrosPerUpdate)
+			fmt.Fprintf(&sb, "  P=%d W=%d %7.0f (%6.1f) %.2f×", res.Procs, res.Workers, res.UpdatesPerSec, res.MicrosPerUpdate, res.Scaling)
 		}
 		sb.WriteString("\n")
 	}
@@ -336,7 +388,7 @@ func (r *LearnerReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(&sb, "  %-4s float32/float64:", l)
 		for i := range min(len(f64), len(f32)) {
 			if f64[i].UpdatesPerSec > 0 {
-				fmt.Fprintf(&sb, "  %.2f×", f32[i].UpdatesPerSec/f64[i].UpdatesPerSec)
+				fmt.Fprintf(&sb, "  P=%d W=%d %.2f×", f64[i].Procs, f64[i].Workers, f32[i].UpdatesPerSec/f64[i].UpdatesPerSec)
 			}
 		}
 		sb.WriteString("\n")

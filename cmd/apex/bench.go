@@ -35,10 +35,14 @@ With -learner it measures learner compute instead: updates/s of the default
 DQN learner (CartPole 4-64-64-2, PER, batch 64) and TD3 learner (Pendulum,
 64-64 actor and critics, uniform, batch 256) on a filled buffer of random
 transitions, with float64 and float32 networks (-float32 of apex train), at
-GOMAXPROCS 1, 2, ... NumCPU (-procs), -duration each (default 2s there).
-Only -duration, -procs, -seed, -json and -cpuprofile apply to it.
+GOMAXPROCS 1, 2, ... NumCPU (-procs) and learner workers -workers (the
+data-parallel step of apex train -learner-workers; default 1; 0 means W =
+GOMAXPROCS; td3 has no data-parallel step yet and runs at W = 1 only),
+-duration each (default 2s there). Only -duration, -procs, -workers, -seed,
+-json and -cpuprofile apply to it.
 
 Typical: apex bench -learner -duration=3s
+Scaling curve: apex bench -learner -procs=1,2,4,8,16 -workers=0 -duration=2s
 
 flags:
 `
@@ -67,6 +71,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.Baseline, "baseline", def.Baseline, "also run the mutex baseline under the same load (-baseline=false skips it)")
 	fs.BoolVar(&cfg.Solo, "solo", def.Solo, "also time each learner alone, for the under-load/solo ratio (-solo=false skips it)")
 	learnerMode := fs.Bool("learner", false, "measure learner compute (updates/s of the default DQN and TD3 learners, float64 and float32, at each -procs) instead of the replay path")
+	workers := fs.String("workers", "", "with -learner: comma-separated learner worker counts W per GOMAXPROCS (0: W = GOMAXPROCS; empty: 1)")
 	procs := fs.String("procs", "", "with -learner: comma-separated GOMAXPROCS values (empty: 1, 2, ... NumCPU)")
 	asJSON := fs.Bool("json", false, "write the report as one JSON object instead of a table")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -80,11 +85,13 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *learnerMode {
-		return runLearnerBench(fs, set, cfg, *procs, *asJSON, *cpuProfile, stdout, stderr)
+		return runLearnerBench(fs, set, cfg, *procs, *workers, *asJSON, *cpuProfile, stdout, stderr)
 	}
-	if set["procs"] {
-		fmt.Fprintln(stderr, "apex bench: -procs needs -learner (see apex bench -h)")
-		return 2
+	for _, name := range []string{"procs", "workers"} {
+		if set[name] {
+			fmt.Fprintf(stderr, "apex bench: -%s needs -learner (see apex bench -h)\n", name)
+			return 2
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "apex bench: invalid flags: %v (see apex bench -h)\n", err)
@@ -149,12 +156,12 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 
 // runLearnerBench is `apex bench -learner`: the learner-compute mode
 // (bench.RunLearner), with the flags already parsed (set: those given).
-func runLearnerBench(fs *flag.FlagSet, set map[string]bool, cfg bench.Config, procs string, asJSON bool, cpuProfile string, stdout, stderr io.Writer) int {
+func runLearnerBench(fs *flag.FlagSet, set map[string]bool, cfg bench.Config, procs, workers string, asJSON bool, cpuProfile string, stdout, stderr io.Writer) int {
 	for name := range set {
 		switch name {
-		case "learner", "duration", "procs", "seed", "json", "cpuprofile":
+		case "learner", "duration", "procs", "workers", "seed", "json", "cpuprofile":
 		default:
-			fmt.Fprintf(stderr, "apex bench: -%s does not apply to -learner (only -duration, -procs, -seed, -json, -cpuprofile do)\n", name)
+			fmt.Fprintf(stderr, "apex bench: -%s does not apply to -learner (only -duration, -procs, -workers, -seed, -json, -cpuprofile do)\n", name)
 			return 2
 		}
 	}
@@ -174,6 +181,16 @@ func runLearnerBench(fs *flag.FlagSet, set map[string]bool, cfg bench.Config, pr
 				return 2
 			}
 			lc.Procs = append(lc.Procs, p)
+		}
+	}
+	if workers != "" {
+		for _, f := range strings.Split(workers, ",") {
+			w, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || w < 0 {
+				fmt.Fprintf(stderr, "apex bench: -workers=%q: %q is not a non-negative integer (0: W = GOMAXPROCS)\n", workers, f)
+				return 2
+			}
+			lc.Workers = append(lc.Workers, w)
 		}
 	}
 	lc, err := lc.Validate()
@@ -198,7 +215,7 @@ func runLearnerBench(fs *flag.FlagSet, set map[string]bool, cfg bench.Config, pr
 	lc.Progress = func(line string) {
 		fmt.Fprintf(stderr, "apex bench: %5.1fs  %s\n", time.Since(start).Seconds(), line)
 	}
-	fmt.Fprintf(stderr, "apex bench: about %v of timed cells, plus the fills (Ctrl-C prints the figures so far)\n", 4*time.Duration(len(lc.Procs))*lc.Duration)
+	fmt.Fprintf(stderr, "apex bench: about %v of timed cells, plus the fills (Ctrl-C prints the figures so far)\n", 4*time.Duration(len(lc.Procs)*len(lc.Workers))*lc.Duration)
 	ctx, interrupted, stopWatching := watchSignals(func(s os.Signal) {
 		fmt.Fprintf(stderr, "apex bench: interrupted (%s): stopping; the figures so far follow (a second signal exits at once)\n", signalName(s))
 	}, func(s os.Signal) {

@@ -233,6 +233,34 @@ func TestBenchLearner(t *testing.T) {
 		t.Fatalf("cells %v, num_cpu %d, flags %v; want %s", got, rep.NumCPU, rep.Flags, want)
 	}
 
+	// -workers: dqn at each W (0: W = GOMAXPROCS), td3 at W = 1 only.
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"bench", "-learner", "-duration=20ms", "-procs=2", "-workers=1,0", "-json"}, &out, &errOut); code != 0 {
+		t.Fatalf("-workers: exit %d, stderr:\n%s", code, errOut.String())
+	}
+	var wrep struct {
+		Results []struct {
+			Learner   string `json:"learner"`
+			Precision string `json:"precision"`
+			Workers   int    `json:"workers"`
+			Steps     int64  `json:"steps"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &wrep); err != nil {
+		t.Fatal(err)
+	}
+	got = got[:0]
+	for _, r := range wrep.Results {
+		got = append(got, fmt.Sprintf("%s/%s/W=%d", r.Learner, r.Precision, r.Workers))
+		if r.Steps <= 0 {
+			t.Errorf("%s %s W=%d: %d steps", r.Learner, r.Precision, r.Workers, r.Steps)
+		}
+	}
+	if want := "dqn/float64/W=1 dqn/float64/W=2 dqn/float32/W=1 dqn/float32/W=2 td3/float64/W=1 td3/float32/W=1"; strings.Join(got, " ") != want {
+		t.Errorf("-workers=1,0 at -procs=2: cells %v, want %s", got, want)
+	}
+
 	out.Reset()
 	errOut.Reset()
 	if code := run([]string{"bench", "-learner", "-duration=10ms", "-procs=1"}, &out, &errOut); code != 0 ||
@@ -248,6 +276,8 @@ func TestBenchLearner(t *testing.T) {
 		{[]string{"-learner", "-procs=0"}, "is not a positive integer"},
 		{[]string{"-learner", "-duration=0s"}, "must be positive"},
 		{[]string{"-procs=2"}, "-procs needs -learner"},
+		{[]string{"-workers=2"}, "-workers needs -learner"},
+		{[]string{"-learner", "-workers=-1"}, "is not a non-negative integer"},
 	} {
 		errOut.Reset()
 		if code := run(append([]string{"bench"}, c.args...), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), c.want) {
