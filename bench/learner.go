@@ -22,8 +22,8 @@ import (
 // (model.Config.Float32, which the learners' Adam follows), at each
 // GOMAXPROCS of LearnerConfig.Procs and each learner worker count of
 // LearnerConfig.Workers (the data-parallel step on a runtime.WorkerPool:
-// learner.Workers). A learner without the data-parallel step (td3 so
-// far) is measured at W = 1 only.
+// learner.Workers). A learner without the data-parallel step would be
+// measured at W = 1 only (both defaults have it).
 
 // Defaults of LearnerConfig.
 const (
@@ -141,7 +141,7 @@ type LearnerReport struct {
 // nothing else of the process should run meanwhile; a cell with W > 1
 // runs its learner on a started runtime.WorkerPool of W, stopped after
 // the cell. Cost: cfg.Duration per cell (4 cells per GOMAXPROCS and
-// Workers value, less for td3's W > 1) plus building and filling one
+// Workers value) plus building and filling one
 // buffer of cfg.Rows per learner and precision. A ctx that ends stops it
 // with the cells so far and Interrupted set (and ctx's error).
 func RunLearner(ctx context.Context, cfg LearnerConfig) (*LearnerReport, error) {
@@ -301,7 +301,7 @@ func newBenchLearner(name string, f32 bool, cfg LearnerConfig) (*benchLearner, e
 		if err != nil {
 			return nil, err
 		}
-		return &benchLearner{step: l.Step, batch: l.Config().Batch}, nil
+		return &benchLearner{step: l.Step, batch: l.Config().Batch, setWorkers: l.SetWorkers}, nil
 	}
 	return nil, fmt.Errorf("bench: unknown learner %q", name)
 }

@@ -124,6 +124,10 @@ type TD3 struct {
 	// refer is the ReF-ER state when m is a ReF-ER method (m.Episodes set;
 	// see td3Refer), nil otherwise.
 	refer *td3Refer
+
+	// par is the data-parallel step's state (SetWorkers), nil for the
+	// serial step.
+	par *td3Shards
 }
 
 // td3Counters are the Stats fields, each an atomic word so Stats may read
@@ -417,6 +421,16 @@ func (l *TD3) Step(ctx context.Context) error {
 			a.SetLR(l.cfg.CriticLR * sc)
 		}
 	}
+	if l.par != nil { // SetWorkers refuses ReF-ER: no ratios here
+		loss, err := l.criticsSharded(&rs, weight)
+		if err != nil {
+			return err
+		}
+		if err := model.CheckFiniteValue("critic loss", loss); err != nil {
+			return l.fail(step, nil, err)
+		}
+		return l.finish(step, &rs, loss)
+	}
 	to64(l.obs, b.Obs)
 	to64(l.next, b.NextObs)
 	l.joinRows(l.xa, l.obs, nil, b.ActionVec)
@@ -460,6 +474,14 @@ func (l *TD3) Step(ctx context.Context) error {
 	for k, c := range l.critic {
 		c.Backward(l.grad[k])
 	}
+	return l.finish(step, &rs, loss)
+}
+
+// finish is the end of Step once the critic loss is computed and the
+// critics' Grads hold their gradients (serial and data-parallel alike):
+// the checks, the critics' Adam steps, the write-back, the delayed actor
+// update and target updates, the publish and the counters.
+func (l *TD3) finish(step uint64, rs *replayStep, loss float64) error {
 	for _, c := range l.critic { // before either update, so a refusal changes nothing
 		if err := c.CheckGrads(); err != nil {
 			return l.fail(step, c, err)
@@ -492,7 +514,12 @@ func (l *TD3) Step(ctx context.Context) error {
 	// targets.
 	st := &l.stats
 	if step%uint64(l.cfg.PolicyDelay) == 0 {
-		aloss := l.actorGrad()
+		var aloss float64
+		if l.par != nil {
+			aloss = l.actorGradSharded()
+		} else {
+			aloss = l.actorGrad()
+		}
 		if err := model.CheckFiniteValue("actor loss", aloss); err != nil {
 			return l.fail(step, nil, err)
 		}

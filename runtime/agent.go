@@ -115,7 +115,7 @@ func learnerSettings(c *TrainConfig, algo string) []setting {
 		{c.Epsilon != 0, "Epsilon (-epsilon)", algo == "dqn", "the dqn learner's actors", func(c *TrainConfig) { c.Epsilon = 0 }},
 		{c.EpsilonDecaySteps != 0, "EpsilonDecaySteps (-epsilon-decay)", algo == "dqn", "the dqn learner's actors", func(c *TrainConfig) { c.EpsilonDecaySteps = 0 }},
 		{c.Dueling, "Dueling (-dueling)", algo == "dqn", "the dqn learner's network", func(c *TrainConfig) { c.Dueling = false }},
-		{c.LearnerWorkers > 1, "LearnerWorkers (-learner-workers) above 1", algo == "dqn", "the data-parallel learner step, which only the dqn learner has so far", func(c *TrainConfig) { c.LearnerWorkers = 0 }},
+		{c.LearnerWorkers > 1, "LearnerWorkers (-learner-workers) above 1", algo == "dqn" || algo == "td3", "the data-parallel learner step, which only the dqn and td3 learners have so far", func(c *TrainConfig) { c.LearnerWorkers = 0 }},
 		{c.Sigma != 0, "Sigma (-sigma)", algo == "td3", "the td3 learner's actors (vracer's actors draw from the policy's own std)", func(c *TrainConfig) { c.Sigma = 0 }},
 		{c.OUTheta != 0, "OUTheta (-ou-theta)", algo == "td3", "the td3 learner's actors", func(c *TrainConfig) { c.OUTheta = 0 }},
 		{c.RandomSteps != 0, "RandomSteps (-random-steps)", algo == "td3" || algo == "sac", "the td3 and sac learners' actors", func(c *TrainConfig) { c.RandomSteps = 0 }},
@@ -223,7 +223,7 @@ func newDQNAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 	}
 	pool, err := learnerWorkers(cfg, dqn.SetWorkers)
 	if err != nil {
-		return agent{}, err
+		return agent{}, fmt.Errorf("runtime: train: %s: %w", fieldName("LearnerWorkers"), err)
 	}
 	ag := learnerAgent(dqn, dqn.Config().Batch, dqn.Config().LR, dqn.Net, netCfg, m, func(i int, env envs.Env, net *model.Net) (actorSource, error) {
 		ac := actor.Config{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
@@ -302,6 +302,10 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 	if err != nil {
 		return agent{}, err
 	}
+	pool, err := learnerWorkers(cfg, td3.SetWorkers)
+	if err != nil {
+		return agent{}, fmt.Errorf("runtime: train: %s: %w", fieldName("LearnerWorkers"), err)
+	}
 	// TD3 with ReF-ER: far rows weighted 0 by the learner; the actors
 	// record their fixed-std Gaussian behaviour.
 	var floats []buffer.FloatColumn
@@ -329,6 +333,7 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 		}
 		return withMethodStats(ls, m)
 	}
+	ag.workers = pool
 	return ag, nil
 }
 

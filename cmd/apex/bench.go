@@ -37,7 +37,7 @@ DQN learner (CartPole 4-64-64-2, PER, batch 64) and TD3 learner (Pendulum,
 transitions, with float64 and float32 networks (-float32 of apex train), at
 GOMAXPROCS 1, 2, ... NumCPU (-procs) and learner workers -workers (the
 data-parallel step of apex train -learner-workers; default 1; 0 means W =
-GOMAXPROCS; td3 has no data-parallel step yet and runs at W = 1 only),
+GOMAXPROCS),
 -duration each (default 2s there). Only -duration, -procs, -workers, -seed,
 -json and -cpuprofile apply to it.
 

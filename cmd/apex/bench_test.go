@@ -233,7 +233,7 @@ func TestBenchLearner(t *testing.T) {
 		t.Fatalf("cells %v, num_cpu %d, flags %v; want %s", got, rep.NumCPU, rep.Flags, want)
 	}
 
-	// -workers: dqn at each W (0: W = GOMAXPROCS), td3 at W = 1 only.
+	// -workers: each learner at each W (0: W = GOMAXPROCS).
 	out.Reset()
 	errOut.Reset()
 	if code := run([]string{"bench", "-learner", "-duration=20ms", "-procs=2", "-workers=1,0", "-json"}, &out, &errOut); code != 0 {
@@ -257,7 +257,7 @@ func TestBenchLearner(t *testing.T) {
 			t.Errorf("%s %s W=%d: %d steps", r.Learner, r.Precision, r.Workers, r.Steps)
 		}
 	}
-	if want := "dqn/float64/W=1 dqn/float64/W=2 dqn/float32/W=1 dqn/float32/W=2 td3/float64/W=1 td3/float32/W=1"; strings.Join(got, " ") != want {
+	if want := "dqn/float64/W=1 dqn/float64/W=2 dqn/float32/W=1 dqn/float32/W=2 td3/float64/W=1 td3/float64/W=2 td3/float32/W=1 td3/float32/W=2"; strings.Join(got, " ") != want {
 		t.Errorf("-workers=1,0 at -procs=2: cells %v, want %s", got, want)
 	}
 
