@@ -99,14 +99,9 @@ func (l *DQN) Load(r io.Reader) error {
 		if err := readHeader(r, &h); err != nil {
 			return nil, err
 		}
-		pcg, err := checkHead(h.Config, l.cfg, h.RNG)
+		pcg, err := checkReplayHead(h.Config, l.cfg, l.m, replayHead{h.Method, h.Loss, h.Steps, h.RNG,
+			h.Stats.Steps, h.Stats.Version, h.Stats.Timing, &h.Stats.Sampled})
 		if err != nil {
-			return nil, err
-		}
-		if err := checkMethod(h.Method, h.Loss, l.m); err != nil {
-			return nil, err
-		}
-		if err := checkCounters(h.Steps, h.Stats.Steps, h.Stats.Version, h.Stats.Timing, &h.Stats.Sampled); err != nil {
 			return nil, err
 		}
 		online, err := loadNet(r, "online network", l.net)
@@ -226,6 +221,36 @@ func checkHead[C interface{ Validate() (C, error) }](saved, cur C, rng []byte) (
 	pcg := new(rand.PCG)
 	if err := pcg.UnmarshalBinary(rng); err != nil {
 		return nil, errorf(ErrCorrupt, "RNG state: %w", err)
+	}
+	return pcg, nil
+}
+
+// replayHead is what the checkpoint headers of the replay learners (DQN,
+// TD3, SAC) hold alike and checkReplayHead checks.
+type replayHead struct {
+	method             string
+	loss               model.Loss
+	steps              uint64
+	rng                []byte
+	statSteps, version uint64
+	timing             Timing
+	sampled            *Moments
+}
+
+// checkReplayHead checks a replay learner's saved header against the
+// learner (configuration cur, method m): checkHead's configuration and
+// RNG, checkMethod's method and loss, checkCounters' counters. It returns
+// the restored RNG. O(1).
+func checkReplayHead[C interface{ Validate() (C, error) }](saved, cur C, m sampler.Method, h replayHead) (*rand.PCG, error) {
+	pcg, err := checkHead(saved, cur, h.rng)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkMethod(h.method, h.loss, m); err != nil {
+		return nil, err
+	}
+	if err := checkCounters(h.steps, h.statSteps, h.version, h.timing, h.sampled); err != nil {
+		return nil, err
 	}
 	return pcg, nil
 }

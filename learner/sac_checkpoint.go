@@ -101,14 +101,9 @@ func (l *SAC) Load(r io.Reader) error {
 		if err := readHeader(r, &h); err != nil {
 			return nil, err
 		}
-		pcg, err := checkHead(h.Config, l.cfg, h.RNG)
+		pcg, err := checkReplayHead(h.Config, l.cfg, l.m, replayHead{h.Method, h.Loss, h.Steps, h.RNG,
+			h.Stats.Steps, h.Stats.Version, h.Stats.Timing, &h.Stats.Sampled})
 		if err != nil {
-			return nil, err
-		}
-		if err := checkMethod(h.Method, h.Loss, l.m); err != nil {
-			return nil, err
-		}
-		if err := checkCounters(h.Steps, h.Stats.Steps, h.Stats.Version, h.Stats.Timing, &h.Stats.Sampled); err != nil {
 			return nil, err
 		}
 		switch {
