@@ -48,6 +48,14 @@
 // EvalEverySteps steps, checkpointer every CheckpointEvery) run between
 // two operations.
 //
+// With TrainConfig.LearnerWorkers W > 1 the learner's Step also runs on
+// a WorkerPool: W − 1 helper goroutines that Trainer.Run starts before
+// the Pipeline and stops after it has returned (the learner's step hands
+// each helper one row shard through a one-slot channel and runs shard 0
+// itself; nothing is spawned per step). The learner still sees one
+// caller: the helpers run only inside its Step, on disjoint rows and
+// their own gradient buffers, and the step reduces them in shard order.
+//
 // Shutdown order (Concurrent): the run's context ends (the caller's
 // cancel, Duration, MaxSteps reached by the learner, a Task's stop, or any
 // part's error through the errgroup) → actors return, counting a batch
