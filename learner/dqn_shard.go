@@ -41,8 +41,8 @@ type dqnShards struct {
 	shards []dqnShard
 	grads  [][]float64 // the replicas' gradient vectors, in shard order
 	weight []float64   // the step's loss weights (nil: all 1), for phase two
-	phase  int
-	run    func(int) // l.runShard, bound once (Run allocates nothing)
+	phase  int         // the phase bits the next Run runs (phaseForward, ...)
+	run    func(int)   // l.runShard, bound once (Run allocates nothing)
 }
 
 // SetWorkers makes the learner's later steps data parallel over w: with
@@ -86,15 +86,19 @@ var opSetWorkers = "SetWorkers"
 // network's Grads set, or an error as Step's.
 func (l *DQN) stepSharded(rs *replayStep, weight []float64) (float64, error) {
 	p := l.par
-	p.phase = 1
-	p.w.Run(len(p.shards), p.run)
-	weight, err := rs.scale(weight)
-	if err != nil {
-		return 0, err
+	if l.m.Normalizer == nil { // the weights are final: one Run
+		p.weight, p.phase = weight, phaseBoth
+		p.w.Run(len(p.shards), p.run)
+	} else {
+		p.phase = phaseForward
+		p.w.Run(len(p.shards), p.run)
+		weight, err := rs.scale(weight)
+		if err != nil {
+			return 0, err
+		}
+		p.weight, p.phase = weight, phaseBackward
+		p.w.Run(len(p.shards), p.run)
 	}
-	p.weight = weight
-	p.phase = 2
-	p.w.Run(len(p.shards), p.run)
 	p.weight = nil
 	var sum float64
 	for s := range p.shards {
@@ -111,16 +115,25 @@ func (l *DQN) runShard(s int) {
 	p := l.par
 	sh := &p.shards[s]
 	lo, hi := sh.lo, sh.hi
-	b, nA := l.batch, l.nA
-	if p.phase == 2 {
+	b := l.batch
+	if p.phase&phaseForward != 0 {
+		l.forwardShard(sh)
+	}
+	if p.phase&phaseBackward != 0 {
 		var w []float64
 		if p.weight != nil {
 			w = p.weight[lo:hi]
 		}
 		sh.loss = l.m.Loss.SelectedSum(sh.dq, sh.q, b.Action[lo:hi], l.y[lo:hi], w, 1/float64(l.cfg.Batch))
 		sh.net.Backward(sh.dq)
-		return
 	}
+}
+
+// forwardShard is the forward half of shard sh: its rows' float64
+// observations, Double-DQN targets, training forward, Q(s, a) and |δ|.
+func (l *DQN) forwardShard(sh *dqnShard) {
+	lo, hi := sh.lo, sh.hi
+	b, nA := l.batch, l.nA
 	in := l.net.In()
 	obs, next := l.obs[lo*in:hi*in], l.next[lo*in:hi*in]
 	to64(obs, b.Obs[lo*in:hi*in])

@@ -17,7 +17,8 @@ import (
 // shards: each critic's loss sum (Loss.ValueSum, scaled by 1/Batch) and
 // backward pass. On the caller: per critic one reduction in shard order
 // into its Grads, then the serial step's checks, Adam steps and
-// write-back. On a delayed step, phase three on the shards: the actor's
+// write-back (without a Normalizer, one Run does phases one and two). On
+// a delayed step, phase three on the shards: the actor's
 // DPG gradient through the updated first critic (whose replicas read the
 // updated parameters), reduced in shard order into the actor's Grads,
 // then its Adam step. ReF-ER (its ratios, KL and per-row DPG weights)
@@ -40,8 +41,8 @@ type td3Shards struct {
 	shards []td3Shard
 	grads  [3][][]float64 // per shard: critic 1's, critic 2's and the actor's gradient vectors
 	weight []float64      // the step's loss weights (nil: all 1), for phase two
-	phase  int
-	run    func(int) // l.runShard, bound once
+	phase  int            // the phase bits the next Run runs (phaseForward, ...)
+	run    func(int)      // l.runShard, bound once
 }
 
 // SetWorkers makes the learner's later steps data parallel over w, as
@@ -91,15 +92,19 @@ func (l *TD3) SetWorkers(w Workers) error {
 func (l *TD3) criticsSharded(rs *replayStep, weight []float64) (float64, error) {
 	p := l.par
 	l.drawNoise()
-	p.phase = 1
-	p.w.Run(len(p.shards), p.run)
-	weight, err := rs.scale(weight)
-	if err != nil {
-		return 0, err
+	if l.m.Normalizer == nil { // the weights are final: one Run
+		p.weight, p.phase = weight, phaseBoth
+		p.w.Run(len(p.shards), p.run)
+	} else {
+		p.phase = phaseForward
+		p.w.Run(len(p.shards), p.run)
+		weight, err := rs.scale(weight)
+		if err != nil {
+			return 0, err
+		}
+		p.weight, p.phase = weight, phaseBackward
+		p.w.Run(len(p.shards), p.run)
 	}
-	p.weight = weight
-	p.phase = 2
-	p.w.Run(len(p.shards), p.run)
 	p.weight = nil
 	inv := 1 / float64(l.cfg.Batch)
 	var loss float64
@@ -119,7 +124,7 @@ func (l *TD3) criticsSharded(rs *replayStep, weight []float64) (float64, error) 
 // actor's Grads.
 func (l *TD3) actorGradSharded() float64 {
 	p := l.par
-	p.phase = 3
+	p.phase = phaseActor
 	p.w.Run(len(p.shards), p.run)
 	var sum float64
 	for s := range p.shards {
@@ -153,8 +158,7 @@ func (l *TD3) runShard(s int) {
 	b, nS, nA := l.batch, l.nS, l.nA
 	x, mx := nS+nA, l.cfg.MaxAction
 	obs, xa := l.obs[lo*nS:hi*nS], l.xa[lo*x:hi*x]
-	switch p.phase {
-	case 1:
+	if p.phase&phaseForward != 0 {
 		next, xn := l.next[lo*nS:hi*nS], l.xn[lo*x:hi*x]
 		to64(obs, b.Obs[lo*nS:hi*nS])
 		to64(next, b.NextObs[lo*nS:hi*nS])
@@ -182,7 +186,8 @@ func (l *TD3) runShard(s int) {
 		for i := lo; i < hi; i++ {
 			l.absTD[i] = max(math.Abs(l.q[0][i]-l.y[i]), math.Abs(l.q[1][i]-l.y[i]))
 		}
-	case 2:
+	}
+	if p.phase&phaseBackward != 0 {
 		var w []float64
 		if p.weight != nil {
 			w = p.weight[lo:hi]
@@ -193,7 +198,8 @@ func (l *TD3) runShard(s int) {
 			sh.loss[k] = l.m.Loss.ValueSum(g, l.q[k][lo:hi], l.y[lo:hi], w, inv)
 			c.Backward(g)
 		}
-	case 3:
+	}
+	if p.phase&phaseActor != 0 {
 		xp := l.xp[lo*x : hi*x]
 		l.joinRows(xp, obs, sh.actor.Forward(obs), nil)
 		var sum float64

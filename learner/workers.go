@@ -65,3 +65,16 @@ func shardCount(w Workers, b int) (int, error) {
 	}
 	return min(n, b), nil
 }
+
+// The phases of a sharded step, as bits of the phase a shard function
+// runs: the forward half (targets, forwards, |δ|), the backward half
+// (loss and backward pass; needs the whole batch's loss weights), and
+// TD3's actor gradient. Without a Normalizer the weights are known before
+// the forward half, so one Run does both halves (phaseBoth): one
+// hand-off to the workers per step instead of two.
+const (
+	phaseForward  = 1
+	phaseBackward = 2
+	phaseBoth     = phaseForward | phaseBackward
+	phaseActor    = 4
+)
