@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/apexrl/apex/model/internal/f32"
@@ -220,10 +221,25 @@ func (a *Adam) step32(params, grads []float64) (float64, error) {
 			}
 		}
 	}
+	wide := math.IsInf(ss, 0) // every gradient finite in float32, but the SIMD float32 sum of squares overflowed
+	if wide {
+		ss = 0
+		for _, g := range grads {
+			ss += g * g
+		}
+	}
 	norm := math.Sqrt(ss)
 	scale := 1.0
 	if a.cfg.ClipNorm > 0 && norm > a.cfg.ClipNorm {
 		scale = a.cfg.ClipNorm / norm
+	}
+	if wide { // the second moment holds g²: refuse what float32 cannot, before changing anything
+		lim := math.Sqrt(math.MaxFloat32)
+		for i, g := range grads {
+			if math.Abs(g)*scale >= lim {
+				return math.NaN(), fmt.Errorf("%w: gradient %d is %g: its square overflows the float32 Adam's second moment (set ClipNorm, or use float64)", ErrNonFinite, i, g)
+			}
+		}
 	}
 	a.t++
 	t := float64(a.t)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -429,5 +430,46 @@ func TestFloat32ZeroAllocs(t *testing.T) {
 	step()
 	if a := testing.AllocsPerRun(10, step); a != 0 {
 		t.Errorf("%v allocations per float32 step", a)
+	}
+}
+
+// TestAdam32LargeFiniteGradients: gradients finite in float32 whose sum of
+// squares overflows float32 are clipped exactly as by the float64 Adam
+// (the norm is then summed in float64), and without clipping a gradient
+// whose square float32 cannot hold is refused before anything changes.
+func TestAdam32LargeFiniteGradients(t *testing.T) {
+	grads := []float64{3e19, -4e19, 1}
+	for _, clip := range []float64{0, 1} {
+		a64, err := NewAdam(3, AdamConfig{LR: 1e-3, ClipNorm: clip})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a32, err := NewAdam(3, AdamConfig{LR: 1e-3, ClipNorm: clip, Float32: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p64, p32 := []float64{1, 2, 3}, []float64{1, 2, 3}
+		n64, err64 := a64.Step(p64, slices.Clone(grads))
+		n32, err32 := a32.Step(p32, slices.Clone(grads))
+		if clip == 0 {
+			if err64 != nil || err32 == nil || !errors.Is(err32, ErrNonFinite) {
+				t.Fatalf("no clipping: float64 err %v, float32 err %v; want float64 to step and float32 to refuse with ErrNonFinite", err64, err32)
+			}
+			if !slices.Equal(p32, []float64{1, 2, 3}) || a32.Steps() != 0 {
+				t.Fatalf("a refused float32 step changed the parameters (%v) or the step count (%d)", p32, a32.Steps())
+			}
+			continue
+		}
+		if err64 != nil || err32 != nil {
+			t.Fatalf("clipped: float64 err %v, float32 err %v", err64, err32)
+		}
+		if math.Abs(n32-n64) > 1e-6*n64 {
+			t.Fatalf("clipped: float32 norm %g, float64 norm %g", n32, n64)
+		}
+		for i := range p64 {
+			if math.Abs(p32[i]-p64[i]) > 1e-6 {
+				t.Fatalf("clipped: parameter %d: float32 %g, float64 %g", i, p32[i], p64[i])
+			}
+		}
 	}
 }

@@ -78,7 +78,8 @@ const maxHeaderBytes = 64 << 20
 // It may be called at any time, also while Run runs (Run calls it every
 // CheckpointEvery and when it ends): it waits for the insert and the
 // learner step in progress to finish and holds new ones until the state is
-// written; actors keep stepping into the bounded queue meanwhile. Cost:
+// written; actors keep stepping into the bounded queue meanwhile (with
+// Inserters = Direct each actor waits at its next insert). Cost:
 // O(replay size) time; memory a 64 KiB write buffer plus at most 64 KiB
 // per open section (the replay buffer's columns are written from where
 // they lie), not O(replay size).

@@ -59,7 +59,9 @@
 // Shutdown order (Concurrent): the run's context ends (the caller's
 // cancel, Duration, MaxSteps reached by the learner, a Task's stop, or any
 // part's error through the errgroup) → actors return, counting a batch
-// still being filled as Discarded → the last actor's exit closes work →
+// still being filled as Discarded (a completed batch waiting for room in
+// work is handed over first, unless every inserter has failed) → the last
+// actor's exit closes work →
 // the inserters drain it, storing every accepted batch without waiting for
 // the limiter → the learner's AwaitSample or Step returns → the tasks'
 // tickers stop → Pipeline.Run returns the first error. Trainer.Run then

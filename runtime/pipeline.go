@@ -168,7 +168,8 @@ type Pipeline struct {
 
 // hold blocks until no insert and no learner step is in progress and keeps
 // new ones from starting until release is called. Cost: waits for at most
-// one insert per inserter and one step.
+// one insert per inserter (per actor with Inserters = Direct) and one
+// step.
 func (p *Pipeline) hold() (release func()) {
 	p.gate.Lock()
 	return p.gate.Unlock
@@ -348,6 +349,12 @@ func (p *Pipeline) runConcurrent(ctx context.Context, buf *buffer.Buffer, source
 			free <- &buffer.Transitions{}
 		}
 		work := make(chan *buffer.Transitions, cfg.Queue)
+		// gone is closed when the last inserter has returned (drained or
+		// failed): an actor holding a completed batch waits for room in
+		// work until then, even after the stop, so that batch is stored.
+		gone := make(chan struct{})
+		var live atomic.Int64
+		live.Store(int64(inserters))
 		for i, src := range sources {
 			actors.Go(func() (err error) {
 				defer recoverTo(&err, fmt.Sprintf("actor %d", i))
@@ -369,9 +376,9 @@ func (p *Pipeline) runConcurrent(ctx context.Context, buf *buffer.Buffer, source
 						free <- t
 						continue
 					}
-					select {
+					select { // completed: handed over even after the stop
 					case work <- t:
-					case <-actx.Done():
+					case <-gone: // no inserter left (one failed): the run ends with its error
 						p.discarded.Add(int64(t.Len()))
 						return nil
 					}
@@ -385,6 +392,11 @@ func (p *Pipeline) runConcurrent(ctx context.Context, buf *buffer.Buffer, source
 		})
 		for range inserters {
 			g.Go(func() (err error) {
+				defer func() {
+					if live.Add(-1) == 0 {
+						close(gone)
+					}
+				}()
 				defer recoverTo(&err, "inserter")
 				for t := range work {
 					if err := p.insert(gctx, buf, t, cfg.Limiter); err != nil {

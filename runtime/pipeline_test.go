@@ -282,3 +282,61 @@ func mustLimiter(t *testing.T) *RateLimiter {
 	}
 	return lim
 }
+
+// onceSource completes one batch of size items at once, then waits for
+// the run's end and returns an empty batch.
+type onceSource struct {
+	id, size int
+	calls    int
+	produced *atomic.Int64
+}
+
+func (s *onceSource) Fill(ctx context.Context, t *buffer.Transitions) error {
+	s.calls++
+	if s.calls > 1 {
+		<-ctx.Done()
+		return nil
+	}
+	for k := range s.size {
+		id := float32(s.id<<10 + k)
+		t.Obs = append(t.Obs, id)
+		t.NextObs = append(t.NextObs, id)
+		t.Action = append(t.Action, 0)
+		t.Reward = append(t.Reward, id)
+		t.Discount = append(t.Discount, 1)
+		s.produced.Add(1)
+	}
+	return nil
+}
+
+// TestPipelineStoresParkedBatches: batches the actors completed while
+// the queue was full (here: the inserter held at the gate) are stored when
+// the run stops, not discarded.
+func TestPipelineStoresParkedBatches(t *testing.T) {
+	buf, _, _, learner := newParts(t, 1, 1)
+	const actors, size = 8, 5
+	var produced atomic.Int64
+	srcs := make([]Source, actors)
+	for i := range srcs {
+		srcs[i] = &onceSource{id: i, size: size, produced: &produced}
+	}
+	var p Pipeline
+	release := p.hold() // the inserter cannot store: the queue of 1 fills, the other actors park
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- p.Run(ctx, buf, srcs, learner, PipelineConfig{Queue: 1, LearnerBatch: 1, Inserters: 1})
+	}()
+	for deadline := time.Now().Add(10 * time.Second); produced.Load() < actors*size && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond) // let the actors reach the full queue
+	cancel()
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Items != actors*size || st.Discarded != 0 || buf.Size() != actors*size {
+		t.Fatalf("produced %d: stored %d, discarded %d, buffer holds %d; want every completed batch stored", produced.Load(), st.Items, st.Discarded, buf.Size())
+	}
+}

@@ -593,7 +593,7 @@ func (f *insertersFlag) Set(s string) error {
 		return nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < runtime.Direct || n > runtime.MaxInserters {
+	if err != nil || n < 0 || n > runtime.MaxInserters {
 		return fmt.Errorf("want a count in [0, %d] or \"direct\", got %q", runtime.MaxInserters, s)
 	}
 	*f = insertersFlag(n)

@@ -111,6 +111,7 @@ func TestTrainBadFlags(t *testing.T) {
 		{[]string{"-actors=x"}, "invalid value"},
 		{[]string{"train", "extra"}, "unexpected argument"},
 		{[]string{"-inserters=-2"}, `want a count in [0, 1024] or "direct"`},
+		{[]string{"-inserters=-1"}, `want a count in [0, 1024] or "direct"`},
 		{[]string{"-inserters=direct", "-deterministic", "-steps=5", "-out", t.TempDir()}, "Inserters (-inserters) configures the concurrent schedule"},
 	} {
 		var out, errb bytes.Buffer
