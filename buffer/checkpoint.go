@@ -213,7 +213,9 @@ func (b *Buffer) Save(w io.Writer) error {
 // stream cannot make Load allocate much more than it supplied. The items
 // are stored row-major and a checkpoint holds columns: from a stream known
 // to hold every declared byte (the in-memory readers, a long enough
-// Seeker such as a file) the columns are read straight into the records,
+// Seeker such as a file, or a reader with a method Remaining() int64 that
+// reports the bytes it has left, as a buffered reader over a file can) the
+// columns are read straight into the records,
 // 64 KiB at a time; from another stream they are read whole and packed
 // into the records once every byte has arrived (at that peak Load holds
 // both, about twice the stored data).
@@ -748,6 +750,11 @@ func remainingBytes(r io.Reader) (n int64, authoritative bool, err error) {
 		return int64(v.Len()), true, nil
 	case *strings.Reader:
 		return int64(v.Len()), true, nil
+	case interface{ Remaining() int64 }:
+		if n := v.Remaining(); n >= 0 {
+			return n, false, nil
+		}
+		return -1, false, nil
 	case io.Seeker:
 		cur, err := v.Seek(0, io.SeekCurrent)
 		if err != nil {

@@ -257,7 +257,7 @@ func ResumeTrainer(path string, override func(*TrainConfig)) (*Trainer, error) {
 	badPart := func(part string, err error) error {
 		return fmt.Errorf("%w: %s: %s: %w", ErrCheckpoint, path, part, err)
 	}
-	br := bufio.NewReaderSize(f, 1<<20)
+	br := &fileReader{Reader: bufio.NewReaderSize(f, 1<<20), f: f, size: fi.Size()}
 	var h ckHeader
 	err = checkpoint.Load(br, ckKind, ckVersion, func(_ uint32, r io.Reader) error {
 		return checkpoint.ReadJSON(r, &h, maxHeaderBytes)
@@ -370,4 +370,23 @@ func sameShape(a, b TrainConfig) error {
 		return fmt.Errorf("float32 cannot change on resume (the checkpoint's learner has float32 = %t)", a.Float32)
 	}
 	return nil
+}
+
+// fileReader is a buffered reader over a checkpoint file that reports the
+// bytes it has left (Remaining), so that buffer.Load reads the replay's
+// columns straight into its records instead of holding a second copy.
+type fileReader struct {
+	*bufio.Reader
+	f    *os.File
+	size int64
+}
+
+// Remaining is the file's bytes not yet read through r, or -1 if the
+// file's offset cannot be had. O(1) (a seek to the current offset).
+func (r *fileReader) Remaining() int64 {
+	off, err := r.f.Seek(0, io.SeekCurrent)
+	if err != nil || off > r.size {
+		return -1
+	}
+	return r.size - off + int64(r.Reader.Buffered())
 }
