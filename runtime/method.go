@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -192,6 +193,18 @@ func (c TrainConfig) WithOption(name string, v float64) TrainConfig {
 	return c
 }
 
+// trainConfigKeys are the JSON keys of TrainConfig's own fields.
+var trainConfigKeys = func() map[string]bool {
+	keys := map[string]bool{}
+	t := reflect.TypeFor[TrainConfig]()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			keys[name] = true
+		}
+	}
+	return keys
+}()
+
 // UnmarshalJSON decodes a TrainConfig, also from the JSON of releases
 // that kept each method option in a field of its own ("ter_eta": the
 // option's name with '_' for '-'): such a value goes to MethodOptions
@@ -208,7 +221,7 @@ func (c *TrainConfig) UnmarshalJSON(b []byte) error {
 	for _, o := range sampler.Options() {
 		key := strings.ReplaceAll(o.Name, "-", "_")
 		raw, ok := fields[key]
-		if !ok {
+		if !ok || trainConfigKeys[key] { // a field of TrainConfig's own, not an option's
 			continue
 		}
 		var v float64

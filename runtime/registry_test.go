@@ -129,6 +129,16 @@ func TestTrainConfigJSONMethodOptions(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"ter_eta":"x"}`), &old); err == nil || !strings.Contains(err.Error(), "ter_eta") {
 		t.Errorf("a malformed legacy field: %v", err)
 	}
+	// A method option named like a field of TrainConfig's own (a plugin's
+	// "gamma") never takes that field's value as a legacy key.
+	for _, k := range []string{"gamma", "batch", "seed", "steps", "method_options"} {
+		if !trainConfigKeys[k] {
+			t.Errorf("trainConfigKeys lacks %q", k)
+		}
+	}
+	if trainConfigKeys["ter_eta"] {
+		t.Error("trainConfigKeys holds the legacy key ter_eta")
+	}
 	// WithOption and ForMethod never write into the map they were given.
 	base := TrainConfig{MethodOptions: map[string]float64{"ter-eta": 0.5}}
 	_ = base.WithOption("ter-eta", 0.1).WithOption("lap-k", 2)

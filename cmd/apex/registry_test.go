@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -104,5 +105,17 @@ func TestTrainRegisteredMethod(t *testing.T) {
 		if code := run(args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, stderr.String(), c.want)
 		}
+	}
+}
+
+// TestMethodOptionShadowingAFlag: a method option named like one of the
+// command's flags is reported, naming the option and its method, not a
+// panic of the flag package.
+func TestMethodOptionShadowingAFlag(t *testing.T) {
+	fs := flag.NewFlagSet("apex train", flag.ContinueOnError)
+	fs.Float64("ter-eta", 0, "a flag of the command's own")
+	_, err := methodFlags(fs)
+	if err == nil || !strings.Contains(err.Error(), "-ter-eta (of ter)") {
+		t.Fatalf("methodFlags over a flag set that has -ter-eta: %v; want an error naming the option and its method", err)
 	}
 }

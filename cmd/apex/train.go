@@ -64,7 +64,6 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Loss, "loss", "", "per-sample loss of the "+sampler.Phrase(learnerLoss, "and")+" methods (of td3's and sac's critics): huber, mse or l1 (empty: dqn huber, td3 and sac mse; "+
 		sampler.Phrase(ownLoss, "and")+" derive theirs from their options and take only its kind; vracer has its own)")
 	fs.BoolVar(&cfg.NoIS, "no-is", false, sampler.Phrase(weighted, "and")+" without importance weights (with -loss=mse a biased pairing: allowed, with a warning)")
-	methodOpts := methodFlags(fs) // every registered method's options: -ter-eta, -lap-k, ...
 	fs.Float64Var(&cfg.Tau, "tau", 0, "Polyak rate of the target networks (0: dqn hard copies every 500 steps, td3 and sac 0.005)")
 	fs.Float64Var(&cfg.Epsilon, "epsilon", 0, "every dqn actor's exploration rate (0: Ape-X's per-actor schedule 0.4^(1+7i/(N-1)))")
 	fs.Int64Var(&cfg.EpsilonDecaySteps, "epsilon-decay", 0, "dqn: anneal each actor's exploration rate from 1 to its rate over its first N environment steps (0: no annealing)")
@@ -96,6 +95,14 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	logFormat := fs.String("log-format", "text", "progress and summary records: text or json (a progress bar replaces text records on a terminal)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics and pprof (/debug/pprof/) on this loopback host:port, e.g. 127.0.0.1:9090 (empty: off)")
 	metricsRemote := fs.Bool("metrics-allow-remote", false, "allow a non-loopback -metrics-addr (exposes /metrics and pprof to the network)")
+	// Every registered method's options: -ter-eta, -lap-k, ... (after the
+	// command's own flags, so that a method's option taking one of their
+	// names is reported instead of panicking).
+	methodOpts, err := methodFlags(fs)
+	if err != nil {
+		fmt.Fprintf(stderr, "apex: %v\n", err)
+		return 2
+	}
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), trainUsage)
 		fs.PrintDefaults()
@@ -197,7 +204,6 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var tr *runtime.Trainer
-	var err error
 	if *resume != "" {
 		tr, err = runtime.ResumeTrainer(*resume, func(c *runtime.TrainConfig) {
 			for name, apply := range map[string]func(){
@@ -609,17 +615,23 @@ type methodOptionFlags struct {
 }
 
 // methodFlags defines on fs a flag for every registered method option,
-// with the option's usage.
-func methodFlags(fs *flag.FlagSet) methodOptionFlags {
+// with the option's usage. An option named like one of fs's flags is an
+// error naming both (a registered method's option must not shadow a flag
+// of the command).
+func methodFlags(fs *flag.FlagSet) (methodOptionFlags, error) {
 	m := methodOptionFlags{floats: map[string]*float64{}, ints: map[string]*int{}}
 	for _, o := range sampler.Options() {
+		if fs.Lookup(o.Name) != nil {
+			return m, fmt.Errorf("the replay method option -%s (of %s) has the name of a flag of %s: register it under another name",
+				o.Name, strings.Join(sampler.OptionMethods(o.Name), ", "), fs.Name())
+		}
 		if o.Int {
 			m.ints[o.Name] = fs.Int(o.Name, 0, o.Usage)
 		} else {
 			m.floats[o.Name] = fs.Float64(o.Name, 0, o.Usage)
 		}
 	}
-	return m
+	return m, nil
 }
 
 // values are the options whose flags were set to a non-zero value (0
