@@ -130,6 +130,11 @@ func (t *Trainer) writeCheckpoint(f *os.File) error {
 	st := t.Stats()
 	// The limiter's balance in the terms of what this checkpoint holds:
 	// its own counts include admissions whose operation has not run.
+	// Batches stored while the run drains at its end bypass the limiter,
+	// so they are in the buffer but not in Inserted: a resumed run's
+	// learner then sees at most Actors+Queue batches more data than its
+	// balance says, and catches up by that much (a bounded, one-off
+	// lead of the inserts, never a lost or doubled item).
 	h := ckHeader{Config: t.cfg, Base: counterBase{Seconds: st.Seconds, EnvSteps: st.EnvSteps,
 		Episodes: st.Episodes, LearnerSteps: int64(t.agent.steps())},
 		Inserted: t.limBase.inserted + t.pipe.limited.Load(),
