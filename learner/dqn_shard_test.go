@@ -155,3 +155,36 @@ type badWorkers struct{}
 
 func (badWorkers) Workers() int       { return 0 }
 func (badWorkers) Run(int, func(int)) {}
+
+// TestShardedZeroAllocs: after warm-up a sharded DQN or TD3 step
+// allocates nothing (no publish here), with or without a Normalizer, on
+// one goroutine (runtime's WorkerPool has its own test).
+func TestShardedZeroAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's instrumentation may allocate")
+	}
+	for _, name := range []string{"per", "pal"} {
+		r := shardRig(t, true, name, SerialWorkers(3))
+		r.l.cfg.PublishEvery = 1 << 30
+		step := func() {
+			if err := r.l.Step(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		step()
+		if a := testing.AllocsPerRun(30, step); a != 0 {
+			t.Errorf("DQN %s on 3 shards: %v allocations per Step, want 0", name, a)
+		}
+	}
+	l := shardTD3(t, true, "uniform", 2, SerialWorkers(3))
+	l.cfg.PublishEvery = 1 << 30
+	step := func() {
+		if err := l.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step()
+	if a := testing.AllocsPerRun(30, step); a != 0 {
+		t.Errorf("TD3 on 3 shards: %v allocations per Step, want 0", a)
+	}
+}

@@ -113,3 +113,19 @@ func TestWorkerPool(t *testing.T) {
 		t.Errorf("shard calls %v, want %v", hits, want)
 	}
 }
+
+// TestWorkerPoolAllocs: a started pool's Run allocates nothing.
+func TestWorkerPoolAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's instrumentation may allocate")
+	}
+	p := NewWorkerPool(4)
+	p.Start()
+	defer p.Stop()
+	var sink [4]int
+	f := func(s int) { sink[s]++ }
+	p.Run(4, f)
+	if a := testing.AllocsPerRun(100, func() { p.Run(4, f) }); a != 0 {
+		t.Errorf("Run: %v allocations, want 0", a)
+	}
+}
