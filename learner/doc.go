@@ -61,8 +61,8 @@
 // time in steps, sampling and write-back), which never affects what it
 // computes. The runtime calls Step from its learner goroutine (DQN, TD3,
 // SAC and VRACER implement runtime.Stepper); everything else (pacing against
-// inserts, stopping, checkpoint files) is the runtime's. A DQN or TD3 step
-// can also be data parallel (SetWorkers): its batch split into row shards
+// inserts, stopping, checkpoint files) is the runtime's. A DQN, TD3 or SAC
+// step can also be data parallel (SetWorkers): its batch split into row shards
 // run on a Workers capability the caller provides (the runtime's
 // WorkerPool, or SerialWorkers without goroutines), one reduction of the
 // shards' gradients in shard order, one optimizer step; the same number of

@@ -156,7 +156,7 @@ type badWorkers struct{}
 func (badWorkers) Workers() int       { return 0 }
 func (badWorkers) Run(int, func(int)) {}
 
-// TestShardedZeroAllocs: after warm-up a sharded DQN or TD3 step
+// TestShardedZeroAllocs: after warm-up a sharded DQN, TD3 or SAC step
 // allocates nothing (no publish here), with or without a Normalizer, on
 // one goroutine (runtime's WorkerPool has its own test).
 func TestShardedZeroAllocs(t *testing.T) {
@@ -186,5 +186,16 @@ func TestShardedZeroAllocs(t *testing.T) {
 	step()
 	if a := testing.AllocsPerRun(30, step); a != 0 {
 		t.Errorf("TD3 on 3 shards: %v allocations per Step, want 0", a)
+	}
+	sac := shardSAC(t, true, "pal", SerialWorkers(3))
+	sac.cfg.PublishEvery = 1 << 30
+	step = func() {
+		if err := sac.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step()
+	if a := testing.AllocsPerRun(30, step); a != 0 {
+		t.Errorf("SAC on 3 shards: %v allocations per Step, want 0", a)
 	}
 }

@@ -147,6 +147,10 @@ type SAC struct {
 	ls    []float64    // A: one row's clamped log stds
 
 	stats sacCounters
+
+	// par is the data-parallel step's state (SetWorkers), nil for the
+	// serial step.
+	par *sacShards
 }
 
 // sacCounters are the Stats fields, each an atomic word so Stats may read
@@ -460,31 +464,38 @@ func (l *SAC) Step(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	to64(l.obs, b.Obs)
-	to64(l.next, b.NextObs)
-	l.joinStored()
 	alpha := l.alpha()
+	var loss float64
+	if l.par != nil {
+		if loss, err = l.criticsSharded(&rs, weight, alpha, step); err != nil {
+			return err
+		}
+	} else {
+		to64(l.obs, b.Obs)
+		to64(l.next, b.NextObs)
+		l.joinStored()
 
-	// Targets: y = R + D·(min_k Q'_k(s', a') − α·log π(a'|s')), a' ~ π(·|s').
-	for i := range l.epsN {
-		l.epsN[i] = l.rng.NormFloat64()
-	}
-	l.targets(alpha)
-	if err := model.CheckFinite("critic target", l.y); err != nil {
-		return l.fail(step, nil, err)
-	}
+		// Targets: y = R + D·(min_k Q'_k(s', a') − α·log π(a'|s')), a' ~ π(·|s').
+		for i := range l.epsN {
+			l.epsN[i] = l.rng.NormFloat64()
+		}
+		l.targets(alpha)
+		if err := model.CheckFinite("critic target", l.y); err != nil {
+			return l.fail(step, nil, err)
+		}
 
-	// Critics: forward both on [s, a], TD errors, weights, losses.
-	for k, c := range l.critic {
-		copy(l.q[k], c.Forward(l.xa))
+		// Critics: forward both on [s, a], TD errors, weights, losses.
+		for k, c := range l.critic {
+			copy(l.q[k], c.Forward(l.xa))
+		}
+		for i, y := range l.y {
+			l.absTD[i] = max(math.Abs(l.q[0][i]-y), math.Abs(l.q[1][i]-y))
+		}
+		if weight, err = rs.scale(weight); err != nil {
+			return err
+		}
+		loss = l.criticGrad(weight)
 	}
-	for i, y := range l.y {
-		l.absTD[i] = max(math.Abs(l.q[0][i]-y), math.Abs(l.q[1][i]-y))
-	}
-	if weight, err = rs.scale(weight); err != nil {
-		return err
-	}
-	loss := l.criticGrad(weight)
 	if err := model.CheckFiniteValue("critic loss", loss); err != nil {
 		return l.fail(step, nil, err)
 	}
@@ -515,7 +526,12 @@ func (l *SAC) Step(ctx context.Context) error {
 	for i := range l.epsP {
 		l.epsP[i] = l.rng.NormFloat64()
 	}
-	ploss := l.policyGrad(alpha)
+	var ploss float64
+	if l.par != nil {
+		ploss = l.policyGradSharded(alpha)
+	} else {
+		ploss = l.policyGrad(alpha)
+	}
 	if err := model.CheckFiniteValue("policy loss", ploss); err != nil {
 		return l.fail(step, nil, err)
 	}

@@ -115,7 +115,7 @@ func learnerSettings(c *TrainConfig, algo string) []setting {
 		{c.Epsilon != 0, "Epsilon (-epsilon)", algo == "dqn", "the dqn learner's actors", func(c *TrainConfig) { c.Epsilon = 0 }},
 		{c.EpsilonDecaySteps != 0, "EpsilonDecaySteps (-epsilon-decay)", algo == "dqn", "the dqn learner's actors", func(c *TrainConfig) { c.EpsilonDecaySteps = 0 }},
 		{c.Dueling, "Dueling (-dueling)", algo == "dqn", "the dqn learner's network", func(c *TrainConfig) { c.Dueling = false }},
-		{c.LearnerWorkers > 1, "LearnerWorkers (-learner-workers) above 1", algo == "dqn" || algo == "td3", "the data-parallel learner step, which only the dqn and td3 learners have so far", func(c *TrainConfig) { c.LearnerWorkers = 0 }},
+		{c.LearnerWorkers > 1, "LearnerWorkers (-learner-workers) above 1", algo != "vracer", "the data-parallel learner step, which the dqn, td3 and sac learners have (vracer not yet)", func(c *TrainConfig) { c.LearnerWorkers = 0 }},
 		{c.Sigma != 0, "Sigma (-sigma)", algo == "td3", "the td3 learner's actors (vracer's actors draw from the policy's own std)", func(c *TrainConfig) { c.Sigma = 0 }},
 		{c.OUTheta != 0, "OUTheta (-ou-theta)", algo == "td3", "the td3 learner's actors", func(c *TrainConfig) { c.OUTheta = 0 }},
 		{c.RandomSteps != 0, "RandomSteps (-random-steps)", algo == "td3" || algo == "sac", "the td3 and sac learners' actors", func(c *TrainConfig) { c.RandomSteps = 0 }},
@@ -349,6 +349,10 @@ func newSACAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 	if err != nil {
 		return agent{}, err
 	}
+	pool, err := learnerWorkers(cfg, sac.SetWorkers)
+	if err != nil {
+		return agent{}, fmt.Errorf("runtime: train: %s: %w", fieldName("LearnerWorkers"), err)
+	}
 	ag := learnerAgent(sac, sac.Config().Batch, sac.Config().PolicyLR, sac.Policy, polCfg, m, func(i int, env envs.Env, net *model.Net) (actorSource, error) {
 		return actor.NewSquashed(actor.SquashedConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
 			RandomSteps: ac.random, Columns: actor.ColumnsOf(buf.Config()), Seed: actorSeed(cfg)},
@@ -362,6 +366,7 @@ func newSACAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 			Version: s.Version, TargetUpdates: s.TargetUpdates, ActorUpdates: s.Steps, Entropy: s.Entropy, Alpha: s.Alpha,
 			Timing: s.Timing, Sampled: s.Sampled}, m)
 	}
+	ag.workers = pool
 	return ag, nil
 }
 

@@ -75,10 +75,10 @@ type TrainConfig struct {
 	// machine the actors and the inserter already use the second core,
 	// and W > 1 changes the step's float sums (not bit-identical to W =
 	// 1, though the same W gives the same bits, -deterministic included).
-	// More than the batch is clamped by the learner. Only the dqn and td3
-	// learners have the sharded step so far (W > 1 is refused for sac and
-	// vracer, and for td3 under the refer method, whose ReF-ER step runs
-	// serially). Not state: a resumed run may change it.
+	// More than the batch is clamped by the learner. The dqn, td3 and sac
+	// learners have the sharded step (W > 1 is refused for vracer, and for
+	// td3 under the refer method, whose ReF-ER step runs serially). Not
+	// state: a resumed run may change it.
 	LearnerWorkers int `json:"learner_workers,omitempty"`
 	// Loss is the per-sample loss of the methods that take the learner's
 	// (sampler.Spec.OwnLoss nil): "huber", "mse" or "l1"; empty means dqn

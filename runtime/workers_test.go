@@ -45,8 +45,8 @@ func TestLearnerWorkersRun(t *testing.T) {
 }
 
 // TestLearnerWorkersConfig: out-of-range LearnerWorkers and W > 1 on a
-// learner without the sharded step (sac, td3 with ReF-ER) are refused by
-// name; 0 and 1 build no pool; td3 runs with W = 2.
+// learner without the sharded step (vracer, td3 with ReF-ER) are refused
+// by name; 0 and 1 build no pool; td3 and sac run with W = 2.
 func TestLearnerWorkersConfig(t *testing.T) {
 	base := TrainConfig{Env: "CartPole-v1", Actors: 1, Steps: 10, Batch: 32, Capacity: 4000, MinSizeToSample: 200}
 	for _, w := range []int{-1, MaxLearnerWorkers + 1} {
@@ -67,20 +67,23 @@ func TestLearnerWorkersConfig(t *testing.T) {
 			t.Errorf("LearnerWorkers = %d built a pool", w)
 		}
 	}
-	for _, c := range []TrainConfig{smallSAC("uniform"), smallTD3("refer")} {
+	vr := TrainConfig{Env: "Pendulum-v1", Sampler: "refer", Algo: "vracer", Actors: 1, Deterministic: true, Steps: 10, Batch: 32,
+		Hidden: []int{16}, Capacity: 4000}
+	for _, c := range []TrainConfig{vr, smallTD3("refer")} {
 		c.LearnerWorkers = 2
 		if _, err := NewTrainer(c); err == nil || !strings.Contains(err.Error(), "LearnerWorkers") {
 			t.Errorf("%s/%s with LearnerWorkers = 2: %v, want an error naming it", c.Algo, c.Sampler, err)
 		}
 	}
-	c := smallTD3("uniform")
-	c.LearnerWorkers, c.Steps = 2, 40
-	tr, err := NewTrainer(c)
-	if err != nil || tr.agent.workers == nil {
-		t.Fatalf("td3 with LearnerWorkers = 2: %v", err)
-	}
-	if res, err := tr.Run(context.Background()); err != nil || res.LearnerSteps != 40 {
-		t.Fatalf("td3 run with LearnerWorkers = 2: %v, %+v", err, res)
+	for _, c := range []TrainConfig{smallTD3("uniform"), smallSAC("uniform")} {
+		c.LearnerWorkers, c.Steps = 2, 40
+		tr, err := NewTrainer(c)
+		if err != nil || tr.agent.workers == nil {
+			t.Fatalf("%s with LearnerWorkers = 2: %v", c.Algo, err)
+		}
+		if res, err := tr.Run(context.Background()); err != nil || res.LearnerSteps != 40 {
+			t.Fatalf("%s run with LearnerWorkers = 2: %v, %+v", c.Algo, err, res)
+		}
 	}
 }
 
