@@ -28,6 +28,7 @@ func runLAPPAL(args []string, stdout, stderr io.Writer) int {
 			"writes lap-pal.json, pendulum.png and cartpole.png.", stdout, stderr)
 	seeds := c.fs.Int("seeds", len(lappal.DefaultPendulumConfig().Seeds), "seeds per method in the control parts, from -seed on (>= 2); -seed alone seeds the regression")
 	pendSteps := c.fs.Int64("pendulum-steps", lappal.DefaultPendulumConfig().Base.Steps, "learner (= environment) steps per Pendulum run")
+	c.offerFloat32("pendulum", "cartpole")
 	cartSteps := c.fs.Int64("cartpole-steps", lappal.DefaultCartPoleConfig().Base.Steps, "learner (= environment) steps per CartPole run")
 	ctx, done, code, ok := c.start(args, func() string {
 		switch {
@@ -75,6 +76,7 @@ func runLAPPAL(args []string, stdout, stderr io.Writer) int {
 	}{{"pendulum", lappal.DefaultPendulumConfig(), *pendSteps}, {"cartpole", lappal.DefaultCartPoleConfig(), *cartSteps}} {
 		cfg := part.cfg
 		cfg.Base.Steps, cfg.Workers, cfg.Seeds = part.steps, *workers, c.seeds(*seeds)
+		cfg.Base.Float32 = c.float32()
 		if err := c.part(part.name, len(cfg.Samplers)*len(cfg.Seeds), func() error {
 			res, err := c.runControlPart(ctx, part.name, cfg, filepath.Join(*out, part.name+".png"))
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,5 +49,45 @@ func TestExperimentLAPPALFailures(t *testing.T) {
 		if len(r.Finals) != 2 || r.Failures != 2 || r.Against != "uniform" || r.FisherP != 1 {
 			t.Errorf("row %+v: want 2 of 2 failed, p = 1 against uniform", r)
 		}
+	}
+}
+
+// TestExperimentFloat32: -float32 reaches the runs of the parts that train
+// through the runtime (each recorded run's configuration says float32) and
+// the report says which parts it applied to; a command whose parts have
+// learners of their own does not offer it.
+func TestExperimentFloat32(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := run([]string{"experiment", "lap-pal", "-parts", "pendulum", "-seeds", "2", "-pendulum-steps", "2", "-float32", "-out", dir}, &out, &errb)
+	if code != 0 && code != 1 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "lap-pal.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Float32  bool     `json:"float32"`
+		Parts    []string `json:"float32_parts"`
+		Pendulum struct {
+			Config struct {
+				Base struct {
+					Float32 bool `json:"float32"`
+				} `json:"base"`
+			} `json:"config"`
+		} `json:"pendulum"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Float32 || !slices.Equal(rep.Parts, []string{"pendulum", "cartpole"}) || !rep.Pendulum.Config.Base.Float32 {
+		t.Fatalf("report: float32 %t, parts %v, the pendulum runs' config float32 %t; want true, [pendulum cartpole], true\n%s",
+			rep.Float32, rep.Parts, rep.Pendulum.Config.Base.Float32, b)
+	}
+	errb.Reset()
+	if code := run([]string{"experiment", "ter", "-float32", "-out", t.TempDir()}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "-float32") {
+		t.Fatalf("apex experiment ter -float32: exit %d, stderr %q; want a usage error naming the flag", code, errb.String())
 	}
 }

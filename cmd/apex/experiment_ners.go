@@ -43,6 +43,7 @@ func runNERS(args []string, stdout, stderr io.Writer) int {
 	t3 := ners.DefaultTable3Config("td3", "SparsePendulum-v1")
 	t3Seeds := c.fs.Int("table3-seeds", len(t3.Seeds), "seeds per arm in the table3 parts, from -seed on (>= 2)")
 	t3Env := c.fs.String("table3-env", t3.Base.Env, "environment of the table3 parts (the paper's Table 3 reports negative Q, so its runs had Pendulum's dense reward: try Pendulum-v1)")
+	c.offerFloat32("stats", "pendulum", "cartpole", "table3-td3", "table3-sac")
 	t3Steps := c.fs.Int64("table3-steps", t3.Base.Steps, "learner steps per run of the table3 parts (> 200; the window is the last 1000, or the last 200 of a shorter run)")
 	t3Arms := c.fs.String("table3-arms", "uniform,per,ners,ners-frozen", "arms of the table3 parts: uniform, per, ners, ners-frozen")
 	ctx, done, code, ok := c.start(args, func() string {
@@ -77,6 +78,7 @@ func runNERS(args []string, stdout, stderr io.Writer) int {
 	st.Base.Steps, st.Seeds = *statSteps, c.seeds(*statSeeds)
 	pend.Base.Steps, pend.Seeds = *pendSteps, c.seeds(*seeds)
 	cart.Base.Steps, cart.Seeds = *cartSteps, c.seeds(*seeds)
+	st.Base.Float32, pend.Base.Float32, cart.Base.Float32 = c.float32(), c.float32(), c.float32()
 	for _, part := range []struct {
 		name, title, png string
 		cfg              control.Config
@@ -111,6 +113,7 @@ func runNERS(args []string, stdout, stderr io.Writer) int {
 		// or at the last one of a shorter run.
 		every := cfg.Base.EvalEverySteps
 		cfg.Base.Steps, cfg.WindowFrom = *t3Steps, (*t3Steps-1000)/every*every
+		cfg.Base.Float32 = c.float32()
 		if cfg.WindowFrom < every {
 			cfg.WindowFrom = (*t3Steps - 1) / every * every
 		}

@@ -27,6 +27,8 @@ type partsCmd struct {
 	seed    *uint64
 	timeout *time.Duration
 	out     *string
+	f32     *bool    // -float32, for the commands that offer it (nil otherwise)
+	f32For  []string // the parts -float32 applies to
 	stdout  io.Writer
 	stderr  io.Writer
 	want    []string
@@ -123,6 +125,18 @@ func (c *partsCmd) start(args []string, bad func() string) (ctx context.Context,
 	return c.stop.ctx, c.stop.done, 0, true
 }
 
+// offerFloat32 adds -float32 to the command: the runs of parts (those
+// that train through the runtime) then build their learners' networks in
+// float32 (TrainConfig.Float32, apex train -float32). Call it before start.
+func (c *partsCmd) offerFloat32(parts ...string) {
+	c.f32For = parts
+	c.f32 = c.fs.Bool("float32", false, "opt-in: the runs of the "+strings.Join(parts, ", ")+
+		" parts train with float32 learner networks (as apex train -float32); the other parts' learners are their own and stay float64")
+}
+
+// float32 says whether -float32 was given.
+func (c *partsCmd) float32() bool { return c.f32 != nil && *c.f32 }
+
 // seeds is the k seeds of a part: -seed, -seed+1, ..., -seed+k-1.
 func (c *partsCmd) seeds(k int) []uint64 { return seedRange(*c.seed, k) }
 
@@ -181,6 +195,9 @@ func (c *partsCmd) fail(err error) int {
 func (c *partsCmd) finish(file string, report map[string]any, failed bool) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.float32() {
+		report["float32"], report["float32_parts"] = true, c.f32For
+	}
 	var notRun []string
 	for _, p := range c.want {
 		if !slices.Contains(c.finished, p) && p != c.cut {

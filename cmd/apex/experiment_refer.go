@@ -35,6 +35,7 @@ func runREFER(args []string, stdout, stderr io.Writer) int {
 	steps := c.fs.Int64("steps", pend.Base.Steps, "learner (= environment) steps per Pendulum run; A = 5/steps")
 	lqrSeeds := c.fs.Int("lqr-seeds", len(lqr.Seeds), "seeds on the LQR, from -seed on (>= 1)")
 	lqrSteps := c.fs.Int64("lqr-steps", lqr.Steps, "learner (= environment) steps per LQR run")
+	c.offerFloat32("pendulum", "td3")
 	td3Steps := c.fs.Int64("td3-steps", td3.Base.Steps, "learner (= environment) steps per TD3 run (A is the paper's 5e-7)")
 	ctx, done, code, ok := c.start(args, func() string {
 		for _, f := range []struct {
@@ -96,6 +97,7 @@ func runREFER(args []string, stdout, stderr io.Writer) int {
 		return nil
 	}
 	pend.Base.Steps, pend.Workers, pend.Seeds = *steps, *workers, c.seeds(*seeds)
+	pend.Base.Float32, td3.Base.Float32 = c.float32(), c.float32()
 	if err := c.part("pendulum", len(pend.Samplers)*len(pend.Seeds), func() error {
 		return controlPart("pendulum", "(1) pendulum", "pendulum", pend, refer.RunPendulum)
 	}); err != nil {
