@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -98,31 +99,13 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			fmt.Fprintf(stderr, "apex bench: %v\n", err)
-			return 1
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "apex bench: %v\n", err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
-	}
-
 	start := time.Now()
-	cfg.Progress = func(line string) {
-		fmt.Fprintf(stderr, "apex bench: %5.1fs  %s\n", time.Since(start).Seconds(), line)
+	ctx, progress, interrupted, done, ok := startBench(*cpuProfile, fmt.Sprintf("about %v of timed phases", cfg.Estimate()), stderr)
+	if !ok {
+		return 1
 	}
-	fmt.Fprintf(stderr, "apex bench: about %v of timed phases, plus the fills (Ctrl-C prints the figures so far)\n", cfg.Estimate())
-	ctx, interrupted, stopWatching := watchSignals(func(s os.Signal) {
-		fmt.Fprintf(stderr, "apex bench: interrupted (%s): stopping; the figures so far follow (a second signal exits at once)\n", signalName(s))
-	}, func(s os.Signal) {
-		fmt.Fprintf(stderr, "apex bench: second interrupt (%s): exiting now, without a report\n", signalName(s))
-	})
-	defer stopWatching()
+	defer done()
+	cfg.Progress = progress
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil && (rep == nil || !rep.Interrupted) {
 		fmt.Fprintf(stderr, "apex bench: %v\n", err)
@@ -198,30 +181,13 @@ func runLearnerBench(fs *flag.FlagSet, set map[string]bool, cfg bench.Config, pr
 		fmt.Fprintf(stderr, "apex bench: invalid flags: %v (see apex bench -h)\n", err)
 		return 2
 	}
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			fmt.Fprintf(stderr, "apex bench: %v\n", err)
-			return 1
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "apex bench: %v\n", err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
+	ctx, progress, interrupted, done, ok := startBench(cpuProfile,
+		fmt.Sprintf("about %v of timed cells", 4*time.Duration(len(lc.Procs)*len(lc.Workers))*lc.Duration), stderr)
+	if !ok {
+		return 1
 	}
-	start := time.Now()
-	lc.Progress = func(line string) {
-		fmt.Fprintf(stderr, "apex bench: %5.1fs  %s\n", time.Since(start).Seconds(), line)
-	}
-	fmt.Fprintf(stderr, "apex bench: about %v of timed cells, plus the fills (Ctrl-C prints the figures so far)\n", 4*time.Duration(len(lc.Procs)*len(lc.Workers))*lc.Duration)
-	ctx, interrupted, stopWatching := watchSignals(func(s os.Signal) {
-		fmt.Fprintf(stderr, "apex bench: interrupted (%s): stopping; the figures so far follow (a second signal exits at once)\n", signalName(s))
-	}, func(s os.Signal) {
-		fmt.Fprintf(stderr, "apex bench: second interrupt (%s): exiting now, without a report\n", signalName(s))
-	})
-	defer stopWatching()
+	defer done()
+	lc.Progress = progress
 	rep, err := bench.RunLearner(ctx, lc)
 	if err != nil && (rep == nil || !rep.Interrupted) {
 		fmt.Fprintf(stderr, "apex bench: %v\n", err)
@@ -249,4 +215,39 @@ func runLearnerBench(fs *flag.FlagSet, set map[string]bool, cfg bench.Config, pr
 		return code
 	}
 	return 0
+}
+
+// startBench starts what both modes of apex bench run under: a CPU profile
+// written to cpuProfile (if set), a progress printer stamping each line
+// with the elapsed time, and the signal watch (the first signal stops the
+// run and the figures so far are reported, a second exits at once). It
+// announces the run's length (about). done stops the watch and the
+// profile; ok is false, after saying why on stderr, if the profile could
+// not be started.
+func startBench(cpuProfile, about string, stderr io.Writer) (ctx context.Context, progress func(string), interrupted func() os.Signal, done func(), ok bool) {
+	stopProfile := func() {}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "apex bench: %v\n", err)
+			return nil, nil, nil, nil, false
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			fmt.Fprintf(stderr, "apex bench: %v\n", err)
+			return nil, nil, nil, nil, false
+		}
+		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+	}
+	start := time.Now()
+	progress = func(line string) {
+		fmt.Fprintf(stderr, "apex bench: %5.1fs  %s\n", time.Since(start).Seconds(), line)
+	}
+	fmt.Fprintf(stderr, "apex bench: %s, plus the fills (Ctrl-C prints the figures so far)\n", about)
+	ctx, interrupted, stopWatching := watchSignals(func(s os.Signal) {
+		fmt.Fprintf(stderr, "apex bench: interrupted (%s): stopping; the figures so far follow (a second signal exits at once)\n", signalName(s))
+	}, func(s os.Signal) {
+		fmt.Fprintf(stderr, "apex bench: second interrupt (%s): exiting now, without a report\n", signalName(s))
+	})
+	return ctx, progress, interrupted, func() { stopWatching(); stopProfile() }, true
 }
