@@ -1,0 +1,231 @@
+package remote
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
+	"github.com/apexrl/apex/runtime"
+)
+
+// ErrClientClosed is returned by the calls of a Client (and of the
+// writers, stages and subscribers made from it) after Close.
+var ErrClientClosed = errors.New("remote: client closed")
+
+// DefaultCallTimeout is ClientOptions.CallTimeout's default: the deadline
+// of every unary call (Info, Fetch, Evaluated, ...) that the caller's
+// context does not bound more tightly.
+const DefaultCallTimeout = 10 * time.Second
+
+// ClientOptions configure Dial. The zero value dials a loopback target
+// without TLS and without a token.
+type ClientOptions struct {
+	// TLS, if not nil, secures the connection (remote/auth builds one for
+	// mutual TLS against the project CA). Nil dials without transport
+	// security, which Dial allows only for a loopback target (127.0.0.0/8,
+	// ::1, localhost) unless Insecure is set.
+	TLS *tls.Config
+	// Insecure allows a non-loopback target without TLS (a bufconn or a
+	// trusted network). The bearer token then travels in the clear.
+	Insecure bool
+	// Token is the bearer token of the caller's role (actor, learner,
+	// admin), sent as `authorization: Bearer <Token>` on every call; empty
+	// sends none.
+	Token string
+	// CallTimeout bounds every unary call and every wait of a stream call
+	// for its reply (DefaultCallTimeout when 0).
+	CallTimeout time.Duration
+	// Keepalive is the interval of HTTP/2 pings on an idle connection, so
+	// a dead peer is noticed (30 s when 0; gRPC's minimum is 10 s).
+	Keepalive time.Duration
+	// DialOptions are appended to Dial's own (a bufconn dialer in tests,
+	// interceptors).
+	DialOptions []grpc.DialOption
+}
+
+func (o *ClientOptions) fill() {
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = DefaultCallTimeout
+	}
+	if o.Keepalive <= 0 {
+		o.Keepalive = 30 * time.Second
+	}
+}
+
+// Client is a connection to an apex replay server (the Replay service) or
+// to a learner's parameter service (the Params service): one
+// grpc.ClientConn that every writer, sampling stage and subscriber made
+// from it shares (gRPC multiplexes their streams).
+//
+// A Client is safe for concurrent use by any number of goroutines. Close
+// it when done; the writers, stages and subscribers made from it must be
+// closed first.
+type Client struct {
+	conn   *grpc.ClientConn
+	replay replayv1.ReplayClient
+	params replayv1.ParamsClient
+	opts   ClientOptions
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// Dial connects to target ("host:port", or any gRPC target name) with
+// opts: TLS when given (a nil TLS is refused for a non-loopback target
+// unless opts.Insecure), the bearer token per call, message limits of
+// replayv1.MaxMessageBytes each way, keepalive pings. Like
+// grpc.NewClient, it does no I/O: the connection is made by the first
+// call, and ctx only bounds Dial itself (it is checked, not kept).
+func Dial(ctx context.Context, target string, opts ClientOptions) (*Client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("remote: dial %q: %w", target, err)
+	}
+	opts.fill()
+	var dopts []grpc.DialOption
+	if opts.TLS != nil {
+		dopts = append(dopts, grpc.WithTransportCredentials(credentials.NewTLS(opts.TLS)))
+	} else {
+		if !opts.Insecure && !isLoopback(target) {
+			return nil, fmt.Errorf("remote: dial %q: a non-loopback target needs TLS (ClientOptions.TLS) or an explicit ClientOptions.Insecure", target)
+		}
+		dopts = append(dopts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	if opts.Token != "" {
+		dopts = append(dopts, grpc.WithPerRPCCredentials(bearer{token: opts.Token, secure: opts.TLS != nil}))
+	}
+	dopts = append(dopts,
+		grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(replayv1.MaxMessageBytes),
+			grpc.MaxCallSendMsgSize(replayv1.MaxMessageBytes)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time:                opts.Keepalive,
+			Timeout:             opts.Keepalive,
+			PermitWithoutStream: false,
+		}),
+	)
+	dopts = append(dopts, opts.DialOptions...)
+	conn, err := grpc.NewClient(target, dopts...)
+	if err != nil {
+		return nil, fmt.Errorf("remote: dial %q: %w", target, err)
+	}
+	return &Client{
+		conn:   conn,
+		replay: replayv1.NewReplayClient(conn),
+		params: replayv1.NewParamsClient(conn),
+		opts:   opts,
+		closed: make(chan struct{}),
+	}, nil
+}
+
+// isLoopback reports whether target names a loopback host:
+// "localhost:p", "127.x.y.z:p", "[::1]:p", with or without a "dns:///" or
+// "passthrough:///" scheme.
+func isLoopback(target string) bool {
+	if i := strings.Index(target, ":///"); i >= 0 {
+		target = target[i+4:]
+	}
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		host = target
+	}
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && a.IsLoopback()
+}
+
+// bearer sends the role's token on every call. It asks for transport
+// security only when the connection has it, so a loopback connection
+// without TLS can still carry a token.
+type bearer struct {
+	token  string
+	secure bool
+}
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
+}
+
+func (b bearer) RequireTransportSecurity() bool { return b.secure }
+
+// Close ends the connection: calls in flight fail. Idempotent; later
+// calls return ErrClientClosed.
+func (c *Client) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		err = c.conn.Close()
+	})
+	return err
+}
+
+// isClosed reports whether Close has been called.
+func (c *Client) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// callCtx bounds a unary call by the client's CallTimeout (the caller's
+// own deadline wins when it is earlier).
+func (c *Client) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.opts.CallTimeout)
+}
+
+// Info describes the replay server: its incarnation, the run
+// configuration it serves and each table's size, limiter, counters and
+// method statistics. One unary call, bounded by CallTimeout. Safe for
+// concurrent use.
+func (c *Client) Info(ctx context.Context) (*replayv1.InfoReply, error) {
+	if c.isClosed() {
+		return nil, ErrClientClosed
+	}
+	ctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	r, err := c.replay.Info(ctx, &replayv1.InfoRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("remote: info: %w", err)
+	}
+	return r, nil
+}
+
+// Config is the run configuration the replay server was started with
+// (InfoReply.config decoded), from which learners and actor hosts build
+// their parts so that they match the server's table and method. One Info
+// call. An error names a server that sent none or one that does not
+// decode.
+func (c *Client) Config(ctx context.Context) (runtime.TrainConfig, error) {
+	info, err := c.Info(ctx)
+	if err != nil {
+		return runtime.TrainConfig{}, err
+	}
+	return decodeConfig(info.GetConfig())
+}
+
+func decodeConfig(b []byte) (runtime.TrainConfig, error) {
+	if len(b) == 0 {
+		return runtime.TrainConfig{}, errors.New("remote: config: the server sent no run configuration")
+	}
+	var cfg runtime.TrainConfig
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return runtime.TrainConfig{}, fmt.Errorf("remote: config: the server's run configuration does not decode: %w", err)
+	}
+	return cfg, nil
+}
