@@ -44,10 +44,12 @@ type RateLimiterConfig struct {
 // Safe for concurrent use. Its lock guards a few counters and is held for
 // O(1) work; waiting callers block on a channel, under their context.
 type RateLimiter struct {
+	mu sync.Mutex
+	// cfg and the balance bounds derived from it (setLocked) may change
+	// at run time (SetConfig).
 	cfg              RateLimiterConfig
 	minDiff, maxDiff float64
 
-	mu       sync.Mutex
 	inserted int64
 	sampled  int64
 	// pending counts items reserved by ReserveInsert and not yet settled
@@ -71,20 +73,63 @@ type RateLimiterStats struct {
 
 // NewRateLimiter validates cfg.
 func NewRateLimiter(cfg RateLimiterConfig) (*RateLimiter, error) {
-	switch {
-	case !(cfg.SamplesPerInsert > 0) || math.IsInf(cfg.SamplesPerInsert, 0):
-		return nil, fmt.Errorf("runtime: rate limiter: SamplesPerInsert must be positive and finite, got %v", cfg.SamplesPerInsert)
-	case cfg.MinSizeToSample < 1:
-		return nil, fmt.Errorf("runtime: rate limiter: MinSizeToSample must be >= 1, got %d", cfg.MinSizeToSample)
-	case !(cfg.ErrorBuffer >= math.Max(1, cfg.SamplesPerInsert)) || math.IsInf(cfg.ErrorBuffer, 0):
-		return nil, fmt.Errorf("runtime: rate limiter: ErrorBuffer must be finite and >= max(1, SamplesPerInsert) = %v, got %v",
-			math.Max(1, cfg.SamplesPerInsert), cfg.ErrorBuffer)
-	case cfg.Timeout < 0:
-		return nil, fmt.Errorf("runtime: rate limiter: Timeout must not be negative, got %v", cfg.Timeout)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
+	r := &RateLimiter{wake: make(chan struct{})}
+	r.setLocked(cfg)
+	return r, nil
+}
+
+// validate reports the first field of c out of range.
+func (c RateLimiterConfig) validate() error {
+	switch {
+	case !(c.SamplesPerInsert > 0) || math.IsInf(c.SamplesPerInsert, 0):
+		return fmt.Errorf("runtime: rate limiter: SamplesPerInsert must be positive and finite, got %v", c.SamplesPerInsert)
+	case c.MinSizeToSample < 1:
+		return fmt.Errorf("runtime: rate limiter: MinSizeToSample must be >= 1, got %d", c.MinSizeToSample)
+	case !(c.ErrorBuffer >= math.Max(1, c.SamplesPerInsert)) || math.IsInf(c.ErrorBuffer, 0):
+		return fmt.Errorf("runtime: rate limiter: ErrorBuffer must be finite and >= max(1, SamplesPerInsert) = %v, got %v",
+			math.Max(1, c.SamplesPerInsert), c.ErrorBuffer)
+	case c.Timeout < 0:
+		return fmt.Errorf("runtime: rate limiter: Timeout must not be negative, got %v", c.Timeout)
+	}
+	return nil
+}
+
+// setLocked installs cfg (valid) and the balance bounds derived from it.
+func (r *RateLimiter) setLocked(cfg RateLimiterConfig) {
 	off := cfg.SamplesPerInsert * float64(cfg.MinSizeToSample)
-	return &RateLimiter{cfg: cfg, minDiff: off - cfg.ErrorBuffer, maxDiff: off + cfg.ErrorBuffer,
-		wake: make(chan struct{})}, nil
+	r.cfg, r.minDiff, r.maxDiff = cfg, off-cfg.ErrorBuffer, off+cfg.ErrorBuffer
+}
+
+// Config returns the limiter's configuration. O(1); safe for concurrent
+// use.
+func (r *RateLimiter) Config() RateLimiterConfig {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfg
+}
+
+// SetConfig replaces the limiter's configuration at run time (a replay
+// server's SetLimiter), after validating it as NewRateLimiter does; an
+// invalid cfg is an error and changes nothing. The counts of inserted,
+// sampled and reserved items are kept, and the new bounds apply to them
+// from the next admission: raising SamplesPerInsert or ErrorBuffer may
+// admit samples at once, lowering them may hold samples or inserts until
+// the other side catches up. Waiting callers are woken to re-check; a
+// wait already under way keeps the Timeout it started with. O(1); safe
+// for concurrent use.
+func (r *RateLimiter) SetConfig(cfg RateLimiterConfig) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.setLocked(cfg)
+	close(r.wake)
+	r.wake = make(chan struct{})
+	return nil
 }
 
 // diffLocked is inserted·SamplesPerInsert - sampled.
@@ -186,6 +231,7 @@ func (r *RateLimiter) awaitOp(ctx context.Context, n int, op limiterOp) error {
 	}
 	var start time.Time
 	var timeout <-chan time.Time
+	var timeoutCfg time.Duration // the Timeout the wait started with
 	waited := false
 	for {
 		r.mu.Lock()
@@ -219,12 +265,12 @@ func (r *RateLimiter) awaitOp(ctx context.Context, n int, op limiterOp) error {
 			r.mu.Unlock()
 			return nil
 		}
-		wake := r.wake
+		wake, limit := r.wake, r.cfg.Timeout
 		r.mu.Unlock()
 		if !waited {
-			waited, start = true, time.Now()
-			if r.cfg.Timeout > 0 {
-				t := time.NewTimer(r.cfg.Timeout)
+			waited, start, timeoutCfg = true, time.Now(), limit
+			if limit > 0 {
+				t := time.NewTimer(limit)
 				defer t.Stop()
 				timeout = t.C
 			}
@@ -242,7 +288,7 @@ func (r *RateLimiter) awaitOp(ctx context.Context, n int, op limiterOp) error {
 			if insert {
 				side = "insert"
 			}
-			return fmt.Errorf("%w: %s of %d items waited %v (inserted %d, sampled %d)", ErrRateLimited, side, n, r.cfg.Timeout, ins, smp)
+			return fmt.Errorf("%w: %s of %d items waited %v (inserted %d, sampled %d)", ErrRateLimited, side, n, timeoutCfg, ins, smp)
 		}
 	}
 }

@@ -218,3 +218,45 @@ func TestRateLimiterReserveCommit(t *testing.T) {
 		t.Fatalf("AwaitSample after the commit: %v", err)
 	}
 }
+
+// TestRateLimiterSetConfig: a new configuration is validated (an invalid
+// one changes nothing), keeps the counts, and wakes a sampler the old
+// bounds held.
+func TestRateLimiterSetConfig(t *testing.T) {
+	cfg := RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 2, ErrorBuffer: 1}
+	r, err := NewRateLimiter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := r.AwaitInsert(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AwaitSample(ctx, 1); err != nil { // error 0 → -1: at the bound
+		t.Fatal(err)
+	}
+	if r.CanSample() {
+		t.Fatal("a sample admitted beyond the error buffer")
+	}
+	if err := r.SetConfig(RateLimiterConfig{SamplesPerInsert: 4, MinSizeToSample: 1, ErrorBuffer: 1}); err == nil {
+		t.Fatal("ErrorBuffer below SamplesPerInsert accepted")
+	}
+	if got := r.Config(); got != cfg {
+		t.Fatalf("a refused SetConfig changed the config to %+v", got)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.AwaitSample(ctx, 1) }()
+	next := RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 2, ErrorBuffer: 3}
+	if err := r.SetConfig(next); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil { // error -1 - 1 >= -3: admitted once woken
+		t.Fatal(err)
+	}
+	if got := r.Config(); got != next {
+		t.Fatalf("Config() = %+v, want %+v", got, next)
+	}
+	if st := r.Stats(); st.Inserted != 2 || st.Sampled != 2 {
+		t.Fatalf("counts changed: %+v", st)
+	}
+}
