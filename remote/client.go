@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
+	"github.com/apexrl/apex/remote/auth"
 	"github.com/apexrl/apex/runtime"
 )
 
@@ -39,15 +39,21 @@ type ClientOptions struct {
 	// ::1, localhost) unless Insecure is set.
 	TLS *tls.Config
 	// Insecure allows a non-loopback target without TLS (a bufconn or a
-	// trusted network). The bearer token then travels in the clear.
+	// trusted network); a Token is still refused there (it would travel
+	// in the clear).
 	Insecure bool
 	// Token is the bearer token of the caller's role (actor, learner,
-	// admin), sent as `authorization: Bearer <Token>` on every call; empty
-	// sends none.
+	// admin), sent as `authorization: Bearer <Token>` on every call
+	// (auth.NewBearer; without TLS only to a loopback target,
+	// auth.NewLoopbackBearer); empty sends none.
 	Token string
 	// CallTimeout bounds every unary call and every wait of a stream call
 	// for its reply (DefaultCallTimeout when 0).
 	CallTimeout time.Duration
+	// DrawTimeout bounds a remote stage's wait for a draw's batch (0: no
+	// bound, the draw waits as long as the server's rate limiter holds it,
+	// and a dead server is noticed by keepalive).
+	DrawTimeout time.Duration
 	// Keepalive is the interval of HTTP/2 pings on an idle connection, so
 	// a dead peer is noticed (30 s when 0; gRPC's minimum is 10 s).
 	Keepalive time.Duration
@@ -81,6 +87,9 @@ type Client struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+
+	statsMu sync.Mutex
+	stats   ClientStats
 }
 
 // Dial connects to target ("host:port", or any gRPC target name) with
@@ -95,16 +104,28 @@ func Dial(ctx context.Context, target string, opts ClientOptions) (*Client, erro
 	}
 	opts.fill()
 	var dopts []grpc.DialOption
+	addr, host := targetHost(target)
+	loopback := auth.IsLoopback(host)
 	if opts.TLS != nil {
 		dopts = append(dopts, grpc.WithTransportCredentials(credentials.NewTLS(opts.TLS)))
 	} else {
-		if !opts.Insecure && !isLoopback(target) {
+		if !opts.Insecure && !loopback {
 			return nil, fmt.Errorf("remote: dial %q: a non-loopback target needs TLS (ClientOptions.TLS) or an explicit ClientOptions.Insecure", target)
 		}
 		dopts = append(dopts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
 	if opts.Token != "" {
-		dopts = append(dopts, grpc.WithPerRPCCredentials(bearer{token: opts.Token, secure: opts.TLS != nil}))
+		var b *auth.Bearer
+		var err error
+		if opts.TLS != nil {
+			b, err = auth.NewBearer(opts.Token)
+		} else {
+			b, err = auth.NewLoopbackBearer(opts.Token, addr) // refuses a non-loopback target
+		}
+		if err != nil {
+			return nil, fmt.Errorf("remote: dial %q: %w", target, err)
+		}
+		dopts = append(dopts, grpc.WithPerRPCCredentials(b))
 	}
 	dopts = append(dopts,
 		grpc.WithDefaultCallOptions(
@@ -130,10 +151,9 @@ func Dial(ctx context.Context, target string, opts ClientOptions) (*Client, erro
 	}, nil
 }
 
-// isLoopback reports whether target names a loopback host:
-// "localhost:p", "127.x.y.z:p", "[::1]:p", with or without a "dns:///" or
-// "passthrough:///" scheme.
-func isLoopback(target string) bool {
+// targetHost splits target ("host:port", with or without a "dns:///"
+// or "passthrough:///" scheme) into its address and host.
+func targetHost(target string) (addr, host string) {
 	if i := strings.Index(target, ":///"); i >= 0 {
 		target = target[i+4:]
 	}
@@ -141,26 +161,8 @@ func isLoopback(target string) bool {
 	if err != nil {
 		host = target
 	}
-	if host == "localhost" {
-		return true
-	}
-	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
-	return err == nil && a.IsLoopback()
+	return target, host
 }
-
-// bearer sends the role's token on every call. It asks for transport
-// security only when the connection has it, so a loopback connection
-// without TLS can still carry a token.
-type bearer struct {
-	token  string
-	secure bool
-}
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + b.token}, nil
-}
-
-func (b bearer) RequireTransportSecurity() bool { return b.secure }
 
 // Close ends the connection: calls in flight fail. Idempotent; later
 // calls return ErrClientClosed.

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/apexrl/apex/remote/auth"
 )
 
 // bufServer is a gRPC server on an in-memory listener that tests can
@@ -106,6 +108,19 @@ func TestDialRefusesNonLoopbackWithoutTLS(t *testing.T) {
 		}
 		c.Close()
 	}
+	tok, err := auth.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := Dial(context.Background(), "10.0.0.1:7000", ClientOptions{Insecure: true, Token: tok}); err == nil {
+		c.Close()
+		t.Error("a token in the clear to a non-loopback target: no error")
+	}
+	c, err := Dial(context.Background(), "127.0.0.1:7000", ClientOptions{Token: tok})
+	if err != nil {
+		t.Fatalf("a token to a loopback target: %v", err)
+	}
+	c.Close()
 }
 
 func TestDecodeConfig(t *testing.T) {
