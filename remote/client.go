@@ -191,6 +191,34 @@ func (c *Client) callCtx(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(ctx, c.opts.CallTimeout)
 }
 
+// ClientStats are a Client's counters over its remote stages (Method), a
+// snapshot for diagnostics.
+type ClientStats struct {
+	// Draws and Rows count the batches and rows drawn.
+	Draws, Rows uint64
+	// WriteBacks counts write-backs answered; Applied and Stale their
+	// values applied and dropped (Stale includes WrongIncarnation: keys
+	// of an earlier incarnation of the server, all of a write-back's keys
+	// after a server restart).
+	WriteBacks, Applied, Stale, WrongIncarnation uint64
+	// StreamOpens counts Sample streams opened (the first included);
+	// StreamErrors the calls that failed on a broken stream.
+	StreamOpens, StreamErrors uint64
+}
+
+// Stats snapshots the client's counters. Safe for concurrent use.
+func (c *Client) Stats() ClientStats {
+	c.statsMu.Lock()
+	defer c.statsMu.Unlock()
+	return c.stats
+}
+
+func (c *Client) count(f func(*ClientStats)) {
+	c.statsMu.Lock()
+	f(&c.stats)
+	c.statsMu.Unlock()
+}
+
 // Info describes the replay server: its incarnation, the run
 // configuration it serves and each table's size, limiter, counters and
 // method statistics. One unary call, bounded by CallTimeout. Safe for
