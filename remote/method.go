@@ -1,0 +1,432 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
+	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/sampler"
+)
+
+// streamOpenAttempts bounds the attempts to open the Sample stream in one
+// call (with backoff from streamBackoff, doubling): a server that is
+// restarting gets about a second and a half.
+const (
+	streamOpenAttempts = 5
+	streamBackoff      = 50 * time.Millisecond
+)
+
+// statsRefresh is how old the cached method statistics may get before
+// Stats asks the server again, and statsTimeout that call's deadline.
+const (
+	statsRefresh = time.Second
+	statsTimeout = 250 * time.Millisecond
+)
+
+// Method returns the learner's replay method with its stage behind the
+// server: a sampler.Method whose Selector, Weighter, Features and
+// Evaluated are remote, and whose Loss, Normalizer, Name and Warnings are
+// local's (local is the same method built in the learner's process, over
+// any buffer of the table's layout: NewMethod with the server's
+// configuration). priorSteps is the learner steps already taken (a
+// resumed learner's count): the first draw serves step priorSteps+1.
+//
+// The remote Selector's Sample draws seed := rng.Uint64() (exactly one
+// draw, as sampler.Reseed does in process, so a learner consumes its
+// generator identically in and out of process), sends a Draw with the
+// seed, the batch size dst.Len() and the step (priorSteps + the draws
+// that succeeded + 1) on one long-lived Sample stream, waits for the batch
+// and fills dst: rows decoded into dst's own columns (dst must be a
+// NewBatch of a buffer with the table's layout: its columns are the
+// layout), Refs from the keys, Prob, Size, Total and MinProb; the stage's
+// weights are kept for Weighter.Weights, which copies them into b.Weight
+// and checks that it is asked for step = the draw's step − 1 (what
+// learners ask). Update sends the |δ| write-back with the incarnation of
+// the latest batch and returns its counts: keys of overwritten slots and
+// of an earlier server incarnation are both Stale (the latter also counted
+// in ClientStats.WrongIncarnation). Features (when the server's stage
+// takes features, NERS) sends Q and targets instead; Evaluated (when the
+// stage has an evaluation hook) calls the Evaluated RPC; Stats reads the
+// server's method statistics (cached for a second, refreshed with a short
+// deadline). Selector.Priority and String are local's. Episodes is nil:
+// the ReF-ER methods' episode stage has no remote form, and Method refuses
+// a local method that has one.
+//
+// A broken stream is re-opened by the next call (up to 5 attempts with
+// backoff); the call that lost its reply in the break returns the error:
+// a draw or write-back is never silently replayed, since the server may
+// have acted on it. ctx bounds the stage's life: cancel it to end the
+// stream (a waiting draw then returns). A draw waits as long as the
+// server's rate limiter holds it (ClientOptions.DrawTimeout bounds it);
+// write-backs are bounded by CallTimeout.
+//
+// Cost per draw: one round trip and a decode of the rows into dst (no
+// allocation once the stage's buffers have grown). Concurrency: like any
+// Selector, Sample, Update, Features and Weights are called by one
+// goroutine (the learner's); Priority, Evaluated and Stats from any.
+func (c *Client) Method(ctx context.Context, local sampler.Method, priorSteps uint64) (sampler.Method, error) {
+	if c.isClosed() {
+		return sampler.Method{}, ErrClientClosed
+	}
+	if err := local.Validate(); err != nil {
+		return sampler.Method{}, fmt.Errorf("remote: method: the local twin: %w", err)
+	}
+	if local.Episodes != nil {
+		return sampler.Method{}, fmt.Errorf("remote: method %q: the ReF-ER methods' episode stage (Method.Episodes, which the learner's controller reads in process) has no remote form: run the ReF-ER methods (refer, refer-1, refer-2, er) in one process with apex train", local.Name)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return sampler.Method{}, fmt.Errorf("remote: method %q: %w", local.Name, err)
+	}
+	if len(info.GetTables()) != 1 {
+		return sampler.Method{}, fmt.Errorf("remote: method %q: the server has %d tables; a remote stage serves a one-table server", local.Name, len(info.GetTables()))
+	}
+	tab := info.GetTables()[0]
+	if name, _, _ := strings.Cut(tab.GetMethod(), ":"); name != local.Name {
+		return sampler.Method{}, fmt.Errorf("remote: method %q: the server's table runs %q: build the local twin from the server's configuration (Client.Config)", local.Name, tab.GetMethod())
+	}
+	if tab.GetFeatures() != (local.Features != nil) {
+		return sampler.Method{}, fmt.Errorf("remote: method %q: the server's stage takes feature write-backs: %t, the local twin: %t", local.Name, tab.GetFeatures(), local.Features != nil)
+	}
+	s := &stage{
+		c: c, ctx: ctx, table: tab.GetName(), local: local,
+		steps: priorSteps, incarnation: info.GetIncarnation(),
+		stats: tab.GetMethodStats(), statsAt: time.Now(),
+	}
+	m := sampler.Method{
+		Name:       local.Name,
+		Selector:   s,
+		Normalizer: local.Normalizer,
+		Loss:       local.Loss,
+		Warnings:   local.Warnings,
+	}
+	if local.Weighter != nil {
+		m.Weighter = s
+	}
+	if tab.GetFeatures() {
+		m.Features = s
+	}
+	if tab.GetEvaluated() {
+		m.Evaluated = s.evaluated
+	}
+	if local.Stats != nil {
+		m.Stats = s.methodStats
+	}
+	return m, nil
+}
+
+// stage is the remote half of a Method: Selector, Weighter and
+// FeatureUpdater over the Sample stream.
+type stage struct {
+	c     *Client
+	ctx   context.Context
+	table string
+	local sampler.Method
+
+	// The learner goroutine's state.
+	stream      grpc.BidiStreamingClient[replayv1.SampleRequest, replayv1.SampleReply]
+	cancel      context.CancelFunc // ends stream
+	nextID      uint64
+	steps       uint64 // draws that succeeded, priorSteps included
+	drawStep    uint64 // the latest batch's step (0: none)
+	weights     []float64
+	incarnation uint64 // the latest batch's (Info's before the first)
+	keys        []uint64
+	req         replayv1.SampleRequest
+
+	statsMu sync.Mutex
+	stats   map[string]float64
+	statsAt time.Time
+}
+
+var (
+	_ sampler.Selector       = (*stage)(nil)
+	_ sampler.Weighter       = (*stage)(nil)
+	_ sampler.FeatureUpdater = (*stage)(nil)
+)
+
+// Sample draws a batch from the server's stage into dst.
+func (s *stage) Sample(rng *rand.Rand, dst *buffer.Batch) error {
+	if rng == nil || dst == nil {
+		return fmt.Errorf("remote: sample: %w: nil generator or batch", buffer.ErrNil)
+	}
+	seed := rng.Uint64()
+	n := dst.Len()
+	if n == 0 {
+		return fmt.Errorf("remote: sample: %w: a batch of 0 rows", buffer.ErrBatchSize)
+	}
+	step := s.steps + 1
+	s.nextID++
+	draw := &replayv1.Draw{Table: s.table, Id: s.nextID, Batch: uint32(n), Seed: seed, Step: step}
+	s.req.Kind = &replayv1.SampleRequest_Draw{Draw: draw}
+	reply, err := s.roundTrip(&s.req, s.c.opts.DrawTimeout)
+	if err != nil {
+		return fmt.Errorf("remote: draw for step %d: %w", step, err)
+	}
+	b := reply.GetBatch()
+	if b == nil || b.GetId() != draw.Id {
+		return s.broken(fmt.Errorf("remote: draw %d: the reply is %s", draw.Id, describe(reply)))
+	}
+	if err := s.fill(dst, b); err != nil {
+		return fmt.Errorf("remote: draw for step %d: %w", step, err)
+	}
+	s.steps, s.drawStep, s.incarnation = step, step, b.GetIncarnation()
+	s.weights = append(s.weights[:0], b.GetWeight()...)
+	s.c.count(func(st *ClientStats) { st.Draws++; st.Rows += uint64(n) })
+	return nil
+}
+
+// fill copies batch b's rows and metadata into dst (n rows).
+func (s *stage) fill(dst *buffer.Batch, b *replayv1.Batch) error {
+	n := dst.Len()
+	if len(b.GetKeys()) != n || len(b.GetProb()) != n || (len(b.GetWeight()) != 0 && len(b.GetWeight()) != n) || b.GetData().GetRows() != uint32(n) {
+		return fmt.Errorf("the server's batch has %d keys, %d probabilities, %d weights and %d rows for a draw of %d",
+			len(b.GetKeys()), len(b.GetProb()), len(b.GetWeight()), b.GetData().GetRows(), n)
+	}
+	if err := DecodeTransitions(&dst.Transitions, batchLayout(dst, n), b.GetData()); err != nil {
+		return err
+	}
+	dst.Refs = AppendRefs(dst.Refs[:0], b.GetKeys())
+	dst.Prob = append(dst.Prob[:0], b.GetProb()...)
+	dst.Size, dst.Total, dst.MinProb = int(b.GetSize()), b.GetTotal(), b.GetMinProb()
+	return nil
+}
+
+// batchLayout is the table layout dst's columns (n rows, as NewBatch made
+// them) spell out: what decoding into dst needs.
+func batchLayout(dst *buffer.Batch, n int) buffer.Config {
+	t := &dst.Transitions
+	cfg := buffer.Config{
+		ObsDim:     len(t.Obs) / n,
+		Action:     buffer.Discrete,
+		Episode:    len(t.EpisodeID) > 0,
+		GlobalStep: len(t.GlobalStep) > 0,
+		ActorID:    len(t.ActorID) > 0,
+		StateHash:  len(t.StateHash) > 0,
+	}
+	if len(t.ActionVec) > 0 {
+		cfg.Action, cfg.ActionDim = buffer.Continuous, len(t.ActionVec)/n
+	}
+	for i, f := range t.Floats {
+		cfg.Floats = append(cfg.Floats, buffer.FloatColumn{Name: fmt.Sprint(i), Width: len(f) / n})
+	}
+	return cfg
+}
+
+// Weights copies the latest batch's weights from the server's stage into
+// b.Weight (all 1 when the stage sent none). step must be the draw's step
+// − 1, the learner step the weights were computed for.
+func (s *stage) Weights(b *buffer.Batch, step int64) error {
+	if s.drawStep == 0 {
+		return errors.New("remote: weights: no batch drawn yet")
+	}
+	if step != int64(s.drawStep)-1 {
+		return fmt.Errorf("remote: weights for step %d, but the server computed them at the draw for learner step %d, that is for step %d", step, s.drawStep, s.drawStep-1)
+	}
+	n := b.Len()
+	if len(s.weights) != 0 && len(s.weights) != n {
+		return fmt.Errorf("remote: weights: a batch of %d rows, the latest draw had %d", n, len(s.weights))
+	}
+	if cap(b.Weight) < n {
+		b.Weight = make([]float64, n)
+	}
+	b.Weight = b.Weight[:n]
+	if len(s.weights) == 0 {
+		for i := range b.Weight {
+			b.Weight[i] = 1
+		}
+		return nil
+	}
+	copy(b.Weight, s.weights)
+	return nil
+}
+
+// Update writes the learner's |δ| back to the server's stage.
+func (s *stage) Update(refs []buffer.Ref, absTD []float64) (buffer.UpdateResult, error) {
+	if len(refs) != len(absTD) {
+		return buffer.UpdateResult{}, fmt.Errorf("remote: update: %w: %d refs, %d errors", buffer.ErrShape, len(refs), len(absTD))
+	}
+	for i, d := range absTD {
+		if math.IsNaN(d) || math.IsInf(d, 0) || d < 0 {
+			return buffer.UpdateResult{}, fmt.Errorf("remote: update: %w: |δ| of row %d is %v", buffer.ErrPriority, i, d)
+		}
+	}
+	return s.writeBack(&replayv1.WriteBack{AbsTd: absTD}, refs)
+}
+
+// UpdateFeatures writes Q and the targets back to the server's stage.
+func (s *stage) UpdateFeatures(refs []buffer.Ref, q, target []float64) (buffer.UpdateResult, error) {
+	if len(refs) != len(q) || len(refs) != len(target) {
+		return buffer.UpdateResult{}, fmt.Errorf("remote: update features: %w: %d refs, %d Q values, %d targets", buffer.ErrShape, len(refs), len(q), len(target))
+	}
+	for i := range q {
+		if math.IsNaN(q[i]) || math.IsInf(q[i], 0) || math.IsNaN(target[i]) || math.IsInf(target[i], 0) {
+			return buffer.UpdateResult{}, fmt.Errorf("remote: update features: %w: row %d has Q %v, target %v", buffer.ErrNonFinite, i, q[i], target[i])
+		}
+	}
+	return s.writeBack(&replayv1.WriteBack{Q: q, Target: target}, refs)
+}
+
+func (s *stage) writeBack(wb *replayv1.WriteBack, refs []buffer.Ref) (buffer.UpdateResult, error) {
+	s.nextID++
+	s.keys = AppendKeys(s.keys[:0], refs)
+	wb.Table, wb.Id, wb.Incarnation, wb.Keys = s.table, s.nextID, s.incarnation, s.keys
+	s.req.Kind = &replayv1.SampleRequest_WriteBack{WriteBack: wb}
+	reply, err := s.roundTrip(&s.req, s.c.opts.CallTimeout)
+	if err != nil {
+		return buffer.UpdateResult{}, fmt.Errorf("remote: write-back: %w", err)
+	}
+	r := reply.GetWritten()
+	if r == nil || r.GetId() != wb.Id {
+		return buffer.UpdateResult{}, s.broken(fmt.Errorf("remote: write-back %d: the reply is %s", wb.Id, describe(reply)))
+	}
+	res := buffer.UpdateResult{Applied: int(r.GetApplied()), Stale: int(r.GetStale() + r.GetWrongIncarnation())}
+	if res.Applied+res.Stale != len(refs) {
+		return res, fmt.Errorf("remote: write-back %d: the server counts %d applied and %d dropped of %d", wb.Id, res.Applied, res.Stale, len(refs))
+	}
+	s.c.count(func(st *ClientStats) {
+		st.WriteBacks++
+		st.Applied += uint64(r.GetApplied())
+		st.Stale += uint64(res.Stale)
+		st.WrongIncarnation += uint64(r.GetWrongIncarnation())
+	})
+	return res, nil
+}
+
+// Priority is the local twin's.
+func (s *stage) Priority(absTD float64) float64 { return s.local.Selector.Priority(absTD) }
+
+// String is the local twin's stage name.
+func (s *stage) String() string { return s.local.Selector.String() }
+
+// evaluated hands the server's stage an evaluation's mean return.
+func (s *stage) evaluated(meanReturn float64) error {
+	if math.IsNaN(meanReturn) || math.IsInf(meanReturn, 0) {
+		return fmt.Errorf("remote: evaluated: %w: mean return %v", buffer.ErrNonFinite, meanReturn)
+	}
+	ctx, cancel := s.c.callCtx(s.ctx)
+	defer cancel()
+	if _, err := s.c.replay.Evaluated(ctx, &replayv1.EvaluatedRequest{Table: s.table, MeanReturn: meanReturn}); err != nil {
+		return fmt.Errorf("remote: evaluated: %w", err)
+	}
+	return nil
+}
+
+// methodStats is the server's method statistics, at most statsRefresh old
+// when the server answers within statsTimeout (the cached ones otherwise).
+func (s *stage) methodStats() map[string]float64 {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	if time.Since(s.statsAt) >= statsRefresh {
+		ctx, cancel := context.WithTimeout(s.ctx, statsTimeout)
+		info, err := s.c.Info(ctx)
+		cancel()
+		if err == nil && len(info.GetTables()) == 1 {
+			s.stats = info.GetTables()[0].GetMethodStats()
+		}
+		s.statsAt = time.Now()
+	}
+	out := make(map[string]float64, len(s.stats))
+	for k, v := range s.stats {
+		out[k] = v
+	}
+	return out
+}
+
+// roundTrip sends req on the Sample stream (opening it if needed) and
+// returns the next reply, waiting at most timeout (0: no limit). Any
+// failure after the send leaves the stream closed for the next call to
+// re-open; the error is returned, never retried.
+func (s *stage) roundTrip(req *replayv1.SampleRequest, timeout time.Duration) (*replayv1.SampleReply, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	var timer *time.Timer
+	var timedOut atomic.Bool
+	if timeout > 0 {
+		cancel := s.cancel
+		timer = time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
+	}
+	err := s.stream.Send(req)
+	var reply *replayv1.SampleReply
+	if err == nil {
+		reply, err = s.stream.Recv()
+	} else if err == io.EOF {
+		_, err = s.stream.Recv() // the stream's status
+	}
+	if timer != nil && !timer.Stop() && timedOut.Load() {
+		err = fmt.Errorf("no reply within %v: %w", timeout, context.DeadlineExceeded)
+	}
+	if err != nil {
+		if err == io.EOF {
+			err = errors.New("the server ended the stream")
+		}
+		return nil, s.broken(err)
+	}
+	return reply, nil
+}
+
+// broken closes the stream (the next call re-opens it) and returns err.
+func (s *stage) broken(err error) error {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.stream, s.cancel = nil, nil
+	s.c.count(func(st *ClientStats) { st.StreamErrors++ })
+	return err
+}
+
+// open opens the Sample stream unless it is open, trying
+// streamOpenAttempts times with backoff.
+func (s *stage) open() error {
+	if s.stream != nil {
+		return nil
+	}
+	if s.c.isClosed() {
+		return ErrClientClosed
+	}
+	backoff := streamBackoff
+	var err error
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithCancel(s.ctx)
+		var st grpc.BidiStreamingClient[replayv1.SampleRequest, replayv1.SampleReply]
+		if st, err = s.c.replay.Sample(ctx); err == nil {
+			s.stream, s.cancel = st, cancel
+			s.c.count(func(st *ClientStats) { st.StreamOpens++ })
+			return nil
+		}
+		cancel()
+		if attempt == streamOpenAttempts || s.ctx.Err() != nil {
+			return fmt.Errorf("open the sample stream (%d attempts): %w", attempt, err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		backoff *= 2
+	}
+}
+
+// describe names a reply's kind for an error.
+func describe(r *replayv1.SampleReply) string {
+	switch k := r.GetKind().(type) {
+	case *replayv1.SampleReply_Batch:
+		return fmt.Sprintf("batch %d", k.Batch.GetId())
+	case *replayv1.SampleReply_Written:
+		return fmt.Sprintf("write-back result %d", k.Written.GetId())
+	}
+	return "empty"
+}
