@@ -77,7 +77,11 @@ func (l *DQN) Save(w io.Writer) error {
 // The checkpoint must come from a learner with the same configuration
 // (after defaults), the same replay method (name and loss) and the same
 // network shape; otherwise the error wraps ErrMismatch and says what
-// differs. A stream that is not a valid checkpoint (empty, truncated,
+// differs. The
+// precision may differ (model.Config.Float32 of the networks): the saved
+// float64 parameters load into the learner's networks as they are, and
+// each optimizer is converted to its network's precision
+// (model.Adam.SetFloat32: moments rounded to float32 or widened exactly). A stream that is not a valid checkpoint (empty, truncated,
 // another kind or a newer version, a file of the earlier format, bad
 // checksum, inconsistent contents) is an error wrapping ErrCorrupt (and
 // the model package's ErrCorrupt for a damaged network or optimizer).
@@ -287,7 +291,11 @@ func loadNet(r io.Reader, what string, like *model.Net) (*model.Net, error) {
 
 // loadAdam reads one optimizer and checks it fits like (length, config)
 // and has taken steps updates. Non-finite moments and negative second
-// moments are refused by model.LoadAdam, naming the moment.
+// moments are refused by model.LoadAdam, naming the moment. An optimizer
+// saved in the other precision than like's (AdamConfig.Float32: the
+// learner's networks were built with the other model.Config.Float32) is
+// converted to like's (model.Adam.SetFloat32: its step count and moments
+// carry over, rounded to float32 or widened exactly).
 func loadAdam(r io.Reader, what string, like *model.Adam, steps uint64) (*model.Adam, error) {
 	adam, err := model.LoadAdam(r)
 	if err != nil {
@@ -299,8 +307,9 @@ func loadAdam(r io.Reader, what string, like *model.Adam, steps uint64) (*model.
 	// The step size is not compared: ReF-ER anneals it each step (the
 	// learner's configured rates are compared with its config).
 	ac, lc := adam.Config(), like.Config()
-	if ac.Float32 != lc.Float32 {
-		return nil, errorf(ErrMismatch, "%s: saved with Float32 = %t, the learner's is %t (an optimizer follows its network's precision: load into networks built with model.Config.Float32 = %t)", what, ac.Float32, lc.Float32, ac.Float32)
+	if ac.Float32 != lc.Float32 { // the precision of the learner's networks changed: convert
+		adam.SetFloat32(lc.Float32)
+		ac.Float32 = lc.Float32
 	}
 	ac.LR, lc.LR = 0, 0
 	if ac != lc {

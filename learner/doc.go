@@ -97,8 +97,10 @@
 //  6. Read Stats from any goroutine for progress and metrics.
 //  7. Checkpoint with Save (together with buffer.Buffer.Save, with the
 //     learner and the inserters stopped) and resume with Load on a learner
-//     built the same way (networks of the same precision: a float32
-//     learner's checkpoint into a float64 one is ErrMismatch).
+//     built the same way; the networks' precision may differ (a float64
+//     learner's checkpoint loads into a float32 one and back: the float64
+//     parameters carry over, and each optimizer's moments are rounded to
+//     float32 or widened, model.Adam.SetFloat32).
 //
 // # Costs
 //

@@ -3,7 +3,9 @@ package learner
 import (
 	"bytes"
 	"errors"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -145,8 +147,10 @@ func TestAdamFloat32Refused(t *testing.T) {
 
 // TestFloat32Checkpoint: a float32 learner's checkpoint loads into a
 // float32 learner (its optimizers float32 with the saved moments and step
-// count, its networks the saved ones) and is refused by a float64 one, and the other way
-// round, with ErrMismatch naming the precision.
+// count, its networks the saved ones), and converts into a float64 one and
+// the other way round: the saved parameters exactly, each optimizer's step
+// count and moments (widened exactly, or rounded to float32) in the
+// learner's precision; the converted learner keeps learning.
 func TestFloat32Checkpoint(t *testing.T) {
 	save := func(save func(*bytes.Buffer) error) []byte {
 		var b bytes.Buffer
@@ -173,13 +177,30 @@ func TestFloat32Checkpoint(t *testing.T) {
 			t.Fatal("the float32 learner's checkpoint did not round-trip")
 		}
 		c, _ := newCkLearner(t, cfg, ckNetCfg, 2, buf)
-		if err := c.Load(bytes.NewReader(ck)); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "Float32") {
-			t.Fatalf("float32 checkpoint into float64 learner: %v, want ErrMismatch naming Float32", err)
+		if err := c.Load(bytes.NewReader(ck)); err != nil {
+			t.Fatalf("float32 checkpoint into float64 learner: %v", err)
 		}
-		steps(t, c, 1)
+		if c.adam.Config().Float32 || !sameAdam(t, adamAs(t, a.adam, false), c.adam) || c.Steps() != a.Steps() ||
+			!equal(a.Net().Params(), c.Net().Params()) || !equal(a.Target().Params(), c.Target().Params()) {
+			t.Fatal("float32 → float64: the parameters, step count or widened moments did not carry over")
+		}
+		before := slices.Clone(c.Net().Params())
+		steps(t, c, 3)
+		if equal(before, c.Net().Params()) || allFloat32(c.Net().Params()) < 0 || math.IsNaN(c.Stats().Loss) {
+			t.Fatalf("the converted float64 learner did not keep learning in float64 (loss %v)", c.Stats().Loss)
+		}
 		ck64 := save(func(w *bytes.Buffer) error { return c.Save(w) })
-		if err := b.Load(bytes.NewReader(ck64)); !errors.Is(err, ErrMismatch) {
-			t.Fatalf("float64 checkpoint into float32 learner: %v, want ErrMismatch", err)
+		if err := b.Load(bytes.NewReader(ck64)); err != nil {
+			t.Fatalf("float64 checkpoint into float32 learner: %v", err)
+		}
+		if !b.adam.Config().Float32 || !sameAdam(t, adamAs(t, c.adam, true), b.adam) || b.Steps() != c.Steps() ||
+			!equal(c.Net().Params(), b.Net().Params()) || !equal(c.Target().Params(), b.Target().Params()) {
+			t.Fatal("float64 → float32: the parameters, step count or rounded moments did not carry over")
+		}
+		before = slices.Clone(b.Net().Params())
+		steps(t, b, 3)
+		if equal(before, b.Net().Params()) || allFloat32(b.Net().Params()) >= 0 || math.IsNaN(b.Stats().Loss) {
+			t.Fatalf("the converted float32 learner did not keep learning in float32 (loss %v)", b.Stats().Loss)
 		}
 	})
 	t.Run("td3", func(t *testing.T) {
@@ -208,10 +229,51 @@ func TestFloat32Checkpoint(t *testing.T) {
 			!sameState(td3State(a), td3State(b)) {
 			t.Fatal("the float32 learner's checkpoint did not round-trip")
 		}
-		if err := mk(2, false).Load(bytes.NewReader(ck)); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "Float32") {
-			t.Fatalf("float32 checkpoint into float64 learner: %v, want ErrMismatch naming Float32", err)
+		c := mk(2, false)
+		if err := c.Load(bytes.NewReader(ck)); err != nil {
+			t.Fatalf("float32 checkpoint into float64 learner: %v", err)
+		}
+		if c.actorAdam.Config().Float32 || c.criticAdam[0].Config().Float32 ||
+			!sameAdam(t, adamAs(t, a.actorAdam, false), c.actorAdam) || !sameAdam(t, adamAs(t, a.criticAdam[1], false), c.criticAdam[1]) ||
+			!sameState(td3State(a), td3State(c)) {
+			t.Fatal("float32 → float64: the networks or the widened optimizers did not carry over")
+		}
+		td3Steps(t, c, 4)
+		if sameState(td3State(a), td3State(c)) || allFloat32(params(c.critic[0])) < 0 {
+			t.Fatal("the converted float64 learner did not keep learning in float64")
+		}
+		ck64 := save(func(w *bytes.Buffer) error { return c.Save(w) })
+		d := mk(3, true)
+		if err := d.Load(bytes.NewReader(ck64)); err != nil {
+			t.Fatalf("float64 checkpoint into float32 learner: %v", err)
+		}
+		if !d.actorAdam.Config().Float32 || !d.criticAdam[1].Config().Float32 ||
+			!sameAdam(t, adamAs(t, c.actorAdam, true), d.actorAdam) || !sameAdam(t, adamAs(t, c.criticAdam[1], true), d.criticAdam[1]) ||
+			!sameState(td3State(c), td3State(d)) {
+			t.Fatal("float64 → float32: the networks or the rounded optimizers did not carry over")
+		}
+		td3Steps(t, d, 4)
+		if sameState(td3State(c), td3State(d)) || allFloat32(params(d.critic[0])) >= 0 {
+			t.Fatal("the converted float32 learner did not keep learning")
 		}
 	})
+}
+
+// adamAs is a copy of a (through Save and model.LoadAdam) switched to the
+// given precision with model.Adam.SetFloat32: what a learner's Load makes
+// of a saved optimizer of the other precision.
+func adamAs(t *testing.T, a *model.Adam, f32 bool) *model.Adam {
+	t.Helper()
+	var b bytes.Buffer
+	if err := a.Save(&b); err != nil {
+		t.Fatal(err)
+	}
+	c, err := model.LoadAdam(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetFloat32(f32)
+	return c
 }
 
 // sameAdam reports whether two optimizers save the same bytes (config,

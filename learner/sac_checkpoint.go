@@ -79,7 +79,11 @@ func (l *SAC) Save(w io.Writer) error {
 // The checkpoint must come from a SAC learner with the same configuration
 // (after defaults), the same replay method (name and loss) and the same
 // network shapes; otherwise the error wraps ErrMismatch and says what
-// differs. A stream that is not a valid SAC checkpoint (empty, truncated,
+// differs. The
+// precision may differ (model.Config.Float32 of the networks): the saved
+// float64 parameters load into the learner's networks as they are, and
+// each optimizer is converted to its network's precision
+// (model.Adam.SetFloat32: moments rounded to float32 or widened exactly). A stream that is not a valid SAC checkpoint (empty, truncated,
 // another kind or a newer version, a file of the earlier format, bad
 // checksum, inconsistent contents) is an error
 // wrapping ErrCorrupt (and the model package's ErrCorrupt for a damaged

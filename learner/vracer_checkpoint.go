@@ -57,7 +57,11 @@ func (l *VRACER) Save(w io.Writer) error {
 //
 // The checkpoint must come from a V-RACER learner with the same
 // configuration (after defaults), the same replay method name and the
-// same network shape (ErrMismatch otherwise). A stream that is not a
+// same network shape (ErrMismatch otherwise). The
+// precision may differ (model.Config.Float32 of the networks): the saved
+// float64 parameters load into the learner's networks as they are, and
+// each optimizer is converted to its network's precision
+// (model.Adam.SetFloat32: moments rounded to float32 or widened exactly). A stream that is not a
 // valid V-RACER checkpoint is an error wrapping ErrCorrupt; a network with
 // a NaN or infinite parameter or non-zero std-parameter weights, an
 // optimizer with a NaN or infinite moment or a negative second moment, and

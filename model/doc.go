@@ -85,13 +85,15 @@
 //
 // # Float32 path
 //
-// Config.Float32 and AdamConfig.Float32 (both default false, opt-in) run
-// a Net's batch Forward and Backward (B > 1) and Adam's Step on the
+// Config.Float32 and AdamConfig.Float32 (both default false here; the
+// runtime's DefaultTrainConfig, so apex train, sets them for its learner)
+// run a Net's batch Forward and Backward (B > 1) and Adam's Step on the
 // float32 SIMD kernels of model/internal/f32 (AVX-512 or AVX2, picked
 // from the CPU; a portable Go twin elsewhere) behind the same float64
 // API: Params, Grads, snapshots and checkpoints stay float64 (the format
 // is unchanged; the header records the option, so a float32 Net or Adam
-// loads as one), the float64 parameters are the master copy rounded to
+// loads as one, and Adam.SetFloat32 switches a loaded optimizer's
+// precision), the float64 parameters are the master copy rounded to
 // float32 at every batch Forward, and a single row (an actor's Forward)
 // is computed in float64 as without the option. Results agree with the
 // float64 path to float32 precision, not bit for bit. Every float64

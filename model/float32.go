@@ -256,6 +256,29 @@ func (a *Adam) step32(params, grads []float64) (float64, error) {
 	return norm, nil
 }
 
+// SetFloat32 switches the optimizer's Step to the float32 path (on) or
+// back to the float64 one, keeping its step count and moments: the
+// conversion a learner makes when a checkpoint of one precision resumes
+// in the other. float64 → float32 rounds the moments to float32 (as a
+// float32 Adam holds them); float32 → float64 widens them exactly. The
+// parameters are not the optimizer's: they stay float64 in both modes, and
+// the next float32 Step rounds them. Config().Float32 reports the new
+// mode; switching to the mode it is in does nothing. Cost O(n); switching
+// on allocates Float32's four float32 vectors. Not safe for concurrent
+// use with Step or Save.
+func (a *Adam) SetFloat32(on bool) {
+	switch {
+	case on && a.f32 == nil:
+		n := len(a.m)
+		a.f32 = &adam32{impl: f32.Auto, m: make([]float32, n), v: make([]float32, n), p: make([]float32, n), g: make([]float32, n)}
+		a.syncMoments32()
+	case !on && a.f32 != nil:
+		a.syncMoments64()
+		a.f32 = nil
+	}
+	a.cfg.Float32 = on
+}
+
 // syncMoments64 copies a float32 Adam's moments into m and v (for Save);
 // a float64 Adam has nothing to do. O(n).
 func (a *Adam) syncMoments64() {

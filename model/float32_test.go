@@ -269,6 +269,86 @@ func TestAdamFloat32MatchesFloat64(t *testing.T) {
 	}
 }
 
+// TestAdamSetFloat32: switching an optimizer's precision keeps its step
+// count and moments (rounded to float32 on the way there, widened exactly
+// on the way back), and the switched optimizer steps as one built in that
+// precision with those moments: bit for bit the same parameters.
+func TestAdamSetFloat32(t *testing.T) {
+	const n = 300
+	rng := rand.New(rand.NewPCG(23, 24))
+	grads := make([][]float64, 6)
+	for i := range grads {
+		grads[i] = randVec(rng, n, 0.1)
+	}
+	p0 := randVec(rng, n, 1)
+	step := func(a *Adam, p []float64, gs [][]float64) {
+		for _, g := range gs {
+			if _, err := a.Step(p, slices.Clone(g)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// saved returns a copy of a through Save and LoadAdam (the moments in
+	// their float64 form, as a checkpoint holds them).
+	saved := func(a *Adam) *Adam {
+		var b bytes.Buffer
+		if err := a.Save(&b); err != nil {
+			t.Fatal(err)
+		}
+		c, err := LoadAdam(&b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, from32 := range []bool{false, true} {
+		a, err := NewAdam(n, AdamConfig{LR: 1e-3, ClipNorm: 0.5, Float32: from32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := slices.Clone(p0)
+		step(a, p, grads[:3])
+		m, v := slices.Clone(saved(a).m), slices.Clone(saved(a).v)
+		a.SetFloat32(!from32)
+		if a.Config().Float32 == from32 || a.Steps() != 3 {
+			t.Fatalf("from float32 %t: after SetFloat32 Float32 = %t, Steps = %d", from32, a.Config().Float32, a.Steps())
+		}
+		b := saved(a)
+		for i := range m {
+			wm, wv := m[i], v[i]
+			if !from32 { // float64 → float32 rounds the moments
+				wm, wv = float64(float32(wm)), float64(float32(wv))
+			}
+			if b.m[i] != wm || b.v[i] != wv {
+				t.Fatalf("from float32 %t: moment %d is (%v, %v), want (%v, %v)", from32, i, b.m[i], b.v[i], wm, wv)
+			}
+		}
+		// The switched optimizer and a fresh one of the new precision
+		// holding the same moments take the same next steps.
+		fresh, err := NewAdam(n, AdamConfig{LR: 1e-3, ClipNorm: 0.5, Float32: !from32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh.t = 3
+		copy(fresh.m, b.m)
+		copy(fresh.v, b.v)
+		fresh.syncMoments32()
+		q := slices.Clone(p)
+		step(a, p, grads[3:])
+		step(fresh, q, grads[3:])
+		if !slices.Equal(p, q) {
+			t.Fatalf("from float32 %t: the switched optimizer's steps differ from a fresh %t one's", from32, !from32)
+		}
+		if i := slices.IndexFunc(p, func(x float64) bool { return float64(float32(x)) != x }); (i < 0) != !from32 {
+			t.Fatalf("from float32 %t: after the switched steps, first non-float32 parameter %d", from32, i)
+		}
+		a.SetFloat32(!from32) // the mode it is in: nothing changes
+		if c := saved(a); !slices.Equal(c.m, saved(fresh).m) || a.Config().Float32 == from32 {
+			t.Fatalf("from float32 %t: SetFloat32 to the current mode changed the optimizer", from32)
+		}
+	}
+}
+
 // TestAdamFloat32RefusesNonFinite: a NaN, an infinity or a gradient beyond
 // float32's range is refused and changes nothing.
 func TestAdamFloat32RefusesNonFinite(t *testing.T) {

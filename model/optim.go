@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/apexrl/apex/model/internal/f32"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/floats"
 )
@@ -146,7 +145,7 @@ func NewAdam(n int, cfg AdamConfig) (*Adam, error) {
 	}
 	a := &Adam{cfg: cfg, m: make([]float64, n), v: make([]float64, n)}
 	if cfg.Float32 {
-		a.f32 = &adam32{impl: f32.Auto, m: make([]float32, n), v: make([]float32, n), p: make([]float32, n), g: make([]float32, n)}
+		a.SetFloat32(true)
 	}
 	return a, nil
 }

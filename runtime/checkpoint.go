@@ -232,7 +232,11 @@ func probeWritable(path string) error {
 // optimizer, step, RNG) and run counters, exactly. override, if not nil, may
 // change how the resumed run proceeds (Steps, Duration, TargetReturn,
 // Actors, EvalEvery, Checkpoint, CheckpointEvery); fields that shape the
-// model or the replay must stay as saved. The checkpoint path recorded in
+// model or the replay must stay as saved. Float32 may change: the
+// learner's float64 master parameters load into networks of the new
+// precision and each optimizer's step count and moments carry over
+// (rounded to float32, or widened exactly; model.Adam.SetFloat32), and
+// Warnings names the conversion. The checkpoint path recorded in
 // the file is not reused: the resumed run writes checkpoints only where
 // override sets Checkpoint (so resuming a copy never overwrites the
 // original run's newer checkpoint). Actors start new episodes with fresh
@@ -325,6 +329,9 @@ func ResumeTrainer(path string, override func(*TrainConfig)) (*Trainer, error) {
 	default:
 		return nil, bad("a %s section after the last part", hd)
 	}
+	if h.Config.Float32 != cfg.Float32 {
+		t.notes = append(t.notes, precisionNote(h.Config.Float32, cfg.Float32))
+	}
 	t.base = h.Base
 	t.curve = h.Curve
 	t.limiter.restore(h.Inserted, h.Sampled)
@@ -371,10 +378,21 @@ func sameShape(a, b TrainConfig) error {
 		return errors.New("the rate limiter's settings (replay ratio, minimum size to sample) cannot change on resume: its saved balance is in their terms")
 	case a.Deterministic != b.Deterministic:
 		return errors.New("the deterministic mode cannot be switched on or off on resume")
-	case a.Float32 != b.Float32:
-		return fmt.Errorf("float32 cannot change on resume (the checkpoint's learner has float32 = %t)", a.Float32)
 	}
 	return nil
+}
+
+// precisionNote says which conversion a resume that changed Float32 made
+// of the checkpoint's learner (from32: the checkpoint's Float32, to32:
+// the resumed run's).
+func precisionNote(from32, to32 bool) string {
+	name := map[bool]string{false: "float64", true: "float32"}
+	how := "its float64 parameters carry over as they are and its Adam moments are widened exactly"
+	if to32 {
+		how = "its float64 parameters carry over (the next float32 Adam step rounds them to float32) and its Adam moments are rounded to float32"
+	}
+	return fmt.Sprintf("resume: the checkpoint's %s learner was converted to %s (Float32 %t → %t): %s; the run continues in %s",
+		name[from32], name[to32], from32, to32, how, name[to32])
 }
 
 // fileReader is a buffered reader over a checkpoint file that reports the

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,18 +57,24 @@ type TrainConfig struct {
 	Capacity    int     `json:"capacity"` // replay capacity; 100000
 	Hidden      []int   `json:"hidden"`   // hidden widths; [64 64] (td3: each of the policy and the critics)
 	Dueling     bool    `json:"dueling"`
-	// Float32 (opt-in, default false) runs the learner's math on the
-	// float32 SIMD kernels of model/internal/f32: every network the
-	// learner updates and its targets are built with model.Config.Float32
-	// (the same initial parameters as without it), and the learner's Adam
-	// follows them. Batch forwards, backwards and Adam steps are several
-	// times faster (bench/BENCHMARKS.md), at float32 precision: the
-	// parameters are float32 values after every step, and results agree
-	// with the float64 run to about 1e-6 relative per operation, not bit
-	// for bit. The actors' networks stay float64 (one row runs on the
-	// float64 layers either way). It cannot change on resume. float64
-	// stays the default until learning-quality runs have compared the two.
-	Float32 bool `json:"float32,omitempty"`
+	// Float32 runs the learner's math on the float32 SIMD kernels of
+	// model/internal/f32: every network the learner updates and its
+	// targets are built with model.Config.Float32 (the same initial
+	// parameters as without it), and the learner's Adam follows them.
+	// Batch forwards, backwards and Adam steps are several times faster
+	// (bench/BENCHMARKS.md), at float32 precision: the parameters are
+	// float32 values after every step, and results agree with the float64
+	// run to about 1e-6 relative per operation, not bit for bit. The
+	// actors' networks stay float64 (one row runs on the float64 layers
+	// either way). DefaultTrainConfig (and so apex train) sets it: the
+	// experiments' acceptance checks pass with it and CartPole's default
+	// run solves faster. Unlike most fields its zero value is not replaced
+	// by a default: false is the float64 learner, what a TrainConfig
+	// literal, and the JSON of a configuration saved before float32 became
+	// the default (no "float32" key), mean. A resume may change it: the
+	// learner's float64 master parameters and Adam's moments carry over
+	// (ResumeTrainer, Trainer.Warnings).
+	Float32 bool `json:"float32"`
 	// LearnerWorkers is W, the goroutines a learner step's batch is split
 	// over (data parallel: each of W row shards computes its rows'
 	// gradient, then one reduction in shard order and one Adam step; see
@@ -195,11 +202,13 @@ const DefaultBetaSteps = 100_000
 // counts as solved.
 var SolvedReturn = map[string]float64{"CartPole-v1": 475, "Acrobot-v1": -100, "MountainCar-v0": -110, "MountainCarContinuous-v0": 90}
 
-// DefaultTrainConfig is the configuration `apex` trains with by default.
+// DefaultTrainConfig is the configuration `apex` trains with by default,
+// the float32 learner included (Float32; a TrainConfig literal's zero
+// Float32 is the float64 learner).
 func DefaultTrainConfig() TrainConfig {
 	return TrainConfig{Env: "CartPole-v1", Actors: 64, Sampler: sampler.DefaultMethod, Duration: 3 * time.Minute, StopWhenSolved: true,
 		Gamma: 0.99, Capacity: 100_000, Hidden: []int{64, 64},
-		EvalEvery: 5 * time.Second, EvalEpisodes: 5, FinalEpisodes: 20, CheckpointEvery: DefaultCheckpointEvery}
+		EvalEvery: 5 * time.Second, EvalEpisodes: 5, FinalEpisodes: 20, CheckpointEvery: DefaultCheckpointEvery, Float32: true}
 }
 
 // ForMethod returns c with Sampler set to method and the MethodOptions
@@ -427,6 +436,10 @@ type Trainer struct {
 	base    counterBase // what earlier segments of a resumed run did
 
 	ck checkpointCounters
+
+	// notes are the run's own warnings beside the replay method's (a
+	// resume's precision conversion), shown by Warnings.
+	notes []string
 
 	mu    sync.Mutex
 	curve []EvalPoint
@@ -665,8 +678,12 @@ func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
 }
 
 // Warnings are the replay method's warnings about a biased pairing
-// (sampler.Method.Warnings); the caller should show them.
-func (t *Trainer) Warnings() []string { return t.agent.method.Warnings }
+// (sampler.Method.Warnings) and, for a resumed run whose Float32 differs
+// from its checkpoint's, which precision conversion its learner made; the
+// caller should show them. O(warnings); a new slice.
+func (t *Trainer) Warnings() []string {
+	return append(slices.Clone(t.agent.method.Warnings), t.notes...)
+}
 
 // Config is the run's configuration, defaults filled in.
 func (t *Trainer) Config() TrainConfig { return t.cfg }

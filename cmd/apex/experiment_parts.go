@@ -127,11 +127,13 @@ func (c *partsCmd) start(args []string, bad func() string) (ctx context.Context,
 
 // offerFloat32 adds -float32 to the command: the runs of parts (those
 // that train through the runtime) then build their learners' networks in
-// float32 (TrainConfig.Float32, apex train -float32). Call it before start.
+// float32 (TrainConfig.Float32, apex train's default). The experiments
+// keep float64 by default: their committed results are float64 runs.
+// Call it before start.
 func (c *partsCmd) offerFloat32(parts ...string) {
 	c.f32For = parts
 	c.f32 = c.fs.Bool("float32", false, "opt-in: the runs of the "+strings.Join(parts, ", ")+
-		" parts train with float32 learner networks (as apex train -float32); the other parts' learners are their own and stay float64")
+		" parts train with float32 learner networks (as apex train does by default); without it they stay float64, as the committed results were run; the other parts' learners are their own and stay float64")
 }
 
 // float32 says whether -float32 was given.

@@ -181,7 +181,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	for _, w := range tr.Warnings() {
-		log.Warn("replay method", "warning", w)
+		log.Warn("warning", "warning", w) // the replay method's, and a resume's precision conversion
 	}
 	var metrics *metricsServer
 	if *metricsAddr != "" {

@@ -78,7 +78,7 @@ func TestTrainJSONLogs(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	if code := run([]string{"-actors=2", "-steps=400", "-duration=0", "-capacity=2000", "-progress=50ms", "-log-format=json", "-out", dir}, &out, &errb); code != 0 {
+	if code := run([]string{"-actors=2", "-steps=400", "-duration=0", "-capacity=2000", "-progress=1ms", "-log-format=json", "-out", dir}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	msgs := map[string]int{}
@@ -189,30 +189,55 @@ func TestTrainWarnsBiasedPairing(t *testing.T) {
 	}
 }
 
-// TestTrainFloat32: -float32 runs the learner in float32 and records it in
-// results.json; a resume cannot switch it off.
+// TestTrainFloat32: the learner is float32 by default and records it in
+// results.json; -float32=false trains the float64 learner; a resume keeps
+// the checkpoint's precision unless -float32 is given, and converts (with
+// a warning naming the conversion) when it is.
 func TestTrainFloat32(t *testing.T) {
 	dir := t.TempDir()
 	ck := filepath.Join(dir, "run.ckpt")
 	var out, errb bytes.Buffer
-	if code := run([]string{"train", "-float32", "-deterministic", "-steps=40", "-capacity=2000", "-progress=0", "-checkpoint", ck, "-out", dir}, &out, &errb); code != 0 {
-		t.Fatalf("-float32: exit %d: %s", code, errb.String())
+	float32Of := func(steps int64) bool {
+		t.Helper()
+		raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res struct {
+			LearnerSteps int64 `json:"learner_steps"`
+			Config       struct {
+				Float32 *bool `json:"float32"`
+			} `json:"config"`
+		}
+		if err := json.Unmarshal(raw, &res); err != nil || res.LearnerSteps != steps || res.Config.Float32 == nil {
+			t.Fatalf("results (want %d learner steps and a float32 key): %s (%v)", steps, raw, err)
+		}
+		return *res.Config.Float32
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
-	if err != nil {
-		t.Fatal(err)
+	train := func(args ...string) string {
+		t.Helper()
+		out.Reset()
+		errb.Reset()
+		if code := run(append(args, "-progress=0", "-out", dir), &out, &errb); code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errb.String())
+		}
+		return out.String()
 	}
-	var res struct {
-		LearnerSteps int64 `json:"learner_steps"`
-		Config       struct {
-			Float32 bool `json:"float32"`
-		} `json:"config"`
+	train("train", "-deterministic", "-steps=40", "-capacity=2000", "-checkpoint", ck)
+	if !float32Of(40) {
+		t.Fatal("the default run's learner is not float32")
 	}
-	if err := json.Unmarshal(raw, &res); err != nil || res.LearnerSteps != 40 || !res.Config.Float32 {
-		t.Fatalf("-float32 results: %s (%v)", raw, err)
+	if log := train("-resume", ck, "-steps=60", "-float32=false", "-checkpoint", ck); float32Of(60) || !strings.Contains(log, "converted to float64") {
+		t.Fatalf("-resume -float32=false: float32 %t, log %q; want float64 and the conversion warning", float32Of(60), log)
 	}
-	errb.Reset()
-	if code := run([]string{"-resume", ck, "-float32=false", "-out", dir}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "float32 cannot change on resume") {
-		t.Errorf("-resume -float32=false: exit %d, %q; want 2 and the refusal", code, errb.String())
+	if log := train("-resume", ck, "-steps=80", "-checkpoint", ck); float32Of(80) || strings.Contains(log, "converted") {
+		t.Fatalf("-resume of a float64 checkpoint without -float32: float32 %t, log %q; want float64, no conversion", float32Of(80), log)
+	}
+	if log := train("-resume", ck, "-steps=100", "-float32"); !float32Of(100) || !strings.Contains(log, "converted to float32") {
+		t.Fatalf("-resume -float32: float32 %t, log %q; want float32 and the conversion warning", float32Of(100), log)
+	}
+	train("train", "-float32=false", "-deterministic", "-steps=40", "-capacity=2000", "-checkpoint=none")
+	if float32Of(40) {
+		t.Fatal("-float32=false: the learner is float32")
 	}
 }
