@@ -18,12 +18,15 @@ import (
 )
 
 // The learner-compute mode (apex bench -learner): learner updates/s of
-// apex's default learners on a filled buffer, float64 and float32
+// apex's default DQN, TD3 and SAC learners on a filled buffer, float64 and float32
 // (model.Config.Float32, which the learners' Adam follows), at each
 // GOMAXPROCS of LearnerConfig.Procs and each learner worker count of
 // LearnerConfig.Workers (the data-parallel step on a runtime.WorkerPool:
 // learner.Workers). A learner without the data-parallel step would be
-// measured at W = 1 only (both defaults have it).
+// measured at W = 1 only (all three have it).
+
+// LearnerNames are the learners RunLearner measures, in order.
+var LearnerNames = []string{"dqn", "td3", "sac"}
 
 // Defaults of LearnerConfig.
 const (
@@ -98,9 +101,12 @@ func (c LearnerConfig) Validate() (LearnerConfig, error) {
 
 // LearnerResult is one cell of the learner-compute mode.
 type LearnerResult struct {
-	// Learner is "dqn" (CartPole: 4→64→64→2, PER, batch 64) or "td3"
+	// Learner is "dqn" (CartPole: 4→64→64→2, PER, batch 64), "td3"
 	// (Pendulum: actor 3→64→64→1, critics 4→64→64→1, uniform MSE, batch
-	// 256, an actor update every second step).
+	// 256, an actor update every second step) or "sac" (Pendulum: the
+	// default SAC networks, policy 3→64→64→2 (the action's mean and log
+	// std, learner.SACPolicyConfig) and twin critics 4→64→64→1, uniform
+	// MSE as TD3's row, batch 256, the temperature tuned every step).
 	Learner   string `json:"learner"`
 	Precision string `json:"precision"` // "float64" or "float32"
 	Procs     int    `json:"gomaxprocs"`
@@ -135,12 +141,13 @@ type LearnerReport struct {
 	Flags map[string]string `json:"flags,omitempty"`
 }
 
-// RunLearner measures learner updates/s of the default DQN and TD3
-// learners in float64 and float32 at each cfg.Procs and cfg.Workers. It
+// RunLearner measures learner updates/s of the default DQN, TD3 and SAC
+// learners (LearnerNames) in float64 and float32 at each cfg.Procs and
+// cfg.Workers. It
 // sets GOMAXPROCS for each cell and restores it when it returns, so
 // nothing else of the process should run meanwhile; a cell with W > 1
 // runs its learner on a started runtime.WorkerPool of W, stopped after
-// the cell. Cost: cfg.Duration per cell (4 cells per GOMAXPROCS and
+// the cell. Cost: cfg.Duration per cell (6 cells per GOMAXPROCS and
 // Workers value) plus building and filling one
 // buffer of cfg.Rows per learner and precision. A ctx that ends stops it
 // with the cells so far and Interrupted set (and ctx's error).
@@ -151,7 +158,7 @@ func RunLearner(ctx context.Context, cfg LearnerConfig) (*LearnerReport, error) 
 	}
 	rep := &LearnerReport{Config: cfg, GoVersion: goruntime.Version(), GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH, NumCPU: goruntime.NumCPU()}
 	defer goruntime.GOMAXPROCS(goruntime.GOMAXPROCS(0))
-	for _, name := range []string{"dqn", "td3"} {
+	for _, name := range LearnerNames {
 		for _, f32 := range []bool{false, true} {
 			bl, err := newBenchLearner(name, f32, cfg)
 			if err != nil {
@@ -201,6 +208,7 @@ func RunLearner(ctx context.Context, cfg LearnerConfig) (*LearnerReport, error) 
 // benchLearner is a learner under test: its Step, its batch and, for a
 // learner with the data-parallel step, its SetWorkers (nil otherwise).
 type benchLearner struct {
+	impl       any // the *learner.DQN, *learner.TD3 or *learner.SAC
 	step       func(context.Context) error
 	batch      int
 	setWorkers func(apexlearner.Workers) error
@@ -278,7 +286,7 @@ func newBenchLearner(name string, f32 bool, cfg LearnerConfig) (*benchLearner, e
 		if err != nil {
 			return nil, err
 		}
-		return &benchLearner{step: l.Step, batch: l.Config().Batch, setWorkers: l.SetWorkers}, nil
+		return &benchLearner{impl: l, step: l.Step, batch: l.Config().Batch, setWorkers: l.SetWorkers}, nil
 	case "td3": // Pendulum-v1: 3 observations, 1 action in [−2, 2]; TD3's uniform MSE
 		const nS, nA, maxA = 3, 1, 2.0
 		buf, err := filledBuffer(buffer.Config{Capacity: cfg.Rows, ObsDim: nS, Action: buffer.Continuous, ActionDim: nA}, cfg.Rows, rng, 0, maxA)
@@ -301,7 +309,30 @@ func newBenchLearner(name string, f32 bool, cfg LearnerConfig) (*benchLearner, e
 		if err != nil {
 			return nil, err
 		}
-		return &benchLearner{step: l.Step, batch: l.Config().Batch, setWorkers: l.SetWorkers}, nil
+		return &benchLearner{impl: l, step: l.Step, batch: l.Config().Batch, setWorkers: l.SetWorkers}, nil
+	case "sac": // Pendulum-v1 as td3; SAC's defaults (batch 256, α from 1, target entropy −1), uniform MSE
+		const nS, nA, maxA = 3, 1, 2.0
+		buf, err := filledBuffer(buffer.Config{Capacity: cfg.Rows, ObsDim: nS, Action: buffer.Continuous, ActionDim: nA}, cfg.Rows, rng, 0, maxA)
+		if err != nil {
+			return nil, err
+		}
+		policy, err := net(apexlearner.SACPolicyConfig(nS, nA, hidden))
+		if err != nil {
+			return nil, err
+		}
+		critic, err := net(model.Config{In: nS + nA, Hidden: hidden, Out: 1})
+		if err != nil {
+			return nil, err
+		}
+		m, err := sampler.NewMethod("uniform", buf, sampler.MethodConfig{Loss: model.Loss{Kind: model.MSE}})
+		if err != nil {
+			return nil, err
+		}
+		l, err := apexlearner.NewSAC(apexlearner.SACConfig{MaxAction: maxA, Seed: cfg.Seed}, policy, critic, buf, m, nil)
+		if err != nil {
+			return nil, err
+		}
+		return &benchLearner{impl: l, step: l.Step, batch: l.Config().Batch, setWorkers: l.SetWorkers}, nil
 	}
 	return nil, fmt.Errorf("bench: unknown learner %q", name)
 }
@@ -380,7 +411,7 @@ func (r *LearnerReport) WriteText(w io.Writer) error {
 		}
 		sb.WriteString("\n")
 	}
-	for _, l := range []string{"dqn", "td3"} {
+	for _, l := range LearnerNames {
 		f64, f32 := cells[key{l, "float64"}], cells[key{l, "float32"}]
 		if len(f64) == 0 || len(f32) == 0 {
 			continue

@@ -33,9 +33,11 @@ measured so far and exits 130 (a second Ctrl-C exits at once).
 Typical: GOMAXPROCS=2 apex bench -actors=64 -duration=10s -json
 
 With -learner it measures learner compute instead: updates/s of the default
-DQN learner (CartPole 4-64-64-2, PER, batch 64) and TD3 learner (Pendulum,
-64-64 actor and critics, uniform, batch 256) on a filled buffer of random
-transitions, with float64 and float32 networks (-float32 of apex train), at
+DQN learner (CartPole 4-64-64-2, PER, batch 64), TD3 learner (Pendulum,
+64-64 actor and critics, uniform, batch 256) and SAC learner (Pendulum,
+64-64 policy and twin critics, uniform, batch 256) on a filled buffer of
+random transitions, with float64 and float32 networks (-float32 of apex
+train, its default), at
 GOMAXPROCS 1, 2, ... NumCPU (-procs) and learner workers -workers (the
 data-parallel step of apex train -learner-workers; default 1; 0 means W =
 GOMAXPROCS),
@@ -71,7 +73,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&cfg.Seed, "seed", def.Seed, "seed of the learner's sampling and of the priorities written back")
 	fs.BoolVar(&cfg.Baseline, "baseline", def.Baseline, "also run the mutex baseline under the same load (-baseline=false skips it)")
 	fs.BoolVar(&cfg.Solo, "solo", def.Solo, "also time each learner alone, for the under-load/solo ratio (-solo=false skips it)")
-	learnerMode := fs.Bool("learner", false, "measure learner compute (updates/s of the default DQN and TD3 learners, float64 and float32, at each -procs) instead of the replay path")
+	learnerMode := fs.Bool("learner", false, "measure learner compute (updates/s of the default DQN, TD3 and SAC learners, float64 and float32, at each -procs and -workers) instead of the replay path")
 	workers := fs.String("workers", "", "with -learner: comma-separated learner worker counts W per GOMAXPROCS (0: W = GOMAXPROCS; empty: 1)")
 	procs := fs.String("procs", "", "with -learner: comma-separated GOMAXPROCS values (empty: 1, 2, ... NumCPU)")
 	asJSON := fs.Bool("json", false, "write the report as one JSON object instead of a table")

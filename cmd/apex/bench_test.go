@@ -197,7 +197,7 @@ func TestBenchInterrupt(t *testing.T) {
 	}
 }
 
-// TestBenchLearner: -learner measures the default DQN and TD3 learners,
+// TestBenchLearner: -learner measures the default DQN, TD3 and SAC learners,
 // float64 and float32, at each -procs, and reports them as JSON and as a
 // table; replay-path flags and bad -procs are usage errors.
 func TestBenchLearner(t *testing.T) {
@@ -228,7 +228,8 @@ func TestBenchLearner(t *testing.T) {
 		}
 	}
 	want := "dqn/float64/1/B=64 dqn/float64/2/B=64 dqn/float32/1/B=64 dqn/float32/2/B=64 " +
-		"td3/float64/1/B=256 td3/float64/2/B=256 td3/float32/1/B=256 td3/float32/2/B=256"
+		"td3/float64/1/B=256 td3/float64/2/B=256 td3/float32/1/B=256 td3/float32/2/B=256 " +
+		"sac/float64/1/B=256 sac/float64/2/B=256 sac/float32/1/B=256 sac/float32/2/B=256"
 	if strings.Join(got, " ") != want || rep.NumCPU <= 0 || rep.Flags["learner"] != "true" {
 		t.Fatalf("cells %v, num_cpu %d, flags %v; want %s", got, rep.NumCPU, rep.Flags, want)
 	}
@@ -257,14 +258,16 @@ func TestBenchLearner(t *testing.T) {
 			t.Errorf("%s %s W=%d: %d steps", r.Learner, r.Precision, r.Workers, r.Steps)
 		}
 	}
-	if want := "dqn/float64/W=1 dqn/float64/W=2 dqn/float32/W=1 dqn/float32/W=2 td3/float64/W=1 td3/float64/W=2 td3/float32/W=1 td3/float32/W=2"; strings.Join(got, " ") != want {
+	if want := "dqn/float64/W=1 dqn/float64/W=2 dqn/float32/W=1 dqn/float32/W=2 td3/float64/W=1 td3/float64/W=2 td3/float32/W=1 td3/float32/W=2 " +
+		"sac/float64/W=1 sac/float64/W=2 sac/float32/W=1 sac/float32/W=2"; strings.Join(got, " ") != want {
 		t.Errorf("-workers=1,0 at -procs=2: cells %v, want %s", got, want)
 	}
 
 	out.Reset()
 	errOut.Reset()
 	if code := run([]string{"bench", "-learner", "-duration=10ms", "-procs=1"}, &out, &errOut); code != 0 ||
-		!strings.Contains(out.String(), "dqn  float32 B=64") || !strings.Contains(out.String(), "td3  float32/float64:") {
+		!strings.Contains(out.String(), "dqn  float32 B=64") || !strings.Contains(out.String(), "td3  float32/float64:") ||
+		!strings.Contains(out.String(), "sac  float32 B=256") || !strings.Contains(out.String(), "sac  float32/float64:") {
 		t.Fatalf("table: exit %d\n%s\n%s", code, out.String(), errOut.String())
 	}
 	for _, c := range []struct {
