@@ -52,7 +52,8 @@
 //
 // # Plugging into model
 //
-// model.Config.Float32 and model.AdamConfig.Float32 (opt-in, default off)
+// model.Config.Float32 and model.AdamConfig.Float32 (default off in model;
+// on for the learner of apex train and runtime.DefaultTrainConfig)
 // put model.Net and model.Adam on this package (model/float32.go): a Net
 // holds one MLP per stream (the whole network, or a dueling trunk and its
 // value and advantage streams, combined in float64), rounds its float64
