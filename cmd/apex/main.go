@@ -1,7 +1,8 @@
 // Command apex is the apex runtime's command line: Ape-X training (the
 // default command), load tests of the replay path (apex bench), the
-// papers' small experiments (apex experiment ...) and the list of the
-// registered replay methods (apex methods).
+// papers' small experiments (apex experiment ...), the list of the
+// registered replay methods (apex methods) and the certificates for the
+// network path's mutual TLS (apex certs).
 package main
 
 import (
@@ -33,6 +34,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runExperiment(args[1:], stdout, stderr)
 	case "methods":
 		return runMethods(args[1:], stdout, stderr)
+	case "certs":
+		return runCerts(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -50,6 +53,7 @@ commands:
   bench        load-test the replay path against a mutex baseline (apex bench -h)
   experiment   run a paper's small experiment (apex experiment -h)
   methods      list the replay methods (-sampler), their learners and options
+  certs        make a CA and certificates for mutual TLS (apex certs -h)
 `)
 }
 
