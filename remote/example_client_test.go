@@ -3,10 +3,12 @@ package remote_test
 import (
 	"context"
 	"log"
+	"math/rand/v2"
 	"time"
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/remote"
+	"github.com/apexrl/apex/sampler"
 )
 
 // An actor host dials the replay server, opens one writer for its
@@ -46,4 +48,50 @@ func ExampleClient_NewWriter() {
 		log.Fatal(err)
 	}
 	log.Printf("%+v", w.Stats())
+}
+
+// A learner program dials the replay server, builds its replay method
+// locally from the server's configuration (its Loss and Normalizer run
+// in the learner) and swaps in the remote stage: draws, weights and
+// write-backs then go to the server.
+func ExampleClient_Method() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // ends the stage's stream
+	c, err := remote.Dial(ctx, "127.0.0.1:7070", remote.ClientOptions{Token: "learner-token-from-the-tokens-file"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	cfg, err := c.Config(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// A small local buffer of the table's layout serves the local twin
+	// and the learner's batches (NewBatch).
+	local, err := buffer.New(buffer.Config{Capacity: 1024, ObsDim: 4, Action: buffer.Discrete, NumActions: 2})
+	if err != nil {
+		log.Fatal(err)
+	}
+	twin, err := sampler.NewMethod(cfg.Sampler, local, sampler.MethodConfig{BetaSteps: cfg.Steps})
+	if err != nil {
+		log.Fatal(err)
+	}
+	m, err := c.Method(ctx, twin, 0)
+	if err != nil {
+		log.Fatal(err) // the ReF-ER methods are refused here
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0))
+	b, _ := local.NewBatch(64)
+	if err := m.Selector.Sample(rng, b); err != nil { // learner step 1
+		log.Fatal(err)
+	}
+	if m.Weighter != nil {
+		if err := m.Weighter.Weights(b, 0); err != nil {
+			log.Fatal(err)
+		}
+	}
+	absTD := make([]float64, b.Len()) // from the learner's forward pass
+	if _, err := m.Selector.Update(b.Refs, absTD); err != nil {
+		log.Fatal(err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -28,6 +29,7 @@ type fakeSample struct {
 	mu          sync.Mutex
 	incarnation uint64
 	breakNext   bool     // break the stream at the next request, unanswered
+	stall       bool     // leave draws unanswered until the stream ends
 	steps       []uint64 // of the draws received
 	seeds       []uint64
 }
@@ -54,6 +56,13 @@ func (f *fakeSample) Sample(stream grpc.BidiStreamingServer[replayv1.SampleReque
 		f.mu.Unlock()
 		if brk {
 			return status.Error(codes.Unavailable, "fake: stream broken on purpose")
+		}
+		f.mu.Lock()
+		stall := f.stall && req.GetDraw() != nil
+		f.mu.Unlock()
+		if stall {
+			<-stream.Context().Done()
+			return stream.Context().Err()
 		}
 		var reply replayv1.SampleReply
 		if d := req.GetDraw(); d != nil {
@@ -217,3 +226,26 @@ func TestMethodRefusesReFER(t *testing.T) {
 	}
 }
 
+
+func TestStageDrawTimeout(t *testing.T) {
+	checkLeaks(t)
+	local, buf := perTwin(t)
+	f := &fakeSample{method: local.String(), incarnation: 1, stall: true}
+	c := newBufServer(t, func(s *grpc.Server) { replayv1.RegisterReplayServer(s, f) }).client(ClientOptions{DrawTimeout: 20 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m, err := c.Method(ctx, local, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := buf.NewBatch(2)
+	if err := m.Selector.Sample(rand.New(rand.NewPCG(1, 1)), b); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a draw past DrawTimeout: %v", err)
+	}
+	f.mu.Lock()
+	f.stall = false
+	f.mu.Unlock()
+	if err := m.Selector.Sample(rand.New(rand.NewPCG(1, 1)), b); err != nil {
+		t.Fatalf("the next draw: %v", err)
+	}
+}
