@@ -226,7 +226,6 @@ func TestMethodRefusesReFER(t *testing.T) {
 	}
 }
 
-
 func TestStageDrawTimeout(t *testing.T) {
 	checkLeaks(t)
 	local, buf := perTwin(t)
