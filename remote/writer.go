@@ -146,8 +146,10 @@ type wbatch struct {
 // Cost: Insert is O(bytes of t) (one encode into a reused message) plus a
 // wait for window space; no allocation per batch once the window's
 // messages have grown. Concurrency: Insert, Flush and Stats are safe for
-// concurrent use (Inserts are serialized, in call order); Close once,
-// after the last Insert.
+// concurrent use, as a runtime.Sink must be (Inserts are serialized, in
+// call order). Close is called once, after the last Insert; it may also
+// run while an Insert waits for window space, which then returns Close's
+// outcome (the loss error when Close's context ended first).
 type Writer struct {
 	c       *Client
 	id      string
