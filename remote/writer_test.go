@@ -348,3 +348,31 @@ func TestWriterCloseAndBadInput(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+func TestWriterCloseUnblocksInsert(t *testing.T) {
+	checkLeaks(t)
+	f := newFakeInserts(testLayout)
+	f.hold = make(chan struct{}) // never acknowledges
+	c := insertServer(t, f).client(ClientOptions{})
+	w := newTestWriter(t, c, "w", WriterOptions{Window: 1})
+	if err := w.Insert(rows(1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Insert(rows(1, 1)) }()
+	for w.Stats().Blocked == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cerr := w.Close(ctx)
+	if cerr == nil || !strings.Contains(cerr.Error(), "1 batches (1 items) lost") {
+		t.Fatalf("close: %v", cerr)
+	}
+	if err := <-done; err == nil || err.Error() != cerr.Error() {
+		t.Errorf("the blocked Insert returned %v, want Close's %v", err, cerr)
+	}
+	if st := w.Stats(); st.Batches != 1 || st.Lost != 1 || st.Pending != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
