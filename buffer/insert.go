@@ -141,7 +141,7 @@ func (b *Buffer) writeRun(s, l0 int, t *Transitions, row0, r int) {
 // tag before the claim) on entry and the new priority in units on return.
 // It raises the running maximum and counts clamped priorities.
 func (b *Buffer) publish(leaves []atomic.Uint64, ws []uint64, t *Transitions, row0 int) {
-	if t.Priority == nil {
+	if len(t.Priority) == 0 { // absent: nil, or an empty column (a decoded batch's)
 		m := b.c.maxUnits.Load()
 		for i := range leaves {
 			storeOwned(&leaves[i], nextGen(ws[i]>>prioBits+1)<<prioBits|m)

@@ -356,3 +356,20 @@ func TestTransitionsReset(t *testing.T) {
 		t.Fatalf("Reset dropped the obs storage: cap %d, was %d", cap(tr.Obs), before)
 	}
 }
+
+// An empty, non-nil Priority column is absent, as nil is (a batch decoded
+// from the wire has one): the items get the maximum priority.
+func TestInsertEmptyPriorityColumn(t *testing.T) {
+	cfg := Config{Capacity: 8, ObsDim: 1}
+	b := mustNew(t, cfg)
+	tr := items(cfg, 0, 3, nil)
+	tr.Priority = []float64{}
+	if err := b.Insert(tr); err != nil {
+		t.Fatal(err)
+	}
+	for slot := range 3 {
+		if _, p, ok := b.SlotPriority(slot); !ok || p != b.MaxPriority() {
+			t.Errorf("slot %d: priority %v (stored %t), want the maximum %v", slot, p, ok, b.MaxPriority())
+		}
+	}
+}
