@@ -1,0 +1,353 @@
+package remote
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
+	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/runtime"
+	"github.com/apexrl/apex/sampler"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// DefaultTableName names a Table whose Name is empty.
+const DefaultTableName = "replay"
+
+// Defaults of ServerOptions.
+const (
+	// DefaultMaxWriters bounds the writers whose highest stored seq a
+	// Server remembers (the idempotency table): 65536 entries of about
+	// 100 bytes each.
+	DefaultMaxWriters = 1 << 16
+	// DefaultWatchMaxBackoff is the longest pause between two polls of an
+	// idle Watch stream.
+	DefaultWatchMaxBackoff = 100 * time.Millisecond
+	// MaxWatchItems is the most items one WatchEvent carries (and the
+	// default of WatchRequest.max_items).
+	MaxWatchItems = 4096
+	// MaxWriterName is the longest writer name an InsertRequest may carry
+	// (bytes).
+	MaxWriterName = 128
+)
+
+// Table is what a Server serves: one buffer with its replay method's
+// stage, its rate limiter, the run configuration it was built from and
+// how to checkpoint it. A runtime.ReplayCore supplies every piece.
+type Table struct {
+	// Name names the table in requests and Info; empty selects
+	// DefaultTableName. Requests whose table is empty address it too.
+	Name string
+	// Buffer holds the items. Required.
+	Buffer *buffer.Buffer
+	// Method is the replay method's stage over Buffer (sampler.NewMethod).
+	// Its Selector is required; Weighter, Features, Evaluated, State and
+	// Stats are used when set.
+	Method sampler.Method
+	// Limiter paces inserts against draws; nil: neither waits (a draw
+	// from a table holding fewer items than it asks fails with
+	// FailedPrecondition).
+	Limiter *runtime.RateLimiter
+	// Config is the run configuration the table was built from
+	// (runtime.TrainConfig as JSON), handed to clients by Info.
+	Config []byte
+	// Save writes a checkpoint of the table (buffer, stage state, limiter
+	// balance) to w; the server calls it with inserts, write-backs and
+	// draws held. nil: Checkpoint fails with FailedPrecondition.
+	Save func(w io.Writer) error
+	// CheckpointDir is the folder Checkpoint writes into (file
+	// CheckpointFile, through a temporary file renamed over it); empty:
+	// Checkpoint fails with FailedPrecondition.
+	CheckpointDir string
+	// CheckpointFile is the checkpoint's file name in CheckpointDir;
+	// empty selects Name + ".ckpt".
+	CheckpointFile string
+}
+
+// ServerOptions tune a Server; zero values select the defaults.
+type ServerOptions struct {
+	// Version is the server binary's version string (InfoReply.version).
+	Version string
+	// MaxWriters bounds the idempotency table (DefaultMaxWriters): an
+	// Insert from a new writer beyond it fails with ResourceExhausted.
+	MaxWriters int
+	// WatchMaxBackoff is the longest pause between polls of an idle Watch
+	// stream (DefaultWatchMaxBackoff); pauses start at 1 ms and double.
+	WatchMaxBackoff time.Duration
+}
+
+// Server serves one Table over the Replay service of api/replay/v1 (see
+// replay.proto for the contract of every call). The replay stage runs
+// here: a learner sends draws (with a seed and a step) and write-backs,
+// actors send batches.
+//
+// Concurrency: every method is safe for concurrent use, and gRPC calls
+// them from one goroutine per call or stream. The stage's Sample, Update
+// and UpdateFeatures run one at a time (a mutex: the stage's contract);
+// inserts run concurrently with draws and with each other (the buffer's
+// contract); Checkpoint holds inserts, draws and write-backs while Save
+// runs. Each stream handler is one goroutine plus one receiving goroutine
+// that reads at most one message ahead; every handler returns when its
+// client goes, when its context ends or when Close is called.
+type Server struct {
+	replayv1.UnimplementedReplayServer
+
+	t           Table
+	cfg         buffer.Config
+	opts        ServerOptions
+	incarnation uint64
+
+	// stage serializes the stage's single-goroutine calls (Sample,
+	// Weights, Update, UpdateFeatures) and the checkpoint's State save.
+	stage sync.Mutex
+	// quiet is held shared by every buffer write (Insert,
+	// UpdatePriorities through the stage) and exclusively by Checkpoint
+	// (buffer.Save needs quiescence). Lock order: stage, then quiet.
+	quiet sync.RWMutex
+	// ckpt serializes Checkpoint calls.
+	ckpt sync.Mutex
+
+	writersMu sync.Mutex
+	writers   map[string]*writerState
+
+	base   context.Context // canceled by Close: ends every handler
+	cancel context.CancelFunc
+
+	c counters
+}
+
+// writerState is one writer's idempotency record.
+type writerState struct {
+	// sem (capacity 1) serializes the writer's batches across streams (a
+	// reconnect may overlap the old stream), so "store iff seq > high" is
+	// atomic with the store.
+	sem  chan struct{}
+	high uint64 // the highest seq stored; guarded by sem
+}
+
+// counters are the Server's counters (Counters in Info, ServerStats).
+type counters struct {
+	insertedBatches, insertedItems, duplicateBatches atomic.Uint64
+	draws, sampledItems                              atomic.Uint64
+	wbApplied, wbStale, wbWrongIncarnation           atomic.Uint64
+	rejected, checkpoints                            atomic.Uint64
+	insertReceived                                   atomic.Uint64 // InsertRequests read off streams
+	insertStreams, sampleStreams, watchStreams       atomic.Int64
+	insertsWaiting, drawsWaiting                     atomic.Int64
+}
+
+// NewServer validates t and returns a Server for it with a fresh
+// incarnation (a random nonzero uint64 from crypto/rand). Errors: no
+// buffer, an invalid method, a method built over another buffer's
+// layout cannot be detected and is the caller's to avoid.
+func NewServer(t Table, opts ServerOptions) (*Server, error) {
+	if t.Buffer == nil {
+		return nil, errors.New("remote: server: nil Buffer")
+	}
+	if err := t.Method.Validate(); err != nil {
+		return nil, fmt.Errorf("remote: server: %w", err)
+	}
+	if t.Name == "" {
+		t.Name = DefaultTableName
+	}
+	if t.CheckpointFile == "" {
+		t.CheckpointFile = t.Name + ".ckpt"
+	}
+	if opts.MaxWriters <= 0 {
+		opts.MaxWriters = DefaultMaxWriters
+	}
+	if opts.WatchMaxBackoff <= 0 {
+		opts.WatchMaxBackoff = DefaultWatchMaxBackoff
+	}
+	inc, err := newIncarnation()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{t: t, cfg: t.Buffer.Config(), opts: opts, incarnation: inc, writers: make(map[string]*writerState)}
+	s.base, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// newIncarnation draws a random nonzero uint64.
+func newIncarnation() (uint64, error) {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, fmt.Errorf("remote: server: incarnation: %w", err)
+		}
+		if v := binary.LittleEndian.Uint64(b[:]); v != 0 {
+			return v, nil
+		}
+	}
+}
+
+// Incarnation is the server's incarnation: keys it hands out are valid
+// only with it. O(1).
+func (s *Server) Incarnation() uint64 { return s.incarnation }
+
+// Close ends every stream handler and every wait (a limiter wait, a Watch
+// poll) with Unavailable; calls made afterwards fail the same way.
+// NewGRPCServer's Shutdown calls it. Idempotent; safe for concurrent use.
+func (s *Server) Close() { s.cancel() }
+
+// ServerStats is a snapshot of a Server's counters for metrics (cmd/apex
+// exports them). Each field is read atomically on its own, so a snapshot
+// under load may mix moments.
+type ServerStats struct {
+	Incarnation uint64
+	// The wire's Counters.
+	InsertedBatches, InsertedItems, DuplicateBatches uint64
+	Draws, SampledItems                              uint64
+	WriteBacksApplied, WriteBacksStale               uint64
+	WriteBacksWrongIncarnation                       uint64
+	RejectedMessages, Checkpoints                    uint64
+	// Writers is the size of the idempotency table.
+	Writers int
+	// Open streams, by call.
+	InsertStreams, SampleStreams, WatchStreams int64
+	// InsertsWaiting and DrawsWaiting count the batches and draws held by
+	// the rate limiter now.
+	InsertsWaiting, DrawsWaiting int64
+	// Size is the table's item count.
+	Size int
+}
+
+// Stats returns a snapshot of the counters. O(1) plus a lock to count
+// the writers; safe for concurrent use.
+func (s *Server) Stats() ServerStats {
+	s.writersMu.Lock()
+	w := len(s.writers)
+	s.writersMu.Unlock()
+	c := &s.c
+	return ServerStats{
+		Incarnation:     s.incarnation,
+		InsertedBatches: c.insertedBatches.Load(), InsertedItems: c.insertedItems.Load(),
+		DuplicateBatches: c.duplicateBatches.Load(), Draws: c.draws.Load(), SampledItems: c.sampledItems.Load(),
+		WriteBacksApplied: c.wbApplied.Load(), WriteBacksStale: c.wbStale.Load(),
+		WriteBacksWrongIncarnation: c.wbWrongIncarnation.Load(),
+		RejectedMessages:           c.rejected.Load(), Checkpoints: c.checkpoints.Load(),
+		Writers:       w,
+		InsertStreams: c.insertStreams.Load(), SampleStreams: c.sampleStreams.Load(), WatchStreams: c.watchStreams.Load(),
+		InsertsWaiting: c.insertsWaiting.Load(), DrawsWaiting: c.drawsWaiting.Load(),
+		Size: s.t.Buffer.Size(),
+	}
+}
+
+// wireCounters is Stats in the wire's form.
+func (s *Server) wireCounters() *replayv1.Counters {
+	c := &s.c
+	return &replayv1.Counters{
+		InsertedBatches: c.insertedBatches.Load(), InsertedItems: c.insertedItems.Load(),
+		DuplicateBatches: c.duplicateBatches.Load(), Draws: c.draws.Load(), SampledItems: c.sampledItems.Load(),
+		WriteBacksApplied: c.wbApplied.Load(), WriteBacksStale: c.wbStale.Load(),
+		WriteBacksWrongIncarnation: c.wbWrongIncarnation.Load(),
+		RejectedMessages:           c.rejected.Load(), Checkpoints: c.checkpoints.Load(),
+	}
+}
+
+// reject counts a refused request and returns its status.
+func (s *Server) reject(code codes.Code, format string, args ...any) error {
+	s.c.rejected.Add(1)
+	return status.Errorf(code, format, args...)
+}
+
+// table checks a request's table name.
+func (s *Server) table(name string) error {
+	if name != "" && name != s.t.Name {
+		return s.reject(codes.NotFound, "remote: no table %q (this server serves %q)", name, s.t.Name)
+	}
+	return nil
+}
+
+// needDeadline refuses a unary call without a deadline.
+func (s *Server) needDeadline(ctx context.Context, call string) error {
+	if _, ok := ctx.Deadline(); !ok {
+		return s.reject(codes.InvalidArgument, "remote: %s needs a deadline (every unary call of apex.replay.v1 carries one)", call)
+	}
+	return nil
+}
+
+// handlerCtx is a handler's context: parent, also canceled by Close.
+func (s *Server) handlerCtx(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	stop := context.AfterFunc(s.base, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// ctxErr is the status of a handler whose context ended: Unavailable
+// after Close, else the context's own (Canceled, DeadlineExceeded).
+func (s *Server) ctxErr(ctx context.Context) error {
+	if s.base.Err() != nil {
+		return status.Error(codes.Unavailable, "remote: replay server shutting down")
+	}
+	return status.FromContextError(ctx.Err()).Err()
+}
+
+// waitErr maps an error of a limiter wait to a status.
+func (s *Server) waitErr(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return s.ctxErr(ctx)
+	}
+	if errors.Is(err, runtime.ErrRateLimited) {
+		return s.reject(codes.ResourceExhausted, "remote: %s: %v", what, err)
+	}
+	return status.Errorf(codes.Internal, "remote: %s: %v", what, err)
+}
+
+// recvd is one result of a stream's Recv.
+type recvd[T any] struct {
+	m   *T
+	err error
+}
+
+// receive starts the stream's receiving goroutine: it hands each message
+// (and finally Recv's error) over an unbuffered channel, so it holds at
+// most one message read ahead of the handler, and ends when Recv fails or
+// ctx ends (the handler returned: gRPC then fails the pending Recv). A
+// message over MaxMessageBytes, which gRPC refuses (ResourceExhausted,
+// ending the stream), is counted as rejected here, where its error shows.
+func receive[T any](s *Server, ctx context.Context, recv func() (*T, error)) <-chan recvd[T] {
+	ch := make(chan recvd[T])
+	go func() {
+		for {
+			m, err := recv()
+			if err != nil && status.Code(err) == codes.ResourceExhausted {
+				s.c.rejected.Add(1)
+			}
+			select {
+			case ch <- recvd[T]{m, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// next waits for the stream's next message; ok false ends the handler
+// with err (nil for the client's clean end of the stream).
+func next[T any](s *Server, ctx context.Context, in <-chan recvd[T]) (m *T, err error, ok bool) {
+	select {
+	case r := <-in:
+		switch {
+		case r.err == io.EOF:
+			return nil, nil, false
+		case r.err != nil:
+			return nil, r.err, false
+		}
+		return r.m, nil, true
+	case <-ctx.Done():
+		return nil, s.ctxErr(ctx), false
+	}
+}

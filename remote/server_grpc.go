@@ -1,0 +1,151 @@
+package remote
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
+	"github.com/apexrl/apex/remote/auth"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+)
+
+// ReplayPolicy is the roles allowed each Replay method, as replay.proto
+// documents them, for auth.NewAuthorizer (admin may call every method).
+func ReplayPolicy() auth.Policy {
+	all := []auth.Role{auth.RoleActor, auth.RoleLearner, auth.RoleAdmin}
+	learner := []auth.Role{auth.RoleLearner, auth.RoleAdmin}
+	admin := []auth.Role{auth.RoleAdmin}
+	const svc = "/" + "apex.replay.v1.Replay" + "/"
+	return auth.Policy{
+		svc + "Insert": all, svc + "Sample": learner, svc + "Fetch": learner, svc + "Watch": learner,
+		svc + "Evaluated": learner, svc + "Info": all, svc + "Checkpoint": admin, svc + "SetLimiter": admin,
+	}
+}
+
+// Defaults of GRPCOptions.
+const (
+	// DefaultMinPingInterval is the shortest interval between a client's
+	// keepalive pings the server tolerates (clients ping every 30 s by
+	// default; ClientOptions.Keepalive).
+	DefaultMinPingInterval = 10 * time.Second
+	// DefaultPingInterval is how long a connection may be idle before the
+	// server pings it, and DefaultPingTimeout how long it waits for the
+	// answer before closing it.
+	DefaultPingInterval = 60 * time.Second
+	DefaultPingTimeout  = 20 * time.Second
+)
+
+// GRPCOptions configure NewGRPCServer; zero values select the defaults.
+type GRPCOptions struct {
+	// TLS, if set, serves TLS with it (auth.ServerTLS: TLS 1.3, mutual).
+	// nil serves plaintext: the caller applies auth.CheckListen first.
+	TLS *tls.Config
+	// Auth, if set, checks every call's bearer token and role
+	// (auth.NewAuthorizer with ReplayPolicy, plus the policies of any
+	// other service registered on the server).
+	Auth *auth.Authorizer
+	// MinPingInterval is the keepalive enforcement: a client pinging more
+	// often is disconnected (DefaultMinPingInterval). Pings without an
+	// active stream are permitted.
+	MinPingInterval time.Duration
+	// PingInterval and PingTimeout are the server's own keepalive
+	// (DefaultPingInterval, DefaultPingTimeout).
+	PingInterval, PingTimeout time.Duration
+}
+
+// GRPCServer is a gRPC server carrying a Server's Replay service and the
+// standard health service (NOT_SERVING until Serve, SERVING while it
+// serves, NOT_SERVING from Shutdown on), with the message limits of
+// api/replay/v1 (MaxMessageBytes each way: larger messages are refused by
+// gRPC with ResourceExhausted), keepalive enforcement and, when given,
+// TLS and token checks. Safe for concurrent use.
+type GRPCServer struct {
+	srv    *Server
+	g      *grpc.Server
+	health *health.Server
+	once   sync.Once
+}
+
+// NewGRPCServer builds the gRPC server for srv. Other services (the
+// learner's Params) may be registered on GRPC() before Serve.
+func NewGRPCServer(srv *Server, opts GRPCOptions) (*GRPCServer, error) {
+	if srv == nil {
+		return nil, errors.New("remote: NewGRPCServer: nil Server")
+	}
+	if opts.MinPingInterval <= 0 {
+		opts.MinPingInterval = DefaultMinPingInterval
+	}
+	if opts.PingInterval <= 0 {
+		opts.PingInterval = DefaultPingInterval
+	}
+	if opts.PingTimeout <= 0 {
+		opts.PingTimeout = DefaultPingTimeout
+	}
+	so := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(replayv1.MaxMessageBytes),
+		grpc.MaxSendMsgSize(replayv1.MaxMessageBytes),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.MinPingInterval, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: opts.PingInterval, Timeout: opts.PingTimeout}),
+	}
+	if opts.TLS != nil {
+		so = append(so, grpc.Creds(credentials.NewTLS(opts.TLS)))
+	}
+	if opts.Auth != nil {
+		so = append(so, grpc.ChainUnaryInterceptor(opts.Auth.Unary()), grpc.ChainStreamInterceptor(opts.Auth.Stream()))
+	}
+	g := grpc.NewServer(so...)
+	replayv1.RegisterReplayServer(g, srv)
+	h := health.NewServer()
+	h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	h.SetServingStatus(replayv1.Replay_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(g, h)
+	return &GRPCServer{srv: srv, g: g, health: h}, nil
+}
+
+// GRPC is the underlying server, for registering more services before
+// Serve.
+func (s *GRPCServer) GRPC() *grpc.Server { return s.g }
+
+// Serve marks the server SERVING and serves lis until Shutdown; it
+// returns nil after Shutdown, otherwise grpc.Server.Serve's error.
+func (s *GRPCServer) Serve(lis net.Listener) error {
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(replayv1.Replay_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	err := s.g.Serve(lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown marks the server NOT_SERVING, ends every stream handler and
+// wait of the Replay service (Server.Close: their clients see
+// Unavailable) and stops gRPC gracefully: unary calls in flight finish,
+// no new ones start. If ctx ends first, the remaining connections are
+// closed at once. It returns when every handler has returned.
+// Idempotent; safe for concurrent use.
+func (s *GRPCServer) Shutdown(ctx context.Context) {
+	s.once.Do(func() {
+		s.health.Shutdown()
+		s.srv.Close()
+		done := make(chan struct{})
+		go func() {
+			s.g.GracefulStop()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			s.g.Stop()
+			<-done
+		}
+	})
+}

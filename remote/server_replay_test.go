@@ -1,0 +1,391 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
+	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/runtime"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// TestDrawsMatchInProcess: a draw's rows, keys, probabilities and weights
+// are those the same method gives in process for the same seed over the
+// same contents, draw after draw with write-backs in between.
+func TestDrawsMatchInProcess(t *testing.T) {
+	for _, name := range []string{"per", "uniform", "rank", "ter"} {
+		t.Run(name, func(t *testing.T) {
+			const seed = 42
+			cfg := smallCfg(256, 4)
+			served := testTable(t, name, cfg, nil)
+			local := testTable(t, name, cfg, nil)
+			h := serve(t, served, ServerOptions{})
+			rng := rand.New(rand.NewPCG(seed, 0))
+			st := h.insertStream(ctx(t))
+			for seq := uint64(1); seq <= 10; seq++ {
+				tr, c := batchOf(t, rng, cfg, 30)
+				chainHashes(rng, tr)
+				if err := EncodeTransitions(c, cfg, tr); err != nil {
+					t.Fatal(err)
+				}
+				insert(t, st, "w", seq, c)
+				if err := local.Buffer.Insert(tr); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ss := h.sampleStream(ctx(t))
+			const rows = 16
+			lb, err := local.Buffer.NewBatch(rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for step := uint64(1); step <= 6; step++ {
+				s := rng.Uint64()
+				got := draw(t, ss, &replayv1.Draw{Id: step, Batch: rows, Seed: s, Step: step})
+				if err := SampleSeeded(local.Method.Selector, s, lb); err != nil {
+					t.Fatal(err)
+				}
+				if local.Method.Weighter != nil {
+					if err := local.Method.Weighter.Weights(lb, int64(step-1)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if !slices.Equal(got.Keys, AppendKeys(nil, lb.Refs)) {
+					t.Fatalf("seed %d step %d: keys %v, in process %v", seed, step, got.Keys, AppendKeys(nil, lb.Refs))
+				}
+				if !slices.Equal(got.Prob, lb.Prob) || got.Total != lb.Total || got.Size != uint64(lb.Size) || got.MinProb != lb.MinProb {
+					t.Fatalf("seed %d step %d: probabilities differ: %v vs %v", seed, step, got.Prob, lb.Prob)
+				}
+				if local.Method.Weighter != nil && !slices.Equal(got.Weight, lb.Weight) {
+					t.Fatalf("seed %d step %d: weights %v, in process %v", seed, step, got.Weight, lb.Weight)
+				}
+				if local.Method.Weighter == nil && len(got.Weight) != 0 {
+					t.Fatalf("weights sent for a stage without a Weighter")
+				}
+				var dec buffer.Transitions
+				if err := DecodeTransitions(&dec, cfg, got.Data); err != nil {
+					t.Fatal(err)
+				}
+				want := lb.Transitions
+				want.Priority = nil
+				if !sameColumns(&dec, &want) {
+					t.Fatalf("seed %d step %d: rows differ", seed, step)
+				}
+				td := make([]float64, rows)
+				for i := range td {
+					td[i] = rng.Float64() * 3
+				}
+				res := writeBack(t, ss, &replayv1.WriteBack{Id: step, Incarnation: got.Incarnation, Keys: got.Keys, AbsTd: td})
+				lr, err := local.Method.Selector.Update(lb.Refs, td)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if int(res.Applied) != lr.Applied || int(res.Stale) != lr.Stale {
+					t.Fatalf("write-back %v, in process %+v", res, lr)
+				}
+			}
+		})
+	}
+}
+
+// chainHashes links tr's states into short episodes (each next state the
+// following item's state, every fifth item terminal), so TER's graph has
+// edges to sweep.
+func chainHashes(rng *rand.Rand, tr *buffer.Transitions) {
+	for i := range tr.Len() {
+		tr.Flags[i] = 0
+		if i > 0 && tr.Flags[i-1]&buffer.FlagTerminal == 0 {
+			tr.StateHash[i] = tr.NextStateHash[i-1]
+		}
+		if i%5 == 4 {
+			tr.Flags[i] = buffer.FlagTerminal
+		}
+		tr.NextStateHash[i] = rng.Uint64()
+	}
+}
+
+// TestStaleAndWrongIncarnation: a write-back for overwritten slots is
+// counted stale and not applied; one for an earlier incarnation (a
+// restarted server over the same data) is dropped whole and counted.
+func TestStaleAndWrongIncarnation(t *testing.T) {
+	cfg := smallCfg(8, 1)
+	tab := testTable(t, "per", cfg, nil)
+	h := serve(t, tab, ServerOptions{})
+	rng := rand.New(rand.NewPCG(5, 5))
+	ins := h.insertStream(ctx(t))
+	_, c := batchOf(t, rng, cfg, 8)
+	insert(t, ins, "w", 1, c)
+	ss := h.sampleStream(ctx(t))
+	b := draw(t, ss, &replayv1.Draw{Id: 1, Batch: 4, Seed: 1, Step: 1})
+	_, c = batchOf(t, rng, cfg, 8) // overwrites every slot
+	insert(t, ins, "w", 2, c)
+	before := priorities(tab.Buffer)
+	td := []float64{50, 50, 50, 50}
+	res := writeBack(t, ss, &replayv1.WriteBack{Id: 1, Incarnation: b.Incarnation, Keys: b.Keys, AbsTd: td})
+	if res.Applied != 0 || res.Stale != 4 || res.WrongIncarnation != 0 {
+		t.Fatalf("write-back over overwritten slots: %v, want 4 stale", res)
+	}
+	if after := priorities(tab.Buffer); !slices.Equal(before, after) {
+		t.Fatalf("a stale write-back changed priorities: %v → %v", before, after)
+	}
+	fresh := draw(t, ss, &replayv1.Draw{Id: 2, Batch: 4, Seed: 2, Step: 2})
+	h.stop()
+
+	h2 := serve(t, tab, ServerOptions{}) // restarted over the same buffer
+	if h2.srv.Incarnation() == h.srv.Incarnation() {
+		t.Fatal("a restarted server kept its incarnation")
+	}
+	ss2 := h2.sampleStream(ctx(t))
+	res = writeBack(t, ss2, &replayv1.WriteBack{Id: 2, Incarnation: fresh.Incarnation, Keys: fresh.Keys, AbsTd: td})
+	if res.Applied != 0 || res.Stale != 0 || res.WrongIncarnation != 4 {
+		t.Fatalf("write-back of the earlier incarnation: %v, want 4 wrong_incarnation", res)
+	}
+	if after := priorities(tab.Buffer); !slices.Equal(before, after) {
+		t.Fatalf("a wrong-incarnation write-back changed priorities")
+	}
+	if s := h2.srv.Stats(); s.WriteBacksWrongIncarnation != 4 || s.WriteBacksApplied != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	// The same keys with the new incarnation apply (the slots still hold
+	// those items).
+	res = writeBack(t, ss2, &replayv1.WriteBack{Id: 3, Incarnation: h2.srv.Incarnation(), Keys: fresh.Keys, AbsTd: td})
+	if res.Applied != 4 {
+		t.Fatalf("write-back with the current incarnation: %v, want 4 applied", res)
+	}
+}
+
+func priorities(b *buffer.Buffer) []float64 {
+	p := make([]float64, b.Capacity())
+	for i := range p {
+		_, p[i], _ = b.SlotPriority(i)
+	}
+	return p
+}
+
+// TestWatchAndFetch: Watch reports every inserted item (events bounded by
+// max_items), and Fetch returns them by key, with stale and unknown keys
+// not found.
+func TestWatchAndFetch(t *testing.T) {
+	cfg := smallCfg(64, 4)
+	h := serve(t, testTable(t, "per", cfg, nil), ServerOptions{})
+	rng := rand.New(rand.NewPCG(6, 6))
+	wctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ws, err := h.cli.Watch(wctx, &replayv1.WatchRequest{MaxItems: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := h.insertStream(ctx(t))
+	byHash := map[uint64]int{} // state hash → index in all
+	var all []*buffer.Transitions
+	for seq := uint64(1); seq <= 2; seq++ {
+		tr, c := batchOf(t, rng, cfg, 4+int(seq))
+		insert(t, ins, "w", seq, c)
+		for i := range tr.Len() {
+			byHash[tr.StateHash[i]] = len(all)*100 + i
+		}
+		all = append(all, tr)
+	}
+	var keys []uint64
+	for len(keys) < 11 {
+		ev, err := ws.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ev.Keys) > 3 || len(ev.Keys) == 0 {
+			t.Fatalf("an event of %d items (max_items 3)", len(ev.Keys))
+		}
+		if ev.Incarnation != h.srv.Incarnation() || ev.Lapped != 0 {
+			t.Fatalf("event %v", ev)
+		}
+		for i, k := range ev.Keys {
+			at, ok := byHash[ev.StateHash[i]]
+			if !ok {
+				t.Fatalf("watched item with unknown state hash %x", ev.StateHash[i])
+			}
+			tr := all[at/100]
+			j := at % 100
+			if ev.Flags[i] != tr.Flags[j] || ev.Action[i] != tr.Action[j] || ev.NextStateHash[i] != tr.NextStateHash[j] ||
+				ev.EpisodeId[i] != tr.EpisodeID[j] || ev.EpisodeStep[i] != tr.EpisodeStep[j] {
+				t.Fatalf("watched item %d differs from the inserted one", k)
+			}
+			keys = append(keys, k)
+		}
+	}
+	cancel()
+	if _, err := ws.Recv(); err == nil {
+		t.Fatal("the watch went on after its cancel")
+	}
+
+	c := ctx(t)
+	stale := Key(buffer.Ref{Slot: RefOf(keys[0]).Slot, Gen: RefOf(keys[0]).Gen + 2})
+	req := &replayv1.FetchRequest{Incarnation: h.srv.Incarnation(), Keys: []uint64{keys[3], stale, keys[0], Key(buffer.Ref{Slot: 63, Gen: 2})}}
+	rep, err := h.cli.Fetch(c, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Found, []bool{true, false, true, false}) || rep.Data.Rows != 2 {
+		t.Fatalf("found %v, %d rows; want [true false true false], 2 rows", rep.Found, rep.Data.Rows)
+	}
+	var got buffer.Transitions
+	if err := DecodeTransitions(&got, cfg, rep.Data); err != nil {
+		t.Fatal(err)
+	}
+	for row := range 2 {
+		at := byHash[got.StateHash[row]]
+		tr, j := all[at/100], at%100
+		if got.Reward[row] != tr.Reward[j] || got.Obs[2*row] != tr.Obs[2*j] {
+			t.Fatalf("fetched row %d differs from the inserted item", row)
+		}
+	}
+	req.Incarnation++
+	rep, err = h.cli.Fetch(c, req)
+	if err != nil || slices.Contains(rep.Found, true) || rep.Incarnation != h.srv.Incarnation() {
+		t.Fatalf("fetch with another incarnation: %v, %v; want nothing found", rep, err)
+	}
+}
+
+// TestCheckpoint: the file is written through a temporary file and
+// renamed (it loads, and its size and items are reported); a failing
+// Save leaves the previous file whole and no temporary file behind.
+func TestCheckpoint(t *testing.T) {
+	cfg := smallCfg(64, 4)
+	tab := testTable(t, "per", cfg, nil)
+	tab.CheckpointDir = t.TempDir()
+	fail := false
+	tab.Save = func(w io.Writer) error {
+		if fail {
+			w.Write([]byte("partial"))
+			return errTest
+		}
+		return tab.Buffer.Save(w)
+	}
+	h := serve(t, tab, ServerOptions{})
+	rng := rand.New(rand.NewPCG(7, 7))
+	_, c := batchOf(t, rng, cfg, 9)
+	insert(t, h.insertStream(ctx(t)), "w", 1, c)
+	rep, err := h.cli.Checkpoint(ctx(t), &replayv1.CheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(tab.CheckpointDir, DefaultTableName+".ckpt")
+	data, err := os.ReadFile(want)
+	if err != nil || rep.Path != want || rep.Bytes != uint64(len(data)) || rep.Items != 9 {
+		t.Fatalf("checkpoint %v (file %d bytes, %v)", rep, len(data), err)
+	}
+	loaded, err := buffer.Load(bytes.NewReader(data))
+	if err != nil || loaded.Size() != 9 {
+		t.Fatalf("the checkpoint does not load: %v", err)
+	}
+	fail = true
+	_, err = h.cli.Checkpoint(ctx(t), &replayv1.CheckpointRequest{})
+	wantCode(t, "a failing Save", err, codes.Internal)
+	after, err := os.ReadFile(want)
+	if err != nil || !bytes.Equal(after, data) {
+		t.Fatal("a failed checkpoint changed the previous file")
+	}
+	ents, err := os.ReadDir(tab.CheckpointDir)
+	if err != nil || len(ents) != 1 {
+		t.Fatalf("the folder holds %d entries after a failed checkpoint, want the one file", len(ents))
+	}
+	if s := h.srv.Stats(); s.Checkpoints != 1 {
+		t.Fatalf("%d checkpoints counted, want 1", s.Checkpoints)
+	}
+}
+
+// recordingFeatures is a FeatureUpdater that records its calls.
+type recordingFeatures struct{ refs []buffer.Ref }
+
+func (r *recordingFeatures) UpdateFeatures(refs []buffer.Ref, q, target []float64) (buffer.UpdateResult, error) {
+	r.refs = append(r.refs, refs...)
+	return buffer.UpdateResult{Applied: len(refs)}, nil
+}
+
+// TestFeaturesAndEvaluated: a stage with feature updates takes q/target
+// (and refuses abs_td); Evaluated reaches the hook; Info says both.
+func TestFeaturesAndEvaluated(t *testing.T) {
+	cfg := smallCfg(16, 1)
+	tab := testTable(t, "per", cfg, nil)
+	feat := &recordingFeatures{}
+	var returns []float64
+	tab.Method.Features = feat
+	tab.Method.Evaluated = func(r float64) error { returns = append(returns, r); return nil }
+	tab.Method.Stats = func() map[string]float64 { return map[string]float64{"x": 1} }
+	h := serve(t, tab, ServerOptions{Version: "test"})
+	c := ctx(t)
+	keys := []uint64{Key(buffer.Ref{Slot: 1, Gen: 2}), Key(buffer.Ref{Slot: 2, Gen: 2})}
+	res := writeBack(t, h.sampleStream(c), &replayv1.WriteBack{Incarnation: h.srv.Incarnation(), Keys: keys, Q: []float64{1, 2}, Target: []float64{3, 4}})
+	if res.Applied != 2 || len(feat.refs) != 2 || feat.refs[1] != (buffer.Ref{Slot: 2, Gen: 2}) {
+		t.Fatalf("features write-back: %v, recorded %v", res, feat.refs)
+	}
+	err := sampleErr(t, h, wbReq(&replayv1.WriteBack{Incarnation: h.srv.Incarnation(), Keys: keys, AbsTd: []float64{1, 2}}))
+	wantCode(t, "abs_td to a features stage", err, codes.InvalidArgument)
+	err = sampleErr(t, h, wbReq(&replayv1.WriteBack{Incarnation: h.srv.Incarnation(), Keys: keys, Q: []float64{1}, Target: []float64{3, 4}}))
+	wantCode(t, "q of the wrong length", err, codes.InvalidArgument)
+	if _, err := h.cli.Evaluated(c, &replayv1.EvaluatedRequest{MeanReturn: 1.5}); err != nil || !slices.Equal(returns, []float64{1.5}) {
+		t.Fatalf("Evaluated: %v, hook saw %v", err, returns)
+	}
+	info, err := h.cli.Info(c, &replayv1.InfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti := info.Tables[0]
+	if !ti.Features || !ti.Evaluated || ti.MethodStats["x"] != 1 || info.Version != "test" || string(info.Config) != `{"test":true}` ||
+		info.Incarnation != h.srv.Incarnation() || ti.Name != DefaultTableName || ti.Capacity != 16 {
+		t.Fatalf("info %v", info)
+	}
+}
+
+// TestShutdownEndsStreams: Shutdown ends an idle insert stream, a draw
+// waiting on the limiter and a watch (each client sees Unavailable), and
+// the health service goes from SERVING to NOT_SERVING; goleak (TestMain)
+// checks nothing is left running.
+func TestShutdownEndsStreams(t *testing.T) {
+	lim, err := runtime.NewRateLimiter(runtime.RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 10, ErrorBuffer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := serve(t, testTable(t, "uniform", smallCfg(16, 1), lim), ServerOptions{})
+	c := ctx(t)
+	hc := healthpb.NewHealthClient(h.conn)
+	eventually(t, "SERVING", func() bool {
+		r, err := hc.Check(c, &healthpb.HealthCheckRequest{Service: "apex.replay.v1.Replay"})
+		return err == nil && r.Status == healthpb.HealthCheckResponse_SERVING
+	})
+	ins := h.insertStream(c)
+	ss := h.sampleStream(c)
+	if err := ss.Send(drawReq(&replayv1.Draw{Batch: 1, Step: 1})); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := h.cli.Watch(c, &replayv1.WatchRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the streams are open", func() bool {
+		s := h.srv.Stats()
+		return s.InsertStreams == 1 && s.DrawsWaiting == 1 && s.WatchStreams == 1
+	})
+	h.gs.Shutdown(context.Background()) // no deadline: it must end the streams itself
+	for name, recv := range map[string]func() error{
+		"insert": func() error { _, err := ins.Recv(); return err },
+		"sample": func() error { _, err := ss.Recv(); return err },
+		"watch":  func() error { _, err := ws.Recv(); return err },
+	} {
+		wantCode(t, name+" after Shutdown", recv(), codes.Unavailable)
+	}
+	r, err := h.gs.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || r.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("health after Shutdown: %v, %v", r, err)
+	}
+	if s := h.srv.Stats(); s.InsertStreams+s.SampleStreams+s.WatchStreams != 0 {
+		t.Fatalf("streams left open: %+v", s)
+	}
+}
