@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/apexrl/apex/remote/auth"
 	"github.com/apexrl/apex/runtime"
 	"github.com/apexrl/apex/sampler"
 )
@@ -283,28 +284,18 @@ func checkMetricsAddr(addr string, allowRemote bool) error {
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("invalid -metrics-addr %q: bad port %q", addr, port)
 	}
-	if allowRemote || isLoopbackHost(host) {
+	if allowRemote || auth.IsLoopback(host) {
 		return nil
 	}
 	return fmt.Errorf("-metrics-addr %q is not a loopback address: /metrics and pprof would be reachable from the network; "+
 		"use 127.0.0.1:PORT, [::1]:PORT or localhost:PORT, or pass -metrics-allow-remote to serve on it anyway", addr)
 }
 
-// isLoopbackHost reports whether host is localhost or a loopback IP
-// literal.
-func isLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // isLoopback reports whether the listen address addr (host:port) is on a
 // loopback interface only.
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	return err == nil && isLoopbackHost(host)
+	return err == nil && auth.IsLoopback(host)
 }
 
 // metricsServer serves metricsHandler on one listener until Close.
