@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -102,21 +103,12 @@ func (a *Authorizer) Authorize(ctx context.Context, fullMethod string) (context.
 		a.denied.Add(1)
 		return ctx, status.Errorf(codes.PermissionDenied, "auth: method %s is not in the server's policy: no role may call it", fullMethod)
 	}
-	if role != RoleAdmin && !has(roles, role) {
+	if role != RoleAdmin && !slices.Contains(roles, role) {
 		a.denied.Add(1)
 		return ctx, status.Errorf(codes.PermissionDenied, "auth: role %s may not call %s", role, fullMethod)
 	}
 	a.allowed.Add(1)
 	return context.WithValue(ctx, roleKey{}, role), nil
-}
-
-func has(roles []Role, r Role) bool {
-	for _, x := range roles {
-		if x == r {
-			return true
-		}
-	}
-	return false
 }
 
 // bearer returns the token of ctx's single "authorization: Bearer <token>"
