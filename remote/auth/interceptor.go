@@ -19,8 +19,9 @@ const healthService = "/grpc.health.v1.Health/"
 // Authorizer checks each call's bearer token against Tokens and its method
 // against a Policy, in gRPC server interceptors. It is safe for concurrent
 // use; a check costs one SHA-256 of the token, one compare per configured
-// token and a map lookup, and allocates one context (for the role) or the
-// refusal's status.
+// token and a map lookup: about 0.5 to 1 µs and 4 small allocations (144 B)
+// for an allowed call on the 2-core machine (BenchmarkAuthorize). A stream
+// is checked once, when it opens.
 //
 // With no tokens configured it allows every call (counted as unchecked):
 // see the package doc.
