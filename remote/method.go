@@ -64,9 +64,10 @@ const (
 // a local method that has one.
 //
 // A broken stream is re-opened by the next call (up to 5 attempts with
-// backoff); the call that lost its reply in the break returns the error:
-// a draw or write-back is never silently replayed, since the server may
-// have acted on it. ctx bounds the stage's life: cancel it to end the
+// backoff), and a call that finds the stream ended before its request
+// went out re-sends it on a new one; a call whose request went out and
+// whose reply was lost in a break returns the error: a draw or write-back
+// the server may have acted on is never silently replayed. ctx bounds the stage's life: cancel it to end the
 // stream (a waiting draw then returns). A draw waits as long as the
 // server's rate limiter holds it (ClientOptions.DrawTimeout bounds it);
 // write-backs are bounded by CallTimeout.
@@ -345,12 +346,29 @@ func (s *stage) methodStats() map[string]float64 {
 }
 
 // roundTrip sends req on the Sample stream (opening it if needed) and
-// returns the next reply, waiting at most timeout (0: no limit). Any
-// failure after the send leaves the stream closed for the next call to
-// re-open; the error is returned, never retried.
+// returns the next reply, waiting at most timeout (0: no limit). A stream
+// found ended before req went out (Send reports io.EOF: req was not sent)
+// is re-opened and req sent again, within open's attempts. Any failure
+// after req went out leaves the stream closed for the next call to
+// re-open, and is returned, never retried: the server may have acted on
+// req.
 func (s *stage) roundTrip(req *replayv1.SampleRequest, timeout time.Duration) (*replayv1.SampleReply, error) {
-	if err := s.open(); err != nil {
-		return nil, err
+	var err error
+	for tries := 0; ; tries++ {
+		if err := s.open(); err != nil {
+			return nil, err
+		}
+		if err = s.stream.Send(req); err != io.EOF || tries == streamOpenAttempts {
+			break
+		}
+		_, rerr := s.stream.Recv() // why the stream had ended
+		s.broken(fmt.Errorf("the stream had ended: %w", rerr))
+	}
+	if err == io.EOF {
+		_, err = s.stream.Recv()
+	}
+	if err != nil {
+		return nil, s.broken(err)
 	}
 	var timer *time.Timer
 	var timedOut atomic.Bool
@@ -358,13 +376,7 @@ func (s *stage) roundTrip(req *replayv1.SampleRequest, timeout time.Duration) (*
 		cancel := s.cancel
 		timer = time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
 	}
-	err := s.stream.Send(req)
-	var reply *replayv1.SampleReply
-	if err == nil {
-		reply, err = s.stream.Recv()
-	} else if err == io.EOF {
-		_, err = s.stream.Recv() // the stream's status
-	}
+	reply, err := s.stream.Recv()
 	if timer != nil && !timer.Stop() && timedOut.Load() {
 		err = fmt.Errorf("no reply within %v: %w", timeout, context.DeadlineExceeded)
 	}
