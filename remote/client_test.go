@@ -20,6 +20,7 @@ import (
 type bufServer struct {
 	t        *testing.T
 	register func(*grpc.Server)
+	opts     []grpc.ServerOption
 
 	mu  sync.Mutex
 	lis *bufconn.Listener
@@ -35,9 +36,9 @@ func checkLeaks(t *testing.T) {
 
 // newBufServer starts a server with register's services and registers
 // its stop as a cleanup.
-func newBufServer(t *testing.T, register func(*grpc.Server)) *bufServer {
+func newBufServer(t *testing.T, register func(*grpc.Server), opts ...grpc.ServerOption) *bufServer {
 	t.Helper()
-	b := &bufServer{t: t, register: register}
+	b := &bufServer{t: t, register: register, opts: opts}
 	b.start()
 	t.Cleanup(b.stop)
 	return b
@@ -47,7 +48,7 @@ func (b *bufServer) start() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.lis = bufconn.Listen(1 << 20)
-	b.srv = grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
+	b.srv = grpc.NewServer(append([]grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true})}, b.opts...)...)
 	b.register(b.srv)
 	lis, srv := b.lis, b.srv
 	b.wg.Add(1)
