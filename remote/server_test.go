@@ -24,7 +24,7 @@ import (
 // srvHarness is a Server behind a GRPCServer on an in-memory listener,
 // with a client connection.
 type srvHarness struct {
-	t    *testing.T
+	t    testing.TB
 	srv  *Server
 	gs   *GRPCServer
 	lis  *bufconn.Listener
@@ -34,7 +34,7 @@ type srvHarness struct {
 }
 
 // serve starts a server for tab and registers its shutdown as a cleanup.
-func serve(t *testing.T, tab Table, opts ServerOptions) *srvHarness {
+func serve(t testing.TB, tab Table, opts ServerOptions) *srvHarness {
 	t.Helper()
 	srv, err := NewServer(tab, opts)
 	if err != nil {
@@ -74,14 +74,14 @@ func (h *srvHarness) stop() {
 }
 
 // ctx is a call context with a deadline far enough not to fire.
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return c
 }
 
 // testTable builds a table of layout cfg with the method called name.
-func testTable(t *testing.T, name string, cfg buffer.Config, lim *runtime.RateLimiter) Table {
+func testTable(t testing.TB, name string, cfg buffer.Config, lim *runtime.RateLimiter) Table {
 	t.Helper()
 	buf, err := buffer.New(cfg)
 	if err != nil {
@@ -101,7 +101,7 @@ func smallCfg(capacity, stripes int) buffer.Config {
 }
 
 // batchOf makes n transitions of cfg from rng, encoded.
-func batchOf(t *testing.T, rng *rand.Rand, cfg buffer.Config, n int) (*buffer.Transitions, *replayv1.Columns) {
+func batchOf(t testing.TB, rng *rand.Rand, cfg buffer.Config, n int) (*buffer.Transitions, *replayv1.Columns) {
 	t.Helper()
 	tr := randomTransitions(rng, cfg, n)
 	var c replayv1.Columns
@@ -132,7 +132,7 @@ func (h *srvHarness) sampleStream(c context.Context) grpc.BidiStreamingClient[re
 }
 
 // insert sends one batch and returns its ack.
-func insert(t *testing.T, st grpc.BidiStreamingClient[replayv1.InsertRequest, replayv1.InsertAck], writer string, seq uint64, c *replayv1.Columns) *replayv1.InsertAck {
+func insert(t testing.TB, st grpc.BidiStreamingClient[replayv1.InsertRequest, replayv1.InsertAck], writer string, seq uint64, c *replayv1.Columns) *replayv1.InsertAck {
 	t.Helper()
 	if err := st.Send(&replayv1.InsertRequest{Writer: writer, Seq: seq, Data: c}); err != nil {
 		t.Fatal(err)
@@ -145,7 +145,7 @@ func insert(t *testing.T, st grpc.BidiStreamingClient[replayv1.InsertRequest, re
 }
 
 // draw sends a draw and returns its batch.
-func draw(t *testing.T, st grpc.BidiStreamingClient[replayv1.SampleRequest, replayv1.SampleReply], d *replayv1.Draw) *replayv1.Batch {
+func draw(t testing.TB, st grpc.BidiStreamingClient[replayv1.SampleRequest, replayv1.SampleReply], d *replayv1.Draw) *replayv1.Batch {
 	t.Helper()
 	if err := st.Send(&replayv1.SampleRequest{Kind: &replayv1.SampleRequest_Draw{Draw: d}}); err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func draw(t *testing.T, st grpc.BidiStreamingClient[replayv1.SampleRequest, repl
 }
 
 // writeBack sends a write-back and returns its result.
-func writeBack(t *testing.T, st grpc.BidiStreamingClient[replayv1.SampleRequest, replayv1.SampleReply], wb *replayv1.WriteBack) *replayv1.WriteBackResult {
+func writeBack(t testing.TB, st grpc.BidiStreamingClient[replayv1.SampleRequest, replayv1.SampleReply], wb *replayv1.WriteBack) *replayv1.WriteBackResult {
 	t.Helper()
 	if err := st.Send(&replayv1.SampleRequest{Kind: &replayv1.SampleRequest_WriteBack{WriteBack: wb}}); err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func writeBack(t *testing.T, st grpc.BidiStreamingClient[replayv1.SampleRequest,
 }
 
 // wantCode checks err's status code.
-func wantCode(t *testing.T, what string, err error, code codes.Code) {
+func wantCode(t testing.TB, what string, err error, code codes.Code) {
 	t.Helper()
 	if status.Code(err) != code {
 		t.Fatalf("%s: %v, want code %v", what, err, code)
@@ -188,7 +188,7 @@ func wantCode(t *testing.T, what string, err error, code codes.Code) {
 
 // eventually polls cond (bounded: 10 s of 1 ms pauses) and fails with
 // what if it never holds. Waits for a state, asserts no timing.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for range 10000 {
 		if cond() {
@@ -364,3 +364,46 @@ func contains(err error, s string) bool {
 }
 
 var errTest = errors.New("test: injected failure")
+
+// TestInsertOptionalColumnsVary: batches on one stream may carry an
+// optional column or leave it out (the stream's decoded columns are
+// reused): absent priorities give the table's maximum, absent extra
+// columns store zeros.
+func TestInsertOptionalColumnsVary(t *testing.T) {
+	cfg := layouts()["discrete-full"]
+	cfg.Capacity, cfg.Stripes = 64, 1
+	tab := testTable(t, "uniform", cfg, nil)
+	h := serve(t, tab, ServerOptions{})
+	rng := rand.New(rand.NewPCG(8, 8))
+	st := h.insertStream(ctx(t))
+	full, c := batchOf(t, rng, cfg, 3)
+	insert(t, st, "w", 1, c)
+	bare := randomTransitions(rng, cfg, 2)
+	bare.Flags, bare.EpisodeID, bare.EpisodeStep, bare.GlobalStep, bare.ActorID = nil, nil, nil, nil, nil
+	bare.StateHash, bare.NextStateHash, bare.Priority, bare.Floats = nil, nil, nil, nil
+	var cb replayv1.Columns
+	if err := EncodeTransitions(&cb, cfg, bare); err != nil {
+		t.Fatal(err)
+	}
+	insert(t, st, "w", 2, &cb)
+	maxP := tab.Buffer.MaxPriority() // before a later batch may raise it
+	_, c = batchOf(t, rng, cfg, 1)
+	if ack := insert(t, st, "w", 3, c); ack.Size != 6 {
+		t.Fatalf("size %d after 6 items", ack.Size)
+	}
+	for slot := 3; slot < 5; slot++ {
+		if _, p, ok := tab.Buffer.SlotPriority(slot); !ok || p != maxP {
+			t.Fatalf("slot %d (no priority sent) has priority %v, want the maximum %v", slot, p, maxP)
+		}
+	}
+	b, err := tab.Buffer.NewBatch(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tab.Buffer.GatherSlot(b, 0, 3) || b.EpisodeID[0] != 0 || b.Floats[0][0] != 0 || b.Obs[0] != bare.Obs[0] {
+		t.Fatalf("slot 3 holds %+v, want the bare batch's first item with zero optional columns", b.Transitions)
+	}
+	if !tab.Buffer.GatherSlot(b, 0, 0) || b.EpisodeID[0] != full.EpisodeID[0] {
+		t.Fatal("slot 0 lost its episode id")
+	}
+}
