@@ -18,7 +18,7 @@ import (
 // bufServer is a gRPC server on an in-memory listener that tests can
 // restart (a new listener; the dialer always reaches the current one).
 type bufServer struct {
-	t        *testing.T
+	t        testing.TB
 	register func(*grpc.Server)
 	opts     []grpc.ServerOption
 
@@ -30,13 +30,13 @@ type bufServer struct {
 
 // checkLeaks registers a leak check of the test's goroutines as a
 // cleanup: call it first, so that it runs after every other cleanup.
-func checkLeaks(t *testing.T) {
+func checkLeaks(t testing.TB) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 }
 
 // newBufServer starts a server with register's services and registers
 // its stop as a cleanup.
-func newBufServer(t *testing.T, register func(*grpc.Server), opts ...grpc.ServerOption) *bufServer {
+func newBufServer(t testing.TB, register func(*grpc.Server), opts ...grpc.ServerOption) *bufServer {
 	t.Helper()
 	b := &bufServer{t: t, register: register, opts: opts}
 	b.start()

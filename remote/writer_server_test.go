@@ -48,10 +48,7 @@ func realServer(t *testing.T, layout buffer.Config, method string, opts ...grpc.
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := sampler.NewMethod(method, buf, sampler.MethodConfig{BetaSteps: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustMethod(t, method, buf)
 	srv, err := NewServer(Table{Buffer: buf, Method: m}, ServerOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -163,3 +160,12 @@ func TestMethodServerRestart(t *testing.T) {
 }
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed)) }
+
+func mustMethod(tb testing.TB, name string, buf *buffer.Buffer) sampler.Method {
+	tb.Helper()
+	m, err := sampler.NewMethod(name, buf, sampler.MethodConfig{BetaSteps: 10})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}

@@ -1,0 +1,110 @@
+package remote
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
+	"github.com/apexrl/apex/buffer"
+)
+
+// cartPole is CartPole's table layout (44-byte transitions on the wire,
+// plus flags).
+var cartPole = buffer.Config{Capacity: 1 << 20, ObsDim: 4, Action: buffer.Discrete, NumActions: 2}
+
+func cartPoleRows(n int) *buffer.Transitions {
+	t := &buffer.Transitions{}
+	for i := range n {
+		f := float32(i)
+		t.Obs = append(t.Obs, f, f, f, f)
+		t.NextObs = append(t.NextObs, f, f, f, f)
+		t.Action = append(t.Action, int32(i%2))
+		t.Reward = append(t.Reward, 1)
+		t.Discount = append(t.Discount, 0.99)
+	}
+	return t
+}
+
+// BenchmarkWriterInsert: one writer into the real server over bufconn,
+// batches of 256 CartPole transitions, window 8 (the server stores every
+// batch into its buffer).
+func BenchmarkWriterInsert(b *testing.B) {
+	srv, _, bs := benchServer(b, "uniform")
+	c := bs.client(ClientOptions{})
+	w, err := c.NewWriter("bench", WriterOptions{Layout: cartPole})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := cartPoleRows(256)
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		if err := w.Insert(tr); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Close(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N*256)/time.Since(start).Seconds(), "items/s")
+	if got := srv.Stats().InsertedItems; got != uint64(b.N*256) {
+		b.Fatalf("server stored %d items, want %d", got, b.N*256)
+	}
+}
+
+// BenchmarkStageSampleUpdate: 512-row PER draws with a |δ| write-back
+// each through the remote stage, over bufconn.
+func BenchmarkStageSampleUpdate(b *testing.B) {
+	_, buf, bs := benchServer(b, "per")
+	if err := buf.Insert(cartPoleRows(1 << 16)); err != nil {
+		b.Fatal(err)
+	}
+	c := bs.client(ClientOptions{})
+	lbuf, _ := buffer.New(buffer.Config{Capacity: 1024, ObsDim: 4, Action: buffer.Discrete, NumActions: 2})
+	local := mustMethod(b, "per", lbuf)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m, err := c.Method(ctx, local, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bt, _ := lbuf.NewBatch(512)
+	absTD := make([]float64, 512)
+	for i := range absTD {
+		absTD[i] = float64(i%7) + 0.5
+	}
+	rng := newRand(1)
+	b.ResetTimer()
+	start := time.Now()
+	for step := range b.N {
+		if err := m.Selector.Sample(rng, bt); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Weighter.Weights(bt, int64(step)); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := m.Selector.Update(bt.Refs, absTD); err != nil {
+			b.Fatal(err)
+		}
+	}
+	el := time.Since(start)
+	b.ReportMetric(float64(b.N*512)/el.Seconds(), "rows/s")
+	b.ReportMetric(float64(el.Microseconds())/float64(b.N), "µs/step")
+}
+
+func benchServer(b *testing.B, method string) (*Server, *buffer.Buffer, *bufServer) {
+	b.Helper()
+	buf, err := buffer.New(cartPole)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := NewServer(Table{Buffer: buf, Method: mustMethod(b, method, buf)}, ServerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(srv.Close)
+	return srv, buf, newBufServer(b, func(s *grpc.Server) { replayv1.RegisterReplayServer(s, srv) })
+}
