@@ -11,10 +11,6 @@ import (
 	"github.com/apexrl/apex/buffer"
 )
 
-// cartPole is CartPole's table layout (44-byte transitions on the wire,
-// plus flags).
-var cartPole = buffer.Config{Capacity: 1 << 20, ObsDim: 4, Action: buffer.Discrete, NumActions: 2}
-
 func cartPoleRows(n int) *buffer.Transitions {
 	t := &buffer.Transitions{}
 	for i := range n {
