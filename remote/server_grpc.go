@@ -130,8 +130,8 @@ func (s *GRPCServer) Serve(lis net.Listener) error {
 // wait of the Replay service (Server.Close: their clients see
 // Unavailable) and stops gRPC gracefully: unary calls in flight finish,
 // no new ones start. If ctx ends first, the remaining connections are
-// closed at once. It returns when every handler has returned.
-// Idempotent; safe for concurrent use.
+// closed at once. It returns when every handler has returned (a second
+// call returns at once). Safe for concurrent use.
 func (s *GRPCServer) Shutdown(ctx context.Context) {
 	s.once.Do(func() {
 		s.health.Shutdown()

@@ -35,9 +35,15 @@ type sampleStream struct {
 // applied. A malformed message ends the stream with InvalidArgument,
 // naming what was wrong (counted); nothing of it is applied.
 //
+// A draw the limiter admitted counts as sampled there even when the
+// sampling then fails (a table holding fewer items than the draw asks,
+// FailedPrecondition): the limiter has no way to take samples back.
+//
 // Cost per draw: the limiter's wait, the stage's Sample and Weights (under
-// the stage lock) and an encode into the stream's reused reply; the
-// stream's batch is reallocated only when the batch size changes.
+// the stage lock) and an encode into the stream's reused reply (gRPC has
+// serialized a message when Send returns; no stats handler that keeps
+// messages may be installed); the stream's batch is reallocated only when
+// the batch size changes.
 func (s *Server) Sample(stream grpc.BidiStreamingServer[replayv1.SampleRequest, replayv1.SampleReply]) error {
 	s.c.sampleStreams.Add(1)
 	defer s.c.sampleStreams.Add(-1)

@@ -36,11 +36,17 @@ type srvHarness struct {
 // serve starts a server for tab and registers its shutdown as a cleanup.
 func serve(t testing.TB, tab Table, opts ServerOptions) *srvHarness {
 	t.Helper()
+	return serveWith(t, tab, opts, GRPCOptions{})
+}
+
+// serveWith is serve with gRPC options.
+func serveWith(t testing.TB, tab Table, opts ServerOptions, gopts GRPCOptions) *srvHarness {
+	t.Helper()
 	srv, err := NewServer(tab, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs, err := NewGRPCServer(srv, GRPCOptions{})
+	gs, err := NewGRPCServer(srv, gopts)
 	if err != nil {
 		t.Fatal(err)
 	}
