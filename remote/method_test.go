@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -240,6 +241,14 @@ func TestMethodTwins(t *testing.T) {
 				refB, pB, okB := srvBuf.SlotPriority(slot)
 				if refA != refB || pA != pB || okA != okB {
 					t.Fatalf("slot %d: %v %v %v vs %v %v %v", slot, refA, pA, okA, refB, pB, okB)
+				}
+			}
+			if (rm.Stats == nil) != (inM.Stats == nil) {
+				t.Errorf("Stats: remote %t, in process %t", rm.Stats != nil, inM.Stats != nil)
+			} else if rm.Stats != nil {
+				remote, in := rm.Stats(), inM.Stats()
+				if !slices.Equal(slices.Sorted(maps.Keys(remote)), slices.Sorted(maps.Keys(in))) {
+					t.Errorf("method stats %v, in process %v", remote, in)
 				}
 			}
 			if st := c.Stats(); st.Draws != 12 || st.WrongIncarnation != 0 {

@@ -169,3 +169,29 @@ func mustMethod(tb testing.TB, name string, buf *buffer.Buffer) sampler.Method {
 	}
 	return m
 }
+
+func TestClientConfig(t *testing.T) {
+	checkLeaks(t)
+	buf, err := buffer.New(testLayout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(Table{Buffer: buf, Method: mustMethod(t, "per", buf),
+		Config: []byte(`{"env":"CartPole-v1","sampler":"per","batch":64,"seed":9}`)}, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	c := newBufServer(t, func(s *grpc.Server) { replayv1.RegisterReplayServer(s, srv) }).client(ClientOptions{})
+	cfg, err := c.Config(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Env != "CartPole-v1" || cfg.Sampler != "per" || cfg.Batch != 64 || cfg.Seed != 9 {
+		t.Errorf("config %+v", cfg)
+	}
+	info, err := c.Info(context.Background())
+	if err != nil || info.GetIncarnation() != srv.Incarnation() {
+		t.Errorf("info %v, %v", info, err)
+	}
+}
