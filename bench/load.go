@@ -7,9 +7,9 @@ import (
 	"runtime"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/internal/meter"
+	"golang.org/x/sync/errgroup"
 )
 
 // backend is one replay implementation under test; B is its actors' batch
@@ -69,18 +69,18 @@ func measure[B any](ctx context.Context, name string, be backend[B], cfg Config,
 	if err := be.prefill(tab); err != nil {
 		return res, err
 	}
-	h := new(histogram)
+	h := new(meter.Histogram)
 	if cfg.Solo {
 		cfg.say("%s: the learner alone for %v", name, cfg.soloDuration())
 		p, err := runPhase(ctx, be, cfg, tab, h, false, cfg.soloDuration())
 		res.SoloDurationSec = p.learn.Seconds()
 		res.FailedLearnerSteps += p.failed
 		res.SoloSamplesPerSec = rate(p.steps*uint64(cfg.LearnerBatch), p.learn)
-		res.SoloLearnerStepP50US = us(h.quantile(0.5))
-		res.SoloLearnerStepP99US = us(h.quantile(0.99))
-		res.SoloLearnerStepP999US = us(h.quantile(0.999))
-		res.SoloLearnerStepMaxUS = us(time.Duration(h.max))
-		*h = histogram{}
+		res.SoloLearnerStepP50US = us(h.Quantile(0.5))
+		res.SoloLearnerStepP99US = us(h.Quantile(0.99))
+		res.SoloLearnerStepP999US = us(h.Quantile(0.999))
+		res.SoloLearnerStepMaxUS = us(h.Max())
+		*h = meter.Histogram{}
 		if err != nil {
 			return res, err
 		}
@@ -96,10 +96,10 @@ func measure[B any](ctx context.Context, name string, be backend[B], cfg Config,
 	res.LearnerStepsPerSec = rate(p.steps, p.learn)
 	res.LearnerSteps = p.steps
 	res.FailedLearnerSteps += p.failed
-	res.LearnerStepP50US = us(h.quantile(0.5))
-	res.LearnerStepP99US = us(h.quantile(0.99))
-	res.LearnerStepP999US = us(h.quantile(0.999))
-	res.LearnerStepMaxUS = us(time.Duration(h.max))
+	res.LearnerStepP50US = us(h.Quantile(0.5))
+	res.LearnerStepP99US = us(h.Quantile(0.99))
+	res.LearnerStepP999US = us(h.Quantile(0.999))
+	res.LearnerStepMaxUS = us(h.Max())
 	res.StaleUpdatesDropped = c1.stale - c0.stale
 	res.TornReads = c1.torn - c0.torn
 	res.StratumFallbacks = c1.fallbacks - c0.fallbacks
@@ -123,7 +123,7 @@ func us(d time.Duration) float64 { return float64(d) / 1e3 }
 // runPhase runs the learner for d, with the actors and inserters too when
 // load is set, recording every learner step's duration in h. All the
 // goroutines it starts have ended when it returns.
-func runPhase[B any](ctx context.Context, be backend[B], cfg Config, tab *prioTable, h *histogram, load bool, d time.Duration) (phase, error) {
+func runPhase[B any](ctx context.Context, be backend[B], cfg Config, tab *prioTable, h *meter.Histogram, load bool, d time.Duration) (phase, error) {
 	var ph phase
 	lr, lerr := be.newLearner(cfg.LearnerBatch, cfg.Seed)
 	if lerr != nil {
@@ -155,7 +155,7 @@ func runPhase[B any](ctx context.Context, be backend[B], cfg Config, tab *prioTa
 	runtime.GC()
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
-	cpu0 := processCPU()
+	cpu0 := meter.ProcessCPU()
 
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -186,7 +186,7 @@ func runPhase[B any](ctx context.Context, be backend[B], cfg Config, tab *prioTa
 			prios := tab.window(rng)
 			s := time.Now()
 			applied, stale, err := lr.step(prios)
-			h.record(time.Since(s))
+			h.Record(time.Since(s))
 			if errors.Is(err, buffer.ErrRetries) {
 				ph.failed++ // a stratum kept meeting slots being overwritten
 				continue
@@ -283,7 +283,7 @@ func runPhase[B any](ctx context.Context, be backend[B], cfg Config, tab *prioTa
 	ph.wall = time.Since(t0)
 	timer.Stop()
 
-	ph.cpu = processCPU() - cpu0
+	ph.cpu = meter.ProcessCPU() - cpu0
 	if cpu0 == 0 {
 		ph.cpu = 0
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"time"
+
+	"github.com/apexrl/apex/internal/meter"
 )
 
 // Noise is the machine's own timing jitter, for reading the learner's tail
@@ -53,7 +55,7 @@ func measureNoise(ctx context.Context, loopUS float64, d time.Duration) Noise {
 		}
 		n *= 2
 	}
-	var h histogram
+	var h meter.Histogram
 	end := time.Now().Add(d)
 	for i := 0; ; i++ {
 		s := time.Now()
@@ -61,8 +63,8 @@ func measureNoise(ctx context.Context, loopUS float64, d time.Duration) Noise {
 			break
 		}
 		spin(n)
-		h.record(time.Since(s))
+		h.Record(time.Since(s))
 	}
-	return Noise{LoopUS: loopUS, Samples: h.n, P50US: us(h.quantile(0.5)), P99US: us(h.quantile(0.99)),
-		P999US: us(h.quantile(0.999)), MaxUS: us(time.Duration(h.max))}
+	return Noise{LoopUS: loopUS, Samples: h.Count(), P50US: us(h.Quantile(0.5)), P99US: us(h.Quantile(0.99)),
+		P999US: us(h.Quantile(0.999)), MaxUS: us(h.Max())}
 }

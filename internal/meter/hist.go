@@ -1,4 +1,7 @@
-package bench
+// Package meter holds the measuring tools of apex's load tests (apex bench,
+// apex loadtest): a fixed-size latency histogram and the CPU time of a
+// process. It starts no goroutines.
+package meter
 
 import (
 	"math"
@@ -17,9 +20,10 @@ const (
 	histBuckets = (64-histSubBits-1)*histSub + 2*histSub // enough for every non-negative int64
 )
 
-// histogram counts durations in nanoseconds. The zero value is empty and
-// ready to use. Not safe for concurrent use: each learner owns one.
-type histogram struct {
+// Histogram counts durations in nanoseconds. The zero value is empty and
+// ready to use. Not safe for concurrent use: each measuring goroutine owns
+// one.
+type Histogram struct {
 	counts [histBuckets]uint64
 	n      uint64
 	max    int64
@@ -44,18 +48,18 @@ func histUpper(i int) int64 {
 	return (m+1)<<e - 1
 }
 
-// record adds one duration; negative durations count as 0.
-func (h *histogram) record(d time.Duration) {
+// Record adds one duration; negative durations count as 0.
+func (h *Histogram) Record(d time.Duration) {
 	v := max(int64(d), 0)
 	h.counts[histIndex(v)]++
 	h.n++
 	h.max = max(h.max, v)
 }
 
-// quantile returns the smallest bucket bound below which at least a
+// Quantile returns the smallest bucket bound below which at least a
 // fraction q of the recorded values lie (the bucket's largest value, capped
 // at the exact maximum), or 0 if nothing was recorded.
-func (h *histogram) quantile(q float64) time.Duration {
+func (h *Histogram) Quantile(q float64) time.Duration {
 	if h.n == 0 {
 		return 0
 	}
@@ -69,3 +73,9 @@ func (h *histogram) quantile(q float64) time.Duration {
 	}
 	return time.Duration(h.max)
 }
+
+// Count is the number of durations recorded.
+func (h *Histogram) Count() uint64 { return h.n }
+
+// Max is the largest duration recorded (0 if none).
+func (h *Histogram) Max() time.Duration { return time.Duration(h.max) }

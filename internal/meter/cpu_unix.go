@@ -1,15 +1,15 @@
 //go:build unix
 
-package bench
+package meter
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the process's user+system CPU time so far, or 0 if the
+// ProcessCPU is the process's user+system CPU time so far, or 0 if the
 // platform cannot tell.
-func processCPU() time.Duration {
+func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

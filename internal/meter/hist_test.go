@@ -1,4 +1,4 @@
-package bench
+package meter
 
 import (
 	"math/rand/v2"
@@ -33,29 +33,29 @@ func TestHistBuckets(t *testing.T) {
 }
 
 func TestHistQuantiles(t *testing.T) {
-	var h histogram
-	if h.quantile(0.5) != 0 {
-		t.Fatal("empty histogram quantile != 0")
+	var h Histogram
+	if h.Quantile(0.5) != 0 {
+		t.Fatal("empty Histogram quantile != 0")
 	}
 	rng := rand.New(rand.NewPCG(2, 2))
 	var xs []int64
 	for range 100000 {
 		v := rng.Int64N(1e6) + 1000
 		xs = append(xs, v)
-		h.record(time.Duration(v))
+		h.Record(time.Duration(v))
 	}
 	slices.Sort(xs)
 	for _, q := range []float64{0.5, 0.99, 0.999, 1} {
 		exact := xs[int(q*float64(len(xs))+0.5)-1]
-		got := int64(h.quantile(q))
+		got := int64(h.Quantile(q))
 		if got < exact || float64(got-exact) > float64(exact)/histSub+1 {
 			t.Errorf("q=%v: %d, exact %d", q, got, exact)
 		}
 	}
-	if int64(h.quantile(1)) != xs[len(xs)-1] || h.max != xs[len(xs)-1] {
-		t.Errorf("max %d, quantile(1) %d, want %d", h.max, h.quantile(1), xs[len(xs)-1])
+	if int64(h.Quantile(1)) != xs[len(xs)-1] || h.max != xs[len(xs)-1] {
+		t.Errorf("max %d, quantile(1) %d, want %d", h.max, h.Quantile(1), xs[len(xs)-1])
 	}
-	h.record(-5)
+	h.Record(-5)
 	if h.counts[0] != 1 {
 		t.Error("negative duration not counted as 0")
 	}
