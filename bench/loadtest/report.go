@@ -1,0 +1,59 @@
+package loadtest
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteText writes the report as a table: the load, then each figure with
+// its rate and, where the server's CPU time is known, its rate per
+// CPU-second.
+func (r *Report) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	p := func(format string, a ...any) { fmt.Fprintf(tw, format, a...) }
+	if r.Server != "" {
+		p("server\t%s\n", r.Server)
+	}
+	p("table\t%s, capacity %d, %d items at the end\n", r.Method, r.Capacity, r.TableSize)
+	p("load\t%d insert streams over %d connections (batches of %d, window %d); 1 learner (draws of %d, %d in flight)\n",
+		r.Streams, r.Conns, r.InsertBatch, r.Window, r.SampleBatch, r.SampleInflight)
+	p("measured\t%.2f s after %.2f s of warm-up\n", r.DurationSec, r.WarmupSec)
+	p("\n")
+	p("figure\ttotal\tper s\tper server CPU-s\tper CPU-s (both)\n")
+	row := func(name string, n uint64, rate float64, perSrv, perAll *float64) {
+		p("%s\t%d\t%s\t%s\t%s\n", name, n, si(rate), siPtr(perSrv), siPtr(perAll))
+	}
+	row("inserted transitions", r.Inserted, r.InsertsPerSec, r.InsertsPerServerCPUSec, r.InsertsPerCPUSec)
+	row("sampled + written back", r.Sampled, r.SampledPerSec, r.SampledPerServerCPUSec, r.SampledPerCPUSec)
+	row("draws", r.Draws, r.DrawsPerSec, nil, nil)
+	p("\n")
+	p("sample round trip (µs)\tp50 %.0f\tp90 %.0f\tp99 %.0f\tmax %.0f\n", r.SampleRTTP50US, r.SampleRTTP90US, r.SampleRTTP99US, r.SampleRTTMaxUS)
+	srv := "not known"
+	if r.ServerCPUSec != nil {
+		srv = fmt.Sprintf("%.2f", *r.ServerCPUSec)
+	}
+	p("CPU seconds\tserver %s\tloadtest %.2f\n", srv, r.LoadtestCPUSec)
+	if r.StaleWrites > 0 {
+		p("stale write-backs\t%d (slots overwritten between draw and write-back)\n", r.StaleWrites)
+	}
+	return tw.Flush()
+}
+
+// si writes a rate with a K/M suffix.
+func si(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2f M", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1f K", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func siPtr(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return si(*v)
+}
