@@ -5,7 +5,8 @@
 // The load is Config.Streams simulated actors, each one Insert stream
 // sending batches of Config.InsertBatch synthetic CartPole transitions
 // (44-byte rows: 4+4 float32 observations, an int32 action, float32 reward
-// and discount, and a random float64 priority each) with at most
+// and discount; no flags column; and a random float64 priority each,
+// encoded by remote.EncodeTransitions) with at most
 // Config.Window batches unacknowledged, and one learner on one Sample
 // stream that keeps Config.SampleInflight draws of Config.SampleBatch rows
 // in flight and answers each batch it receives with a priority write-back
@@ -27,7 +28,6 @@ package loadtest
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -37,7 +37,9 @@ import (
 	"time"
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
+	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/internal/meter"
+	"github.com/apexrl/apex/remote"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 )
@@ -45,10 +47,7 @@ import (
 // CartPole's layout, the only one the load test sends.
 const (
 	ObsDim = 4
-	// RowBytes is a transition's size without its priority: two
-	// observations, action, reward, discount.
-	RowBytes = 2*ObsDim*4 + 4 + 4 + 4
-)
+	)
 
 // Bounds of the configuration. A row of a drawn batch costs about 68 bytes
 // on the wire (44 bytes of columns, a key, a probability and a weight), so
@@ -254,7 +253,9 @@ func Run(ctx context.Context, dial Dialer, cfg Config) (*Report, error) {
 		SampleInflight: cfg.SampleInflight, Seed: cfg.Seed}
 
 	r := &run{cfg: cfg, stop: make(chan struct{}), first: make(chan struct{})}
-	r.batches = encodeBatches(cfg.InsertBatch, 16, cfg.Seed)
+	if r.batches, err = encodeBatches(cfg.InsertBatch, 16, cfg.Seed); err != nil {
+		return nil, err
+	}
 	r.to.Store(math.MaxInt64)
 	nonce := rand.Uint64() // writer ids differ from any earlier run's on the same server
 
@@ -417,38 +418,41 @@ func findTable(info *replayv1.InfoReply, name string) (*replayv1.TableInfo, erro
 	return nil, fmt.Errorf("loadtest: the server has no table %q (it has %q)", name, names)
 }
 
+// Layout is the table layout the load test's transitions have: CartPole's
+// (4 float32 observations, a discrete action of 2).
+var Layout = buffer.Config{Capacity: 1, ObsDim: ObsDim, Action: buffer.Discrete, NumActions: 2}
+
 // encodeBatches makes n distinct insert batches of rows random CartPole
-// transitions each, with random priorities in (0, 1], as the wire's
-// little-endian columns.
-func encodeBatches(rows, n int, seed uint64) []*replayv1.Columns {
+// transitions each, with random priorities in (0, 1], encoded for the wire
+// by the server's own codec (remote.EncodeTransitions).
+func encodeBatches(rows, n int, seed uint64) ([]*replayv1.Columns, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x10ad))
-	f32 := func(k int, f func() float32) []byte {
-		b := make([]byte, 0, 4*k)
-		for range k {
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f()))
-		}
-		return b
-	}
-	obs := func() float32 { return float32(rng.NormFloat64()) }
 	out := make([]*replayv1.Columns, n)
+	var t buffer.Transitions
 	for i := range out {
-		c := &replayv1.Columns{Rows: uint32(rows)}
-		c.Obs = f32(rows*ObsDim, obs)
-		c.NextObs = f32(rows*ObsDim, obs)
+		t.Reset()
 		for range rows {
-			c.Action = binary.LittleEndian.AppendUint32(c.Action, uint32(rng.IntN(2)))
-			c.Priority = binary.LittleEndian.AppendUint64(c.Priority, math.Float64bits(1-rng.Float64()))
-		}
-		c.Reward = f32(rows, func() float32 { return 1 })
-		c.Discount = f32(rows, func() float32 {
-			if rng.IntN(50) == 0 {
-				return 0 // an episode's end, now and then
+			for range ObsDim {
+				t.Obs = append(t.Obs, float32(rng.NormFloat64()))
 			}
-			return 0.99
-		})
-		out[i] = c
+			for range ObsDim {
+				t.NextObs = append(t.NextObs, float32(rng.NormFloat64()))
+			}
+			t.Action = append(t.Action, int32(rng.IntN(2)))
+			t.Reward = append(t.Reward, 1)
+			// No flags column (all 0): the rows stay the 44 bytes.
+			t.Discount = append(t.Discount, 0.99)
+			if rng.IntN(50) == 0 {
+				t.Discount[len(t.Discount)-1] = 0 // an episode's end, now and then
+			}
+			t.Priority = append(t.Priority, 1-rng.Float64())
+		}
+		out[i] = &replayv1.Columns{}
+		if err := remote.EncodeTransitions(out[i], Layout, &t); err != nil {
+			return nil, fmt.Errorf("loadtest: encoding the insert batches: %w", err)
+		}
 	}
-	return out
+	return out, nil
 }
 
 // insertStream is one simulated actor: a sender (this goroutine) that
