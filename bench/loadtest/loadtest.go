@@ -47,7 +47,7 @@ import (
 // CartPole's layout, the only one the load test sends.
 const (
 	ObsDim = 4
-	)
+)
 
 // Bounds of the configuration. A row of a drawn batch costs about 68 bytes
 // on the wire (44 bytes of columns, a key, a probability and a weight), so
