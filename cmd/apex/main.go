@@ -1,8 +1,9 @@
 // Command apex is the apex runtime's command line: Ape-X training (the
-// default command), load tests of the replay path (apex bench), the
-// papers' small experiments (apex experiment ...), the list of the
-// registered replay methods (apex methods) and the certificates for the
-// network path's mutual TLS (apex certs).
+// default command), load tests of the replay path (apex bench) and of a
+// replay server over gRPC (apex loadtest), the papers' small experiments
+// (apex experiment ...), the list of the registered replay methods (apex
+// methods) and the certificates for the network path's mutual TLS (apex
+// certs).
 package main
 
 import (
@@ -30,6 +31,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runTrain(args[1:], stdout, stderr)
 	case "bench":
 		return runBench(args[1:], stdout, stderr)
+	case "loadtest":
+		return runLoadtest(args[1:], stdout, stderr)
 	case "experiment":
 		return runExperiment(args[1:], stdout, stderr)
 	case "methods":
@@ -51,6 +54,7 @@ func usage(w io.Writer) {
 commands:
   train        (the default) train an agent with Ape-X (apex train -h)
   bench        load-test the replay path against a mutex baseline (apex bench -h)
+  loadtest     load-test a replay server over gRPC (apex loadtest -h)
   experiment   run a paper's small experiment (apex experiment -h)
   methods      list the replay methods (-sampler), their learners and options
   certs        make a CA and certificates for mutual TLS (apex certs -h)

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/apexrl/apex/bench/loadtest"
+	"github.com/apexrl/apex/internal/meter"
+	"github.com/apexrl/apex/remote/auth"
+	"github.com/apexrl/apex/runtime"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+const loadtestUsage = `usage: apex loadtest [flags]
+
+Load-tests one replay server (apex replay) over loopback gRPC: -streams
+simulated actors, each an Insert stream of batches of -insert-batch random
+CartPole transitions (44 bytes, plus a random priority) with at most -window
+batches unacknowledged, and one learner on a Sample stream keeping
+-sample-inflight draws of -sample-batch rows in flight and writing back
+random priorities for every row it draws. After -warmup it measures for
+-duration: inserted transitions/s, sampled transitions/s (each written
+back), draws/s, the round trip of each draw (sent → batch received) at p50,
+p90, p99 and max, and the CPU seconds of the server and of the load test
+itself, with the figures per CPU-second.
+
+Without -server it starts the server itself: this binary's apex replay
+-listen=127.0.0.1:0 -env=CartPole-v1 -sampler=per -capacity=1048576
+-rate-limit=false (plus -replay-args), in a temporary folder, and stops it
+(SIGTERM to its pid) and removes the folder at the end. With -server it
+drives a server already running on a loopback address; its CPU time is then
+not reported.
+
+Typical: apex loadtest -json=loadtest.json
+Fewer actors: apex loadtest -streams=8 -duration=5s
+
+flags:
+`
+
+// The spawned server's table: CartPole, PER, 2^20 slots, no rate limit.
+var loadtestReplayArgs = []string{"-env=CartPole-v1", "-sampler=per", "-capacity=1048576", "-rate-limit=false"}
+
+// runLoadtest is `apex loadtest`: it parses flags, starts (or reaches) the
+// server, runs the load and writes the report (a table on stdout; JSON to
+// -json). Exit status: 0 success, 1 failure, 2 usage error, 128+signal
+// when a signal stopped it.
+func runLoadtest(args []string, stdout, stderr io.Writer) int {
+	def := loadtest.DefaultConfig()
+	cfg := def
+	fs := flag.NewFlagSet("apex loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	server := fs.String("server", "", "HOST:PORT of a running apex replay on a loopback address; empty: start one")
+	replayArgs := fs.String("replay-args", "", "extra flags for the apex replay this command starts, space-separated (e.g. -metrics=127.0.0.1:6060 to profile it)")
+	fs.StringVar(&cfg.Table, "table", def.Table, "the server's table; empty: its only table")
+	fs.IntVar(&cfg.Streams, "streams", def.Streams, fmt.Sprintf("simulated actors, one Insert stream each (1..%d)", loadtest.MaxStreams))
+	fs.IntVar(&cfg.InsertBatch, "insert-batch", def.InsertBatch, fmt.Sprintf("transitions per insert batch (1..%d)", loadtest.MaxBatch))
+	fs.IntVar(&cfg.Window, "window", def.Window, fmt.Sprintf("unacknowledged batches per stream (1..%d)", loadtest.MaxWindow))
+	fs.IntVar(&cfg.Conns, "conns", def.Conns, "client connections the insert streams share (0..-streams; 0: one per stream); the learner has its own")
+	fs.IntVar(&cfg.SampleBatch, "sample-batch", def.SampleBatch, fmt.Sprintf("rows per draw (1..%d)", loadtest.MaxBatch))
+	fs.IntVar(&cfg.SampleInflight, "sample-inflight", def.SampleInflight, fmt.Sprintf("draws the learner keeps in flight (1..%d)", loadtest.MaxInflight))
+	fs.DurationVar(&cfg.Warmup, "warmup", def.Warmup, "unmeasured load first (>= 0); measuring also waits for the first answered draw")
+	fs.DurationVar(&cfg.Duration, "duration", def.Duration, "measured window (> 0)")
+	fs.Uint64Var(&cfg.Seed, "seed", def.Seed, "seed of the synthetic transitions, the priorities and the draws")
+	jsonPath := fs.String("json", "", "also write the report as JSON to this file (- for stdout, instead of the table)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load test's own process to this file")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), loadtestUsage)
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "apex loadtest: "+format+" (see apex loadtest -h)\n", a...)
+		return 2
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageErr("invalid flags: %v", err)
+	}
+	if *server != "" {
+		host, port, err := net.SplitHostPort(*server)
+		if err != nil || port == "" {
+			return usageErr("-server=%q is not HOST:PORT", *server)
+		}
+		if !auth.IsLoopback(host) {
+			return usageErr("-server=%q is not a loopback address: the load test measures one machine and speaks no TLS", *server)
+		}
+		if *replayArgs != "" {
+			return usageErr("-replay-args applies only to the server this command starts (no -server)")
+		}
+	}
+
+	ctx, interrupted, stopWatching := watchSignals(func(s os.Signal) {
+		fmt.Fprintf(stderr, "apex loadtest: interrupted (%s): stopping (a second signal exits at once)\n", signalName(s))
+	}, func(s os.Signal) {
+		fmt.Fprintf(stderr, "apex loadtest: second interrupt (%s): exiting now\n", signalName(s))
+	})
+	defer stopWatching()
+	start := time.Now()
+	cfg.Progress = func(line string) {
+		fmt.Fprintf(stderr, "apex loadtest: %5.1fs  %s\n", time.Since(start).Seconds(), line)
+	}
+	failed := func(err error) int {
+		if s := interrupted(); s != nil {
+			return signalExitCode(s)
+		}
+		fmt.Fprintf(stderr, "apex loadtest: %v\n", err)
+		return 1
+	}
+
+	addr := *server
+	if addr == "" {
+		srv, err := startReplay(ctx, strings.Fields(*replayArgs), cfg.Progress)
+		if err != nil {
+			return failed(err)
+		}
+		defer func() {
+			if err := srv.stop(); err != nil {
+				fmt.Fprintf(stderr, "apex loadtest: %v\n", err)
+			}
+		}()
+		addr = srv.addr
+		cfg.ServerCPU = func() (time.Duration, error) { return meter.PidCPU(srv.cmd.Process.Pid) }
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			return failed(err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	dial := func() (*grpc.ClientConn, error) {
+		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	rep, err := loadtest.Run(ctx, dial, cfg)
+	if err != nil {
+		return failed(err)
+	}
+	rep.Server = addr
+	out := struct {
+		*loadtest.Report
+		Machine runtime.MachineInfo `json:"machine"`
+		Flags   map[string]string   `json:"flags"`
+	}{rep, runtime.Machine(), map[string]string{}}
+	fs.VisitAll(func(f *flag.Flag) { out.Flags[f.Name] = f.Value.String() })
+	var js bytes.Buffer
+	enc := json.NewEncoder(&js)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return failed(err)
+	}
+	switch *jsonPath {
+	case "-":
+		_, err = js.WriteTo(stdout)
+	case "":
+		err = rep.WriteText(stdout)
+	default:
+		if err = rep.WriteText(stdout); err == nil {
+			err = os.WriteFile(*jsonPath, js.Bytes(), 0o644)
+		}
+	}
+	if err != nil {
+		return failed(err)
+	}
+	return 0
+}
+
+// replayProc is an apex replay process the load test started.
+type replayProc struct {
+	cmd    *exec.Cmd
+	dir    string        // its working folder, removed by stop
+	addr   string        // where it serves
+	exited chan struct{} // closed when it has exited (err then set)
+	err    error
+	log    *os.File
+}
+
+// replayStartLimit bounds the wait for the server's address file.
+const replayStartLimit = 60 * time.Second
+
+// startReplay starts this binary's apex replay on 127.0.0.1:0 in a new
+// temporary folder (its working folder, which also holds its log and
+// address file) and waits until it serves. On error nothing is left
+// running and the folder is removed.
+func startReplay(ctx context.Context, extra []string, progress func(string)) (*replayProc, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding this program to start apex replay: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "apex-loadtest-")
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "replay.log"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	addrFile := filepath.Join(dir, "replay.addr")
+	args := append([]string{"replay", "-listen=127.0.0.1:0", "-addr-file=" + addrFile}, loadtestReplayArgs...)
+	args = append(args, extra...)
+	p := &replayProc{cmd: exec.Command(exe, args...), dir: dir, exited: make(chan struct{}), log: logf}
+	p.cmd.Dir, p.cmd.Stdout, p.cmd.Stderr = dir, logf, logf
+	progress("starting apex " + strings.Join(args, " "))
+	if err := p.cmd.Start(); err != nil {
+		logf.Close()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("starting apex replay: %w", err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	limit := time.NewTimer(replayStartLimit)
+	defer limit.Stop()
+	for {
+		if b, err := os.ReadFile(addrFile); err == nil {
+			a := strings.TrimSpace(string(b))
+			if _, _, err := net.SplitHostPort(a); err == nil {
+				p.addr = a
+				progress("apex replay (pid " + fmt.Sprint(p.cmd.Process.Pid) + ") serves on " + a)
+				return p, nil
+			}
+		}
+		var why error
+		select {
+		case <-tick.C:
+			continue
+		case <-p.exited:
+			why = fmt.Errorf("apex replay exited before serving (%v)", p.err)
+		case <-limit.C:
+			why = fmt.Errorf("apex replay did not write its address within %v", replayStartLimit)
+		case <-ctx.Done():
+			why = ctx.Err()
+		}
+		return nil, errors.Join(why, p.stop())
+	}
+}
+
+// stop ends the server by its own pid (SIGTERM, then SIGKILL after 10 s),
+// removes its folder and says how it exited when that was not cleanly,
+// with the end of its log.
+func (p *replayProc) stop() error {
+	select {
+	case <-p.exited:
+	default:
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		t := time.NewTimer(10 * time.Second)
+		select {
+		case <-p.exited:
+		case <-t.C:
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+		t.Stop()
+	}
+	var err error
+	if p.err != nil {
+		b, _ := os.ReadFile(p.log.Name())
+		if len(b) > 2000 {
+			b = b[len(b)-2000:]
+		}
+		err = fmt.Errorf("apex replay (pid %d) exited with %v; the end of its log:\n%s", p.cmd.Process.Pid, p.err, b)
+	}
+	p.log.Close()
+	return errors.Join(err, os.RemoveAll(p.dir))
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestLoadtestBadFlags(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, tc := range []struct{ args, want string }{
+		{"-streams=0", "-streams=0 must be in 1..4096"},
+		{"-insert-batch=9000", "-insert-batch=9000 must be in 1..8192"},
+		{"-window=0", "-window=0 must be in 1..1024"},
+		{"-streams=4 -conns=5", "-conns=5 must be in 0..4"},
+		{"-sample-batch=0", "-sample-batch=0 must be in 1..8192"},
+		{"-sample-inflight=65", "-sample-inflight=65 must be in 1..64"},
+		{"-warmup=-1s", "-warmup=-1s must not be negative"},
+		{"-duration=0s", "-duration=0s must be positive"},
+		{"-server=nohost", `-server="nohost" is not HOST:PORT`},
+		{"-server=192.0.2.1:80", `-server="192.0.2.1:80" is not a loopback address`},
+		{"-server=127.0.0.1:80 -replay-args=-x", "-replay-args applies only to the server this command starts"},
+		{"-nosuchflag", "flag provided but not defined: -nosuchflag"},
+		{"extra", `unexpected argument "extra"`},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(append([]string{"loadtest"}, strings.Fields(tc.args)...), &out, &errOut); code != 2 {
+			t.Errorf("%s: exit %d, want 2", tc.args, code)
+		}
+		if !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%s: stderr lacks %q:\n%s", tc.args, tc.want, errOut.String())
+		}
+		if out.Len() != 0 {
+			t.Errorf("%s: wrote to stdout:\n%s", tc.args, out.String())
+		}
+	}
+}
+
+func TestLoadtestHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"loadtest", "-h"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut.String())
+	}
+	for _, f := range []string{"server", "replay-args", "table", "streams", "insert-batch", "window", "conns",
+		"sample-batch", "sample-inflight", "warmup", "duration", "seed", "json", "cpuprofile"} {
+		if !strings.Contains(out.String(), "\n  -"+f+" ") && !strings.Contains(out.String(), "\n  -"+f+"\n") {
+			t.Errorf("-h does not document -%s:\n%s", f, out.String())
+		}
+	}
+}
