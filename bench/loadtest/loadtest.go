@@ -201,6 +201,8 @@ type run struct {
 	count   counters
 	stop    chan struct{} // closed: senders stop and close their streams
 	first   chan struct{} // closed at the first answered draw
+	filled  chan struct{} // closed once the table holds SampleBatch items
+	fillOne atomic.Bool   // whether filled is closed
 	// window bounds (UnixNano) of the latencies recorded; set by Run.
 	from, to atomic.Int64
 	hist     meter.Histogram // owned by the learner's receiver until it ends
@@ -252,7 +254,10 @@ func Run(ctx context.Context, dial Dialer, cfg Config) (*Report, error) {
 		InsertBatch: cfg.InsertBatch, Window: cfg.Window, Conns: nconn, SampleBatch: cfg.SampleBatch,
 		SampleInflight: cfg.SampleInflight, Seed: cfg.Seed}
 
-	r := &run{cfg: cfg, stop: make(chan struct{}), first: make(chan struct{})}
+	r := &run{cfg: cfg, stop: make(chan struct{}), first: make(chan struct{}), filled: make(chan struct{})}
+	if tab.GetSize() >= uint64(cfg.SampleBatch) {
+		r.fill(tab.GetSize())
+	}
 	if r.batches, err = encodeBatches(cfg.InsertBatch, 16, cfg.Seed); err != nil {
 		return nil, err
 	}
@@ -479,7 +484,7 @@ func (r *run) insertStream(ctx context.Context, g *errgroup.Group, client replay
 				return fmt.Errorf("loadtest: stream %d: acknowledgement of seq %d (duplicate %v), want %d", i, ack.GetSeq(), ack.GetDuplicate(), next)
 			}
 			r.count.inserted.Add(rows)
-			r.size.Store(ack.GetSize())
+			r.fill(ack.GetSize())
 			<-window
 		}
 	})
@@ -488,7 +493,7 @@ func (r *run) insertStream(ctx context.Context, g *errgroup.Group, client replay
 		select {
 		case window <- struct{}{}:
 		case <-r.stop:
-			return closeSend(stream, i)
+			return closeSend(stream, fmt.Sprintf("stream %d", i))
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -503,9 +508,19 @@ func (r *run) insertStream(ctx context.Context, g *errgroup.Group, client replay
 	}
 }
 
-func closeSend(s grpc.ClientStream, i int) error {
+// fill records the table's size from an acknowledgement; the first size
+// of at least SampleBatch releases the learner.
+func (r *run) fill(size uint64) {
+	r.size.Store(size)
+	if size >= uint64(r.cfg.SampleBatch) && r.fillOne.CompareAndSwap(false, true) {
+		close(r.filled)
+	}
+}
+
+// closeSend ends the sending side of who's stream.
+func closeSend(s grpc.ClientStream, who string) error {
 	if err := s.CloseSend(); err != nil {
-		return fmt.Errorf("loadtest: stream %d: closing: %w", i, err)
+		return fmt.Errorf("loadtest: %s: closing: %w", who, err)
 	}
 	return nil
 }
@@ -513,7 +528,8 @@ func closeSend(s grpc.ClientStream, i int) error {
 // learner is the sampling learner: a sender (this goroutine) that keeps
 // SampleInflight draws in flight and writes back random priorities for
 // every batch received, and a receiver (in g) that times the draws and
-// counts the answers. After r.stop it sends no more draws, writes back the
+// counts the answers. It sends its first draws once the table holds
+// SampleBatch items. After r.stop it sends no more draws, writes back the
 // batches still due, and closes the stream.
 func (r *run) learner(ctx context.Context, g *errgroup.Group, client replayv1.ReplayClient) error {
 	stream, err := client.Sample(ctx)
@@ -582,6 +598,15 @@ func (r *run) learner(ctx context.Context, g *errgroup.Group, client replayv1.Re
 	}
 	wb := &replayv1.WriteBack{Table: r.cfg.Table}
 	wreq := &replayv1.SampleRequest{Kind: &replayv1.SampleRequest_WriteBack{WriteBack: wb}}
+	// The first draws wait until the table holds a batch: a server
+	// without a rate limiter refuses a draw larger than the table.
+	select {
+	case <-r.filled:
+	case <-r.stop:
+		return closeSend(stream, "learner")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	for range k {
 		if err := sendDraw(); err != nil {
 			return sendErr(err)
@@ -615,8 +640,5 @@ func (r *run) learner(ctx context.Context, g *errgroup.Group, client replayv1.Re
 			inflight++
 		}
 	}
-	if err := stream.CloseSend(); err != nil {
-		return fmt.Errorf("loadtest: learner: closing: %w", err)
-	}
-	return nil
+	return closeSend(stream, "learner")
 }
