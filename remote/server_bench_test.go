@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -11,12 +12,18 @@ import (
 // cartPole is the layout of CartPole's transitions (44 bytes of columns).
 var cartPole = buffer.Config{Capacity: 1 << 20, ObsDim: 4, Action: buffer.Discrete, NumActions: 2}
 
-// BenchmarkServerInsert streams 256-row CartPole batches through one
-// Insert stream over bufconn, sends pipelined against the acks (no
-// limiter): items/s is the server's insert rate with one writer.
+// BenchmarkServerInsert streams CartPole batches (256 rows, 11 KiB, and
+// 8192 rows, 352 KiB) through one Insert stream over bufconn, sends
+// pipelined against the acks (no limiter): items/s is the server's
+// insert rate with one writer.
 func BenchmarkServerInsert(b *testing.B) {
+	for _, rows := range []int{256, 8192} {
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) { benchInsert(b, rows) })
+	}
+}
+
+func benchInsert(b *testing.B, rows int) {
 	h := serve(b, testTable(b, "per", cartPole, nil), ServerOptions{})
-	const rows = 256
 	_, c := batchOf(b, rand.New(rand.NewPCG(1, 1)), cartPole, rows)
 	st := h.insertStream(ctx(b))
 	b.ResetTimer()
