@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"net"
 
@@ -46,5 +47,6 @@ func ExampleParamsServer() {
 	if err := sub.WaitVersion(context.Background(), 1); err != nil {
 		log.Fatal(err)
 	}
-	log.Println(actorStore.Load().Version(), actorStore.Load().Weights())
+	fmt.Println(actorStore.Load().Version(), actorStore.Load().Weights())
+	// Output: 1 [0.1 0.2 0.3]
 }
