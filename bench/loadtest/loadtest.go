@@ -22,8 +22,8 @@
 // read-only by every stream; latencies go to a fixed-size histogram; every
 // channel is bounded by the window or the draws in flight. Run starts two
 // goroutines per insert stream and two for the learner, all in one
-// errgroup, and returns only after every one has ended and every
-// connection it opened is closed.
+// errgroup, and one that waits for the group; it returns only after every
+// one has ended and every connection it opened is closed.
 package loadtest
 
 import (

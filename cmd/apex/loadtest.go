@@ -56,9 +56,10 @@ var loadtestReplayArgs = []string{"-env=CartPole-v1", "-sampler=per", "-capacity
 
 // runLoadtest is `apex loadtest`: it parses flags, starts (or reaches) the
 // server, runs the load and writes the report (a table on stdout; JSON to
-// -json). Exit status: 0 success, 1 failure, 2 usage error, 128+signal
-// when a signal stopped it.
-func runLoadtest(args []string, stdout, stderr io.Writer) int {
+// -json). Exit status: 0 success, 1 failure (the server it started
+// exiting uncleanly included), 2 usage error, 128+signal when a signal
+// stopped it.
+func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 	def := loadtest.DefaultConfig()
 	cfg := def
 	fs := flag.NewFlagSet("apex loadtest", flag.ContinueOnError)
@@ -81,8 +82,8 @@ func runLoadtest(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), loadtestUsage)
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
-		return code
+	if c, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return c
 	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "apex loadtest: "+format+" (see apex loadtest -h)\n", a...)
@@ -131,6 +132,9 @@ func runLoadtest(args []string, stdout, stderr io.Writer) int {
 		defer func() {
 			if err := srv.stop(); err != nil {
 				fmt.Fprintf(stderr, "apex loadtest: %v\n", err)
+				if code == 0 {
+					code = 1
+				}
 			}
 		}()
 		addr = srv.addr
