@@ -65,7 +65,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 	fs := flag.NewFlagSet("apex loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	server := fs.String("server", "", "HOST:PORT of a running apex replay on a loopback address; empty: start one")
-	replayArgs := fs.String("replay-args", "", "extra flags for the apex replay this command starts, space-separated (e.g. -metrics=127.0.0.1:6060 to profile it)")
+	replayArgs := fs.String("replay-args", "", "extra flags for the apex replay this command starts, space-separated (e.g. -metrics-addr=127.0.0.1:6060 to profile it through pprof)")
 	fs.StringVar(&cfg.Table, "table", def.Table, "the server's table; empty: its only table")
 	fs.IntVar(&cfg.Streams, "streams", def.Streams, fmt.Sprintf("simulated actors, one Insert stream each (1..%d)", loadtest.MaxStreams))
 	fs.IntVar(&cfg.InsertBatch, "insert-batch", def.InsertBatch, fmt.Sprintf("transitions per insert batch (1..%d)", loadtest.MaxBatch))
