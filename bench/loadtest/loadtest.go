@@ -7,7 +7,8 @@
 // (44-byte rows: 4+4 float32 observations, an int32 action, float32 reward
 // and discount; no flags column; and a random float64 priority each,
 // encoded by remote.EncodeTransitions) with at most
-// Config.Window batches unacknowledged, and one learner on one Sample
+// Config.Window batches unacknowledged (as fast as the server takes them,
+// or paced to Config.InsertRate in all), and one learner on one Sample
 // stream that keeps Config.SampleInflight draws of Config.SampleBatch rows
 // in flight and answers each batch it receives with a priority write-back
 // of random |δ| for every row. After Config.Warmup (and once the first
@@ -77,6 +78,10 @@ type Config struct {
 	// spread over, round robin (0..Streams; 0 means one per stream, as
 	// separate actor hosts would have). The learner always has its own.
 	Conns int
+	// InsertRate paces the streams to this many transitions per second in
+	// all (each stream an equal share, >= 0); 0 sends as fast as the
+	// server acknowledges.
+	InsertRate float64
 	// SampleBatch is the number of rows per draw (1..MaxBatch).
 	SampleBatch int
 	// SampleInflight is the number of draws the learner keeps in flight
@@ -124,6 +129,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("-window=%d must be in 1..%d", c.Window, MaxWindow)
 	case c.Conns < 0 || c.Conns > c.Streams:
 		return fmt.Errorf("-conns=%d must be in 0..%d (-streams; 0: one per stream)", c.Conns, c.Streams)
+	case !(c.InsertRate >= 0) || math.IsInf(c.InsertRate, 0):
+		return fmt.Errorf("-insert-rate=%v must be a finite rate >= 0 (0: unpaced)", c.InsertRate)
 	case c.SampleBatch < 1 || c.SampleBatch > MaxBatch:
 		return fmt.Errorf("-sample-batch=%d must be in 1..%d", c.SampleBatch, MaxBatch)
 	case c.SampleInflight < 1 || c.SampleInflight > MaxInflight:
@@ -145,16 +152,18 @@ type Dialer func() (*grpc.ClientConn, error)
 // window; "sampled" counts rows drawn whose write-back the server
 // answered.
 type Report struct {
-	Server         string `json:"server,omitempty"`
-	Method         string `json:"method"`
-	Capacity       uint64 `json:"capacity"`
-	Streams        int    `json:"streams"`
-	InsertBatch    int    `json:"insert_batch"`
-	Window         int    `json:"window"`
-	Conns          int    `json:"conns"`
-	SampleBatch    int    `json:"sample_batch"`
-	SampleInflight int    `json:"sample_inflight"`
-	Seed           uint64 `json:"seed"`
+	Server      string `json:"server,omitempty"`
+	Method      string `json:"method"`
+	Capacity    uint64 `json:"capacity"`
+	Streams     int    `json:"streams"`
+	InsertBatch int    `json:"insert_batch"`
+	Window      int    `json:"window"`
+	Conns       int    `json:"conns"`
+	// InsertRate is the paced rate asked for (0: unpaced).
+	InsertRate     float64 `json:"insert_rate"`
+	SampleBatch    int     `json:"sample_batch"`
+	SampleInflight int     `json:"sample_inflight"`
+	Seed           uint64  `json:"seed"`
 
 	WarmupSec   float64 `json:"warmup_s"`
 	DurationSec float64 `json:"duration_s"`
@@ -251,7 +260,7 @@ func Run(ctx context.Context, dial Dialer, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Method: tab.GetMethod(), Capacity: tab.GetCapacity(), Streams: cfg.Streams,
-		InsertBatch: cfg.InsertBatch, Window: cfg.Window, Conns: nconn, SampleBatch: cfg.SampleBatch,
+		InsertBatch: cfg.InsertBatch, Window: cfg.Window, Conns: nconn, InsertRate: cfg.InsertRate, SampleBatch: cfg.SampleBatch,
 		SampleInflight: cfg.SampleInflight, Seed: cfg.Seed}
 
 	r := &run{cfg: cfg, stop: make(chan struct{}), first: make(chan struct{}), filled: make(chan struct{})}
@@ -489,7 +498,32 @@ func (r *run) insertStream(ctx context.Context, g *errgroup.Group, client replay
 		}
 	})
 	req := &replayv1.InsertRequest{Table: r.cfg.Table, Writer: writer}
+	// With InsertRate, batch k of this stream is due at start + k·every
+	// (streams start staggered); a stream behind its schedule sends at
+	// once, within its window.
+	var every time.Duration
+	var due time.Time
+	var pace *time.Timer
+	if r.cfg.InsertRate > 0 {
+		every = time.Duration(float64(time.Second) * float64(r.cfg.Streams*r.cfg.InsertBatch) / r.cfg.InsertRate)
+		due = time.Now().Add(every * time.Duration(i) / time.Duration(r.cfg.Streams))
+		pace = time.NewTimer(0)
+		defer pace.Stop()
+	}
 	for seq := uint64(1); ; seq++ {
+		if pace != nil {
+			if d := time.Until(due); d > 0 {
+				pace.Reset(d)
+				select {
+				case <-pace.C:
+				case <-r.stop:
+					return closeSend(stream, fmt.Sprintf("stream %d", i))
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			due = due.Add(every)
+		}
 		select {
 		case window <- struct{}{}:
 		case <-r.stop:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"reflect"
 	"strings"
@@ -156,6 +157,24 @@ func TestRunFake(t *testing.T) {
 	}
 }
 
+// TestRunPaced: a paced run sends no more than its rate allows. The
+// bound holds whatever the machine's speed: acknowledgements counted in
+// the window are of batches due by its end, plus those of at most a window
+// per stream sent before it.
+func TestRunPaced(t *testing.T) {
+	cfg := smokeConfig()
+	cfg.InsertRate = 2000 // transitions/s in all: 125 batches/s of 16
+	rep, err := Run(context.Background(), serve(t, &fakeServer{}), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, rep, cfg)
+	bound := cfg.InsertRate*(rep.WarmupSec+rep.DurationSec) + float64(cfg.Streams*cfg.InsertBatch*(cfg.Window+1))
+	if float64(rep.Inserted) > bound || rep.InsertRate != cfg.InsertRate {
+		t.Errorf("paced to %v/s: %d inserted in %.2f s (bound %.0f); report's rate %v", cfg.InsertRate, rep.Inserted, rep.DurationSec, bound, rep.InsertRate)
+	}
+}
+
 // checkReport asserts that the load happened and that the report's JSON
 // carries every field.
 func checkReport(t *testing.T, rep *Report, cfg Config) {
@@ -240,6 +259,7 @@ func TestValidate(t *testing.T) {
 		"-insert-batch":    func(c *Config) { c.InsertBatch = MaxBatch + 1 },
 		"-window":          func(c *Config) { c.Window = 0 },
 		"-conns":           func(c *Config) { c.Conns = c.Streams + 1 },
+		"-insert-rate":     func(c *Config) { c.InsertRate = math.Inf(1) },
 		"-sample-batch":    func(c *Config) { c.SampleBatch = 0 },
 		"-sample-inflight": func(c *Config) { c.SampleInflight = MaxInflight + 1 },
 		"-warmup":          func(c *Config) { c.Warmup = -1 },

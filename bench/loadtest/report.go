@@ -16,8 +16,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		p("server\t%s\n", r.Server)
 	}
 	p("table\t%s, capacity %d, %d items at the end\n", r.Method, r.Capacity, r.TableSize)
-	p("load\t%d insert streams over %d connections (batches of %d, window %d); 1 learner (draws of %d, %d in flight)\n",
-		r.Streams, r.Conns, r.InsertBatch, r.Window, r.SampleBatch, r.SampleInflight)
+	paced := "unpaced"
+	if r.InsertRate > 0 {
+		paced = "paced to " + si(r.InsertRate) + "/s"
+	}
+	p("load\t%d insert streams over %d connections (batches of %d, window %d, %s); 1 learner (draws of %d, %d in flight)\n",
+		r.Streams, r.Conns, r.InsertBatch, r.Window, paced, r.SampleBatch, r.SampleInflight)
 	p("measured\t%.2f s after %.2f s of warm-up\n", r.DurationSec, r.WarmupSec)
 	p("\n")
 	p("figure\ttotal\tper s\tper server CPU-s\tper CPU-s (both)\n")

@@ -30,7 +30,8 @@ const loadtestUsage = `usage: apex loadtest [flags]
 Load-tests one replay server (apex replay) over loopback gRPC: -streams
 simulated actors, each an Insert stream of batches of -insert-batch random
 CartPole transitions (44 bytes, plus a random priority) with at most -window
-batches unacknowledged, and one learner on a Sample stream keeping
+batches unacknowledged (paced to -insert-rate transitions/s in all, or
+as fast as the server takes them), and one learner on a Sample stream keeping
 -sample-inflight draws of -sample-batch rows in flight and writing back
 random priorities for every row it draws. After -warmup it measures for
 -duration: inserted transitions/s, sampled transitions/s (each written
@@ -47,6 +48,7 @@ not reported.
 
 Typical: apex loadtest -json=loadtest.json
 Fewer actors: apex loadtest -streams=8 -duration=5s
+Draw latency at a set insert load: apex loadtest -insert-rate=1e6 -sample-inflight=1
 
 flags:
 `
@@ -71,6 +73,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 	fs.IntVar(&cfg.InsertBatch, "insert-batch", def.InsertBatch, fmt.Sprintf("transitions per insert batch (1..%d)", loadtest.MaxBatch))
 	fs.IntVar(&cfg.Window, "window", def.Window, fmt.Sprintf("unacknowledged batches per stream (1..%d)", loadtest.MaxWindow))
 	fs.IntVar(&cfg.Conns, "conns", def.Conns, "client connections the insert streams share (0..-streams; 0: one per stream); the learner has its own")
+	fs.Float64Var(&cfg.InsertRate, "insert-rate", def.InsertRate, "pace the streams to this many transitions/s in all (0: as fast as the server acknowledges)")
 	fs.IntVar(&cfg.SampleBatch, "sample-batch", def.SampleBatch, fmt.Sprintf("rows per draw (1..%d)", loadtest.MaxBatch))
 	fs.IntVar(&cfg.SampleInflight, "sample-inflight", def.SampleInflight, fmt.Sprintf("draws the learner keeps in flight (1..%d)", loadtest.MaxInflight))
 	fs.DurationVar(&cfg.Warmup, "warmup", def.Warmup, "unmeasured load first (>= 0); measuring also waits for the first answered draw")

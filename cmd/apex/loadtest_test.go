@@ -15,6 +15,8 @@ func TestLoadtestBadFlags(t *testing.T) {
 		{"-insert-batch=9000", "-insert-batch=9000 must be in 1..8192"},
 		{"-window=0", "-window=0 must be in 1..1024"},
 		{"-streams=4 -conns=5", "-conns=5 must be in 0..4"},
+		{"-insert-rate=-1", "-insert-rate=-1 must be a finite rate >= 0"},
+		{"-insert-rate=NaN", "-insert-rate must be a finite number, got NaN"},
 		{"-sample-batch=0", "-sample-batch=0 must be in 1..8192"},
 		{"-sample-inflight=65", "-sample-inflight=65 must be in 1..64"},
 		{"-warmup=-1s", "-warmup=-1s must not be negative"},
@@ -43,7 +45,7 @@ func TestLoadtestHelp(t *testing.T) {
 	if code := run([]string{"loadtest", "-h"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, errOut.String())
 	}
-	for _, f := range []string{"server", "replay-args", "table", "streams", "insert-batch", "window", "conns",
+	for _, f := range []string{"server", "replay-args", "table", "streams", "insert-batch", "window", "conns", "insert-rate",
 		"sample-batch", "sample-inflight", "warmup", "duration", "seed", "json", "cpuprofile"} {
 		if !strings.Contains(out.String(), "\n  -"+f+" ") && !strings.Contains(out.String(), "\n  -"+f+"\n") {
 			t.Errorf("-h does not document -%s:\n%s", f, out.String())
