@@ -222,6 +222,12 @@ type run struct {
 // the report. It returns early with ctx's error if ctx ends, and with the
 // first stream's error if a stream fails (a status from the server, an
 // acknowledgement out of order, a batch of the wrong size).
+//
+// It blocks for Warmup + Duration, plus the wait for the first answered
+// draw (at most WarmupLimit) and the streams' graceful end (at most 10 s).
+// Calls are independent: each has its own connections and goroutines.
+// Memory: the encoded batches (16 × InsertBatch rows) and the streams'
+// windows; nothing grows with Duration.
 func Run(ctx context.Context, dial Dialer, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -305,7 +311,7 @@ func Run(ctx context.Context, dial Dialer, cfg Config) (*Report, error) {
 		}
 	}
 	fail := func(err error) (*Report, error) {
-		if ferr := finish(); ferr != nil && !errors.Is(ferr, context.Canceled) {
+		if ferr := finish(); ferr != nil && ferr != err && !errors.Is(ferr, context.Canceled) {
 			err = errors.Join(err, ferr)
 		}
 		return nil, err
