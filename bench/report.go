@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/apexrl/apex/internal/meter"
 )
 
 // WriteText writes the report as a human-readable table.
@@ -45,10 +47,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintln(tw)
 	}
 	fmt.Fprintf(tw, "\t%s\t\n", head)
-	row("inserts/s", func(x *Result) string { return si(x.InsertsPerSec) })
-	row("sampled transitions/s", func(x *Result) string { return si(x.SamplesPerSec) })
-	row("priority updates/s", func(x *Result) string { return si(x.UpdatesPerSec) })
-	row("learner steps/s", func(x *Result) string { return si(x.LearnerStepsPerSec) })
+	row("inserts/s", func(x *Result) string { return meter.SI(x.InsertsPerSec) })
+	row("sampled transitions/s", func(x *Result) string { return meter.SI(x.SamplesPerSec) })
+	row("priority updates/s", func(x *Result) string { return meter.SI(x.UpdatesPerSec) })
+	row("learner steps/s", func(x *Result) string { return meter.SI(x.LearnerStepsPerSec) })
 	row("step p50 µs", func(x *Result) string { return fmt.Sprintf("%.1f", x.LearnerStepP50US) })
 	row("step p99 µs", func(x *Result) string { return fmt.Sprintf("%.1f", x.LearnerStepP99US) })
 	row("step p99.9 µs", func(x *Result) string { return fmt.Sprintf("%.1f", x.LearnerStepP999US) })
@@ -65,7 +67,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	row("process CPU, cores", func(x *Result) string { return fmt.Sprintf("%.2f", x.CPUCores) })
 	row("allocs / GCs in load", func(x *Result) string { return fmt.Sprintf("%d / %d", x.Mallocs, x.GCCycles) })
 	if r.SoloSamplesPerSec > 0 {
-		row("solo sampled/s", func(x *Result) string { return si(x.SoloSamplesPerSec) })
+		row("solo sampled/s", func(x *Result) string { return meter.SI(x.SoloSamplesPerSec) })
 		row("solo step p50 µs", func(x *Result) string { return fmt.Sprintf("%.1f", x.SoloLearnerStepP50US) })
 		row("solo step p99 µs", func(x *Result) string { return fmt.Sprintf("%.1f", x.SoloLearnerStepP99US) })
 		row("solo step p99.9 µs", func(x *Result) string { return fmt.Sprintf("%.1f", x.SoloLearnerStepP999US) })
@@ -117,17 +119,4 @@ func soloSec(c ConfigJSON) float64 {
 		return 0
 	}
 	return c.SoloDurationSec
-}
-
-// si formats v with a K/M/G suffix.
-func si(v float64) string {
-	switch {
-	case v >= 1e9:
-		return fmt.Sprintf("%.2f G", v/1e9)
-	case v >= 1e6:
-		return fmt.Sprintf("%.2f M", v/1e6)
-	case v >= 1e3:
-		return fmt.Sprintf("%.1f K", v/1e3)
-	}
-	return fmt.Sprintf("%.0f", v)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/apexrl/apex/internal/meter"
 )
 
 // WriteText writes the report as a table: the load, then each figure with
@@ -18,7 +20,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	p("table\t%s, capacity %d, %d items at the end\n", r.Method, r.Capacity, r.TableSize)
 	paced := "unpaced"
 	if r.InsertRate > 0 {
-		paced = "paced to " + si(r.InsertRate) + "/s"
+		paced = "paced to " + meter.SI(r.InsertRate) + "/s"
 	}
 	p("load\t%d insert streams over %d connections (batches of %d, window %d, %s); 1 learner (draws of %d, %d in flight)\n",
 		r.Streams, r.Conns, r.InsertBatch, r.Window, paced, r.SampleBatch, r.SampleInflight)
@@ -26,7 +28,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	p("\n")
 	p("figure\ttotal\tper s\tper server CPU-s\tper CPU-s (both)\n")
 	row := func(name string, n uint64, rate float64, perSrv, perAll *float64) {
-		p("%s\t%d\t%s\t%s\t%s\n", name, n, si(rate), siPtr(perSrv), siPtr(perAll))
+		p("%s\t%d\t%s\t%s\t%s\n", name, n, meter.SI(rate), siPtr(perSrv), siPtr(perAll))
 	}
 	row("inserted transitions", r.Inserted, r.InsertsPerSec, r.InsertsPerServerCPUSec, r.InsertsPerCPUSec)
 	row("sampled + written back", r.Sampled, r.SampledPerSec, r.SampledPerServerCPUSec, r.SampledPerCPUSec)
@@ -44,20 +46,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	return tw.Flush()
 }
 
-// si writes a rate with a K/M suffix.
-func si(v float64) string {
-	switch {
-	case v >= 1e6:
-		return fmt.Sprintf("%.2f M", v/1e6)
-	case v >= 1e3:
-		return fmt.Sprintf("%.1f K", v/1e3)
-	}
-	return fmt.Sprintf("%.0f", v)
-}
-
 func siPtr(v *float64) string {
 	if v == nil {
 		return "-"
 	}
-	return si(*v)
+	return meter.SI(*v)
 }
