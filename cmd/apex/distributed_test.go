@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// proc is a process a test started: its command, its output file, and
+// how to end it by its own pid.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan error
+}
+
+// startProc starts bin with args, its stdout and stderr in dir/name.log,
+// and registers its end with t.Cleanup: SIGTERM by its pid, then SIGKILL
+// if it has not exited within 10 s.
+func startProc(t *testing.T, dir, name, bin string, args ...string) *proc {
+	t.Helper()
+	logPath := filepath.Join(dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		t.Fatalf("%s: %v", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait(); f.Close() }()
+	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+// stop ends p by its pid (SIGTERM, then SIGKILL after 10 s) and waits for
+// it; a process that has exited already is left alone.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return
+	default:
+	}
+	_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.done <- err
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL)
+		p.done <- <-p.done
+		t.Errorf("%s (pid %d) did not exit within 10 s of SIGTERM: killed", p.name, p.cmd.Process.Pid)
+	}
+}
+
+// wait waits up to d for p to exit and returns its error.
+func (p *proc) wait(d time.Duration) (error, bool) {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return err, true
+	case <-time.After(d):
+		return nil, false
+	}
+}
+
+// output is p's log so far.
+func (p *proc) output() string {
+	b, _ := os.ReadFile(p.log)
+	return string(b)
+}
+
+// waitAddr waits (up to 60 s, polling every 50 ms) for p to write its
+// listening address to file and returns it; p exiting first fails the
+// test with its output.
+func waitAddr(t *testing.T, p *proc, file string) string {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
+		if b, err := os.ReadFile(file); err == nil && strings.TrimSpace(string(b)) != "" {
+			return strings.TrimSpace(string(b))
+		}
+		if err, exited := p.wait(50 * time.Millisecond); exited {
+			t.Fatalf("%s exited before listening (%v):\n%s", p.name, err, p.output())
+		}
+	}
+	t.Fatalf("%s wrote no address to %s within 60 s:\n%s", p.name, file, p.output())
+	return ""
+}
+
+// TestDistributedCartPole runs a whole run as four processes on loopback:
+// apex replay (the buffer, the stage and the limiter), apex learner
+// (learning through the remote stage, serving parameters) and two apex
+// actor hosts (two actors each, one insert stream and one parameter
+// subscription per host). The learner stops once CartPole is solved; its
+// final evaluation must reach 475. Every process is ended by its own pid
+// and every file removed (t.TempDir).
+func TestDistributedCartPole(t *testing.T) {
+	bin := apexBinary(t)
+	dir := t.TempDir()
+	replayAddr := filepath.Join(dir, "replay.addr")
+	replay := startProc(t, dir, "replay", bin, "replay", "-listen=127.0.0.1:0", "-addr-file="+replayAddr,
+		"-env=CartPole-v1", "-actors=4", "-seed=3", "-checkpoint-dir="+filepath.Join(dir, "replay-ckpt"))
+	raddr := waitAddr(t, replay, replayAddr)
+
+	learnerAddr := filepath.Join(dir, "learner.addr")
+	out := filepath.Join(dir, "learner")
+	learner := startProc(t, dir, "learner", bin, "learner", "-replay="+raddr, "-listen=127.0.0.1:0", "-addr-file="+learnerAddr,
+		"-duration=4m", "-progress=2s", "-out="+out)
+	laddr := waitAddr(t, learner, learnerAddr)
+
+	for i := range 2 {
+		startProc(t, dir, fmt.Sprintf("actor%d", i), bin, "actor", "-replay="+raddr, "-learner="+laddr,
+			"-hosts=2", fmt.Sprintf("-host=%d", i), "-progress=2s")
+	}
+	err, exited := learner.wait(5 * time.Minute)
+	if !exited {
+		t.Fatalf("the learner did not finish within 5 minutes:\n%s", learner.output())
+	}
+	if err != nil {
+		t.Fatalf("learner: %v:\n%s", err, learner.output())
+	}
+	var res struct {
+		FinalReturn     float64 `json:"final_return"`
+		StoppedByTarget bool    `json:"stopped_by_target"`
+		StopReason      string  `json:"stop_reason"`
+		LearnerSteps    int64   `json:"learner_steps"`
+		Seconds         float64 `json:"seconds"`
+	}
+	raw, rerr := os.ReadFile(filepath.Join(out, "results.json"))
+	if rerr == nil {
+		rerr = json.Unmarshal(raw, &res)
+	}
+	if rerr != nil {
+		t.Fatalf("the learner's results.json: %v\n%s", rerr, learner.output())
+	}
+	t.Logf("solved: %v (%s) in %.1f s, %d learner steps, final return %.1f", res.StoppedByTarget, res.StopReason, res.Seconds, res.LearnerSteps, res.FinalReturn)
+	if res.FinalReturn < 475 {
+		t.Fatalf("final evaluation %.1f < 475 (stop reason %s); learner output:\n%s", res.FinalReturn, res.StopReason, learner.output())
+	}
+	// The replay server and the actor hosts stop gracefully on SIGTERM.
+	replay.stop(t)
+	if err, _ := replay.wait(0); err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("replay exited with %v:\n%s", err, replay.output())
+	}
+}
