@@ -28,8 +28,13 @@ absent):
                               admin tools present (its subject carries -role
                               as a label; bearer tokens decide what a
                               caller may do)
+  tokens                      a fresh bearer token per role, "role token"
+                              lines: the servers' -tokens file
+  actor.token, learner.token, admin.token
+                              each role's token alone: a client's
+                              -token-file
 
-Keys are written with mode 0600. An existing file is an error, and nothing
+Keys and tokens are written with mode 0600. An existing file is an error, and nothing
 is written, unless -force replaces them all.
 
 Typical: apex certs -out ./pki -hosts=localhost,127.0.0.1,replay1.example.org
@@ -38,7 +43,8 @@ flags:
 `
 
 // certFiles are the files apex certs writes, in the order it writes them.
-var certFiles = []string{"ca.pem", "ca-key.pem", "server.pem", "server-key.pem", "client.pem", "client-key.pem"}
+var certFiles = []string{"ca.pem", "ca-key.pem", "server.pem", "server-key.pem", "client.pem", "client-key.pem",
+	"tokens", "actor.token", "learner.token", "admin.token"}
 
 // runCerts is `apex certs`. Exit status: 0 success, 1 failure (DIR cannot
 // be made or written, files exist without -force), 2 usage error (no -out,
@@ -122,6 +128,9 @@ func writeCerts(dir string, hosts []string, validity time.Duration, role auth.Ro
 			return err
 		}
 	}
+	if err := writeTokens(paths[6], paths[7:], force); err != nil {
+		return err
+	}
 	until := ca.Cert.NotAfter.UTC().Format("2006-01-02")
 	what := []string{
 		"the CA certificate (every process gets it), valid until " + until,
@@ -130,6 +139,10 @@ func writeCerts(dir string, hosts []string, validity time.Duration, role auth.Ro
 		"the server key, mode 0600",
 		"the client certificate (role " + string(role) + ")",
 		"the client key, mode 0600",
+		"the servers' -tokens file: one token per role, mode 0600",
+		"the actor role's token (-token-file of apex actor), mode 0600",
+		"the learner role's token (-token-file of apex learner), mode 0600",
+		"the admin role's token (checkpoints, limiter changes), mode 0600",
 	}
 	width := 0
 	for _, p := range paths {
@@ -139,4 +152,45 @@ func writeCerts(dir string, hosts []string, validity time.Duration, role auth.Ro
 		fmt.Fprintf(w, "wrote %-*s  %s\n", width, p, what[i])
 	}
 	return nil
+}
+
+// writeTokens makes a fresh token for each of auth.Roles and writes them
+// all to list ("role token" lines, the servers' -tokens file) and each
+// alone to perRole (in auth.Roles' order), every file with mode 0600.
+func writeTokens(list string, perRole []string, force bool) error {
+	var all strings.Builder
+	all.WriteString("# apex bearer tokens: role token\n")
+	for i, r := range auth.Roles {
+		tok, err := auth.NewToken()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&all, "%s %s\n", r, tok)
+		if err := writeSecret(perRole[i], []byte(tok+"\n"), force); err != nil {
+			return err
+		}
+	}
+	return writeSecret(list, []byte(all.String()), force)
+}
+
+// writeSecret writes data to path with mode 0600, refusing an existing
+// file unless force.
+func writeSecret(path string, data []byte, force bool) error {
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if force {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -34,7 +34,7 @@ func TestCertsWritesAWorkingPKI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.HasSuffix(f, "key.pem") && st.Mode().Perm() != 0o600 {
+		if (strings.HasSuffix(f, "key.pem") || strings.Contains(f, "token")) && st.Mode().Perm() != 0o600 {
 			t.Errorf("%s has mode %v, want 0600", f, st.Mode().Perm())
 		}
 	}
@@ -49,6 +49,21 @@ func TestCertsWritesAWorkingPKI(t *testing.T) {
 	}
 	if _, err := auth.ClientTLS(f("client.pem"), f("client-key.pem"), f("ca.pem"), "replay1.example.org"); err != nil {
 		t.Errorf("client files: %v", err)
+	}
+	// The tokens file is what a server's -tokens loads, and each role's
+	// file holds that role's token.
+	toks, err := auth.LoadTokens(f("tokens"))
+	if err != nil {
+		t.Fatalf("tokens: %v", err)
+	}
+	for _, r := range auth.Roles {
+		b, err := os.ReadFile(f(string(r) + ".token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := toks.Lookup(strings.TrimSpace(string(b))); !ok || got != r {
+			t.Errorf("%s.token holds a token of role %q (found %v) in the tokens file, want %q", r, got, ok, r)
+		}
 	}
 	server, err := auth.LoadKeyPair(f("server.pem"), f("server-key.pem"))
 	if err != nil {
