@@ -61,25 +61,53 @@ type GRPCOptions struct {
 	PingInterval, PingTimeout time.Duration
 }
 
-// GRPCServer is a gRPC server carrying a Server's Replay service and the
-// standard health service (NOT_SERVING until Serve, SERVING while it
-// serves, NOT_SERVING from Shutdown on), with the message limits of
-// api/replay/v1 (MaxMessageBytes each way: larger messages are refused by
-// gRPC with ResourceExhausted), keepalive enforcement and, when given,
-// TLS and token checks. Safe for concurrent use.
+// GRPCServer is a gRPC server carrying one apex service — a Server's
+// Replay service (NewGRPCServer) or a learner's Params service
+// (NewParamsGRPCServer) — and the standard health service (NOT_SERVING
+// until Serve, SERVING while it serves, NOT_SERVING from Shutdown on),
+// with the message limits of api/replay/v1 (MaxMessageBytes each way:
+// larger messages are refused by gRPC with ResourceExhausted), keepalive
+// enforcement and, when given, TLS and token checks. Safe for concurrent
+// use.
 type GRPCServer struct {
-	srv    *Server
-	g      *grpc.Server
-	health *health.Server
-	once   sync.Once
+	g       *grpc.Server
+	health  *health.Server
+	service string
+	// end ends the service's stream handlers and waits (Server.Close);
+	// nil for a service whose handlers end with their streams.
+	end  func()
+	once sync.Once
 }
 
-// NewGRPCServer builds the gRPC server for srv. Other services (the
-// learner's Params) may be registered on GRPC() before Serve.
+// NewGRPCServer builds the gRPC server for srv. Other services may be
+// registered on GRPC() before Serve.
 func NewGRPCServer(srv *Server, opts GRPCOptions) (*GRPCServer, error) {
 	if srv == nil {
 		return nil, errors.New("remote: NewGRPCServer: nil Server")
 	}
+	return newGRPCServer(opts, replayv1.Replay_ServiceDesc.ServiceName, srv.Close, func(g *grpc.Server) { replayv1.RegisterReplayServer(g, srv) }), nil
+}
+
+// NewParamsGRPCServer builds the gRPC server for a learner's parameter
+// service ps (ParamsPolicy gives its roles for opts.Auth).
+func NewParamsGRPCServer(ps *ParamsServer, opts GRPCOptions) (*GRPCServer, error) {
+	if ps == nil {
+		return nil, errors.New("remote: NewParamsGRPCServer: nil ParamsServer")
+	}
+	return newGRPCServer(opts, replayv1.Params_ServiceDesc.ServiceName, nil, func(g *grpc.Server) { replayv1.RegisterParamsServer(g, ps) }), nil
+}
+
+// ParamsPolicy is the roles allowed each Params method, as replay.proto
+// documents them, for auth.NewAuthorizer.
+func ParamsPolicy() auth.Policy {
+	all := []auth.Role{auth.RoleActor, auth.RoleLearner, auth.RoleAdmin}
+	const svc = "/" + "apex.replay.v1.Params" + "/"
+	return auth.Policy{svc + "Watch": all, svc + "Get": all}
+}
+
+// newGRPCServer builds a GRPCServer for the service named service, which
+// register registers; end (may be nil) ends its handlers on Shutdown.
+func newGRPCServer(opts GRPCOptions, service string, end func(), register func(*grpc.Server)) *GRPCServer {
 	if opts.MinPingInterval <= 0 {
 		opts.MinPingInterval = DefaultMinPingInterval
 	}
@@ -102,12 +130,12 @@ func NewGRPCServer(srv *Server, opts GRPCOptions) (*GRPCServer, error) {
 		so = append(so, grpc.ChainUnaryInterceptor(opts.Auth.Unary()), grpc.ChainStreamInterceptor(opts.Auth.Stream()))
 	}
 	g := grpc.NewServer(so...)
-	replayv1.RegisterReplayServer(g, srv)
+	register(g)
 	h := health.NewServer()
 	h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	h.SetServingStatus(replayv1.Replay_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	h.SetServingStatus(service, healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(g, h)
-	return &GRPCServer{srv: srv, g: g, health: h}, nil
+	return &GRPCServer{g: g, health: h, service: service, end: end}
 }
 
 // GRPC is the underlying server, for registering more services before
@@ -118,7 +146,7 @@ func (s *GRPCServer) GRPC() *grpc.Server { return s.g }
 // returns nil after Shutdown, otherwise grpc.Server.Serve's error.
 func (s *GRPCServer) Serve(lis net.Listener) error {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(replayv1.Replay_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(s.service, healthpb.HealthCheckResponse_SERVING)
 	err := s.g.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
@@ -135,7 +163,9 @@ func (s *GRPCServer) Serve(lis net.Listener) error {
 func (s *GRPCServer) Shutdown(ctx context.Context) {
 	s.once.Do(func() {
 		s.health.Shutdown()
-		s.srv.Close()
+		if s.end != nil {
+			s.end()
+		}
 		done := make(chan struct{})
 		go func() {
 			s.g.GracefulStop()

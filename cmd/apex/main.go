@@ -39,6 +39,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runMethods(args[1:], stdout, stderr)
 	case "certs":
 		return runCerts(args[1:], stdout, stderr)
+	case "replay":
+		return runReplay(args[1:], stdout, stderr)
+	case "learner":
+		return runLearner(args[1:], stdout, stderr)
+	case "actor":
+		return runActor(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -57,7 +63,10 @@ commands:
   loadtest     load-test a replay server over gRPC (apex loadtest -h)
   experiment   run a paper's small experiment (apex experiment -h)
   methods      list the replay methods (-sampler), their learners and options
-  certs        make a CA and certificates for mutual TLS (apex certs -h)
+  replay       serve a run's replay over gRPC: buffer, stage, limiter (apex replay -h)
+  learner      learn from a replay server, serve parameters (apex learner -h)
+  actor        run actors that insert into a replay server (apex actor -h)
+  certs        make a CA, certificates and tokens for the network (apex certs -h)
 `)
 }
 

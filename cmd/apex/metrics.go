@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/apexrl/apex/remote"
 	"github.com/apexrl/apex/remote/auth"
 	"github.com/apexrl/apex/runtime"
 	"github.com/apexrl/apex/sampler"
@@ -247,17 +248,7 @@ func (c *trainCollector) Collect(ch chan<- prometheus.Metric) {
 // holding the Go runtime and process collectors and a trainCollector over
 // stats.
 func newMetricsRegistry(stats func() runtime.TrainStats, cfg runtime.TrainConfig) (*prometheus.Registry, error) {
-	reg := prometheus.NewRegistry()
-	for _, c := range []prometheus.Collector{
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newTrainCollector(stats, cfg),
-	} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	return reg, nil
+	return newStatsRegistry(newTrainCollector(stats, cfg))
 }
 
 // metricsHandler serves /metrics from reg and net/http/pprof under
@@ -344,4 +335,82 @@ func (m *metricsServer) Close(timeout time.Duration) error {
 		m.closeErr = err
 	})
 	return m.closeErr
+}
+
+// statMetric is one metric read from a snapshot of type S.
+type statMetric[S any] struct {
+	name, help string
+	kind       metricKind
+	value      func(*S) float64
+}
+
+// statsCollector turns one snapshot of S per scrape into const metrics
+// (the servers' collectors; trainCollector adds the run's info and
+// evaluation to the same pattern).
+type statsCollector[S any] struct {
+	stats   func() S
+	metrics []statMetric[S]
+	descs   []*prometheus.Desc
+}
+
+func newStatsCollector[S any](stats func() S, metrics []statMetric[S]) *statsCollector[S] {
+	c := &statsCollector[S]{stats: stats, metrics: metrics}
+	for _, m := range metrics {
+		c.descs = append(c.descs, prometheus.NewDesc(m.name, m.help, nil, nil))
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *statsCollector[S]) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: one snapshot per scrape.
+func (c *statsCollector[S]) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	for i, m := range c.metrics {
+		vt := prometheus.GaugeValue
+		if m.kind == counter {
+			vt = prometheus.CounterValue
+		}
+		ch <- prometheus.MustNewConstMetric(c.descs[i], vt, m.value(&st))
+	}
+}
+
+// newStatsRegistry returns a private registry with the Go runtime and
+// process collectors and cs.
+func newStatsRegistry(cs ...prometheus.Collector) (*prometheus.Registry, error) {
+	reg := prometheus.NewRegistry()
+	for _, c := range append([]prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	}, cs...) {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+// replayMetrics are apex replay's metrics, from remote.ServerStats.
+var replayMetrics = []statMetric[remote.ServerStats]{
+	{"apex_replay_inserted_items_total", "Transitions stored.", counter, func(s *remote.ServerStats) float64 { return float64(s.InsertedItems) }},
+	{"apex_replay_inserted_batches_total", "Insert batches stored.", counter, func(s *remote.ServerStats) float64 { return float64(s.InsertedBatches) }},
+	{"apex_replay_duplicate_batches_total", "Insert batches acknowledged as resends, not stored again.", counter, func(s *remote.ServerStats) float64 { return float64(s.DuplicateBatches) }},
+	{"apex_replay_draws_total", "Sample draws served.", counter, func(s *remote.ServerStats) float64 { return float64(s.Draws) }},
+	{"apex_replay_sampled_items_total", "Transitions sampled.", counter, func(s *remote.ServerStats) float64 { return float64(s.SampledItems) }},
+	{"apex_replay_write_backs_total", "Priority write-backs applied.", counter, func(s *remote.ServerStats) float64 { return float64(s.WriteBacksApplied) }},
+	{"apex_replay_write_backs_stale_total", "Write-backs dropped: the slot was overwritten since the draw.", counter, func(s *remote.ServerStats) float64 { return float64(s.WriteBacksStale) }},
+	{"apex_replay_write_backs_wrong_incarnation_total", "Write-backs dropped: drawn from an earlier incarnation of the server.", counter, func(s *remote.ServerStats) float64 { return float64(s.WriteBacksWrongIncarnation) }},
+	{"apex_replay_rejected_messages_total", "Requests refused (bad input, unknown table, missing deadline, ...).", counter, func(s *remote.ServerStats) float64 { return float64(s.RejectedMessages) }},
+	{"apex_replay_checkpoints_total", "Checkpoints written.", counter, func(s *remote.ServerStats) float64 { return float64(s.Checkpoints) }},
+	{"apex_replay_size", "Transitions stored now.", gauge, func(s *remote.ServerStats) float64 { return float64(s.Size) }},
+	{"apex_replay_writers", "Writers in the idempotency table.", gauge, func(s *remote.ServerStats) float64 { return float64(s.Writers) }},
+	{"apex_replay_insert_streams", "Open insert streams.", gauge, func(s *remote.ServerStats) float64 { return float64(s.InsertStreams) }},
+	{"apex_replay_sample_streams", "Open sample streams.", gauge, func(s *remote.ServerStats) float64 { return float64(s.SampleStreams) }},
+	{"apex_replay_inserts_waiting", "Insert batches held by the rate limiter now.", gauge, func(s *remote.ServerStats) float64 { return float64(s.InsertsWaiting) }},
+	{"apex_replay_draws_waiting", "Draws held by the rate limiter now.", gauge, func(s *remote.ServerStats) float64 { return float64(s.DrawsWaiting) }},
 }

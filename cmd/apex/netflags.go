@@ -5,20 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
-
-	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/remote"
 	"github.com/apexrl/apex/remote/auth"
 )
@@ -101,49 +96,38 @@ func checkWritableDir(dir string) error {
 	return os.Remove(name)
 }
 
-// grpcServer builds a gRPC server with the flags' transport security and
-// token checks (policy names the roles of each method), 1 MiB message
-// limits, keepalive enforcement and the standard health service, which it
-// returns to be marked serving once the caller has registered its
-// services.
-func (f *serveFlags) grpcServer(policy auth.Policy) (*grpc.Server, *health.Server, *auth.Authorizer, error) {
-	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(replayv1.MaxMessageBytes + 64<<10),
-		grpc.MaxSendMsgSize(replayv1.MaxMessageBytes + 64<<10),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-	}
+// grpcOptions loads the flags' transport security and token checks
+// (policy names the roles of each method of the services served) into
+// remote.GRPCOptions.
+func (f *serveFlags) grpcOptions(policy auth.Policy) (remote.GRPCOptions, error) {
+	var o remote.GRPCOptions
 	if f.tlsOn() {
 		cfg, err := auth.ServerTLS(f.cert, f.key, f.ca)
 		if err != nil {
-			return nil, nil, nil, err
+			return o, err
 		}
-		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
+		o.TLS = cfg
 	}
 	var tokens *auth.Tokens
 	if f.tokens != "" {
 		t, err := auth.LoadTokens(f.tokens)
 		if err != nil {
-			return nil, nil, nil, err
+			return o, err
 		}
 		tokens = t
 	}
 	az, err := auth.NewAuthorizer(tokens, policy)
 	if err != nil {
-		return nil, nil, nil, err
+		return o, err
 	}
-	opts = append(opts, grpc.ChainUnaryInterceptor(az.Unary()), grpc.ChainStreamInterceptor(az.Stream()))
-	srv := grpc.NewServer(opts...)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(srv, hs)
-	return srv, hs, az, nil
+	o.Auth = az
+	return o, nil
 }
 
-// serve listens on -listen, writes -addr-file, marks every service
-// serving and serves srv until ctx ends; then it marks them not serving
-// and stops gracefully (in-flight calls finish, streams end), forcing the
-// stop after the grace period. It returns the listener's error, if any.
-func (f *serveFlags) serve(ctx context.Context, srv *grpc.Server, hs *health.Server, log *slog.Logger, what string) error {
+// serve listens on -listen, writes -addr-file and runs serveFn on the
+// listener until ctx ends; then shutdown stops it gracefully, forced after
+// the grace period. It returns the listener's or serveFn's error, if any.
+func (f *serveFlags) serve(ctx context.Context, serveFn func(net.Listener) error, shutdown func(context.Context), log *slog.Logger, what string) error {
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return fmt.Errorf("%s: listen: %w", what, err)
@@ -155,24 +139,17 @@ func (f *serveFlags) serve(ctx context.Context, srv *grpc.Server, hs *health.Ser
 			return fmt.Errorf("-addr-file: %w", err)
 		}
 	}
-	hs.Resume()
 	log.Info("serving", "what", what, "addr", addr, "tls", f.tlsOn(), "tokens", f.tokens != "")
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- serveFn(ln) }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
-	hs.Shutdown()
-	stopped := make(chan struct{})
-	go func() { srv.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(f.gracefulStopDuration):
-		srv.Stop()
-		<-stopped
-	}
+	sctx, cancel := context.WithTimeout(context.Background(), f.gracefulStopDuration)
+	defer cancel()
+	shutdown(sctx)
 	return <-errc
 }
 
@@ -254,3 +231,30 @@ func (f *dialFlags) options() (remote.ClientOptions, error) {
 	o.Insecure = f.insecure
 	return o, nil
 }
+
+// newLogger returns the commands' logger: text or json records on w.
+func newLogger(format string, w io.Writer) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	}
+	return nil, fmt.Errorf("unknown -log-format %q (valid: text, json)", format)
+}
+
+// version is the binary's version for the servers' Info: the module
+// version, or the VCS revision of a development build.
+var version = func() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			v += "+" + s.Value
+		}
+	}
+	return v
+}()

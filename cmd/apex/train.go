@@ -81,14 +81,9 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	var log *slog.Logger
-	switch *logFormat {
-	case "text":
-		log = slog.New(slog.NewTextHandler(stdout, nil))
-	case "json":
-		log = slog.New(slog.NewJSONHandler(stdout, nil))
-	default:
-		fmt.Fprintf(stderr, "apex: unknown -log-format %q (valid: text, json)\n", *logFormat)
+	log, err := newLogger(*logFormat, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "apex: %v\n", err)
 		return 2
 	}
 	var bar io.Writer
@@ -389,8 +384,15 @@ func signalExitCode(s os.Signal) int {
 // progress reports the run every period until done is closed: a log
 // record (text or JSON) per period, or, on a terminal in text mode, one
 // progress-bar line redrawn in place; and a warning when a periodic
+// trainProgress is what the progress records read: a Trainer, or a
+// learner host of a distributed run.
+type trainProgress interface {
+	Stats() runtime.TrainStats
+	Config() runtime.TrainConfig
+}
+
 // checkpoint failed (the run goes on without it).
-func progress(tr *runtime.Trainer, log *slog.Logger, bar io.Writer, period time.Duration, done <-chan struct{}) {
+func progress(tr trainProgress, log *slog.Logger, bar io.Writer, period time.Duration, done <-chan struct{}) {
 	if period <= 0 {
 		return
 	}

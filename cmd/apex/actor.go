@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/apexrl/apex/model"
+	"github.com/apexrl/apex/remote"
+	"github.com/apexrl/apex/runtime"
+)
+
+const actorUsage = `usage: apex actor -replay=HOST:PORT -learner=HOST:PORT [flags]
+
+An actor host of a distributed run: one process running its share of the
+run's actors (the replay server's -actors, split over -hosts hosts; this is
+host -host), which share one insert stream to the replay server and one
+parameter subscription to the learner. The run's configuration comes from
+the replay server. It waits for the learner's first parameters, then acts
+until SIGINT or SIGTERM, when it stores every batch it completed (waiting
+for the server's acknowledgements) and exits 0. It exits 1 when the replay
+server stays unreachable (its unacknowledged batches are reported lost).
+
+flags:
+`
+
+// runActor is apex actor.
+func runActor(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("apex actor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	replayAddr := fs.String("replay", "127.0.0.1:7700", "the apex replay server's host:port")
+	learnerAddr := fs.String("learner", "127.0.0.1:7701", "the apex learner's parameter service host:port")
+	hosts := fs.Int("hosts", 1, "actor hosts the run's actors are split over")
+	hostIdx := fs.Int("host", 0, "this host's index in [0, -hosts): it runs actors i with i mod -hosts = -host... in contiguous blocks")
+	window := fs.Int("window", 0, "insert batches in flight without acknowledgement (0: remote.DefaultWindow)")
+	df := addDialFlags(fs, "tls-", false)
+	progressEvery := fs.Duration("progress", 5*time.Second, "time between progress records (0: none)")
+	logFormat := fs.String("log-format", "text", "log records: text or json")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), actorUsage)
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	usageErr := func(err error) int {
+		fmt.Fprintf(stderr, "apex actor: %v\n", err)
+		return 2
+	}
+	log, err := newLogger(*logFormat, stdout)
+	if err != nil {
+		return usageErr(err)
+	}
+	switch {
+	case *hosts < 1:
+		return usageErr(fmt.Errorf("-hosts must be >= 1, got %d", *hosts))
+	case *hostIdx < 0 || *hostIdx >= *hosts:
+		return usageErr(fmt.Errorf("-host must be in [0, %d) (-hosts), got %d", *hosts, *hostIdx))
+	case *window < 0:
+		return usageErr(fmt.Errorf("-window must not be negative, got %d", *window))
+	}
+	if err := checkCounts(fs, []string{"progress"}); err != nil {
+		return usageErr(err)
+	}
+	copts, err := df.options()
+	if err != nil {
+		return usageErr(err)
+	}
+	ctx, _, stopSignals := watchSignals(func(s os.Signal) {
+		log.Info("stopping: storing the completed batches", "signal", signalName(s))
+	}, func(s os.Signal) {
+		fmt.Fprintf(stderr, "apex actor: second signal (%s): exiting now\n", signalName(s))
+	})
+	defer stopSignals()
+
+	dialCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	rc, err := remote.Dial(dialCtx, *replayAddr, copts)
+	if err != nil {
+		return usageErr(fmt.Errorf("-replay %s: %w", *replayAddr, err))
+	}
+	defer rc.Close()
+	cfg, err := rc.Config(dialCtx)
+	if err != nil {
+		fmt.Fprintf(stderr, "apex actor: the replay server at %s: %v\n", *replayAddr, err)
+		return 1
+	}
+	n, first := cfg.Actors / *hosts, *hostIdx*(cfg.Actors / *hosts)
+	if rest := cfg.Actors % *hosts; *hostIdx < rest {
+		n, first = n+1, first+*hostIdx
+	} else {
+		first += rest
+	}
+	if n == 0 {
+		return usageErr(fmt.Errorf("the run has %d actors: not enough for host %d of %d", cfg.Actors, *hostIdx, *hosts))
+	}
+	layout, err := runtime.ReplayLayout(cfg)
+	if err != nil {
+		return usageErr(err)
+	}
+	lc, err := remote.Dial(dialCtx, *learnerAddr, copts)
+	if err != nil {
+		return usageErr(fmt.Errorf("-learner %s: %w", *learnerAddr, err))
+	}
+	defer lc.Close()
+	var store model.Store
+	sub, err := lc.SubscribeParams(&store, remote.SubscriberOptions{})
+	if err != nil {
+		fmt.Fprintf(stderr, "apex actor: %v\n", err)
+		return 1
+	}
+	defer sub.Close()
+	log.Info("actor host", "replay", *replayAddr, "learner", *learnerAddr, "actors", n, "first_actor", first, "of", cfg.Actors)
+	if err := sub.WaitVersion(ctx, 0); err != nil {
+		if ctx.Err() != nil {
+			return 0
+		}
+		fmt.Fprintf(stderr, "apex actor: waiting for the learner's first parameters: %v\n", err)
+		return 1
+	}
+	var nonce [4]byte
+	_, _ = rand.Read(nonce[:])
+	host, _ := os.Hostname()
+	id := fmt.Sprintf("%s/actor-host-%d/%s", host, *hostIdx, hex.EncodeToString(nonce[:]))
+	w, err := rc.NewWriter(id, remote.WriterOptions{Layout: layout, Window: *window})
+	if err != nil {
+		fmt.Fprintf(stderr, "apex actor: %v\n", err)
+		return 1
+	}
+	ah, err := runtime.NewActorHost(cfg, n, &store, w, runtime.FirstActor(first))
+	if err != nil {
+		w.Close(context.Background())
+		return usageErr(err)
+	}
+	done := make(chan struct{})
+	var printer sync.WaitGroup
+	printer.Go(func() { actorProgress(ah, w, log, *progressEvery, done) })
+	runErr := ah.Run(ctx)
+	flushCtx, cancelFlush := context.WithTimeout(context.Background(), 30*time.Second)
+	closeErr := w.Close(flushCtx)
+	cancelFlush()
+	close(done)
+	printer.Wait()
+	ws := w.Stats()
+	st := ah.Stats()
+	log.Info("done", "env_steps", st.EnvSteps, "episodes", st.Episodes, "batches_acked", ws.Acked, "lost", ws.Lost, "resent", ws.Resent)
+	if err := errors.Join(runErr, closeErr); err != nil {
+		fmt.Fprintf(stderr, "apex actor: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// actorProgress logs the host's rates every period until done closes.
+func actorProgress(h *runtime.ActorHost, w *remote.Writer, log *slog.Logger, period time.Duration, done <-chan struct{}) {
+	if period <= 0 {
+		return
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	last, lastT := h.Stats(), time.Now()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		st, now := h.Stats(), time.Now()
+		ws := w.Stats()
+		rate := float64(st.EnvSteps-last.EnvSteps) / now.Sub(lastT).Seconds()
+		log.Info("progress", "env_steps", st.EnvSteps, "env_steps_per_s", round1(rate), "episodes", st.Episodes,
+			"batches_acked", ws.Acked, "in_flight", ws.Sent-ws.Acked, "reconnects", ws.Reconnects)
+		last, lastT = st, now
+	}
+}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/apexrl/apex/remote"
+	"github.com/apexrl/apex/runtime"
+)
+
+const learnerUsage = `usage: apex learner -replay=HOST:PORT [flags]
+
+The learner of a distributed run: it connects to an apex replay server,
+takes the run's configuration from it, samples through the server's replay
+stage (draws, priority write-backs and, for NERS, feature write-backs on
+one stream), learns, and serves its newest parameters to the apex actor
+hosts (the Params service on -listen). It evaluates, stops and writes
+results.json, curve.png and its checkpoint to -out as apex train does.
+
+The learner's own settings (-steps, -duration, -target-return,
+-stop-when-solved, -float32, -learner-workers) are this process's; every
+other setting is the replay server's. The ReF-ER methods (refer, refer-1,
+refer-2, er) are refused: their learners rewrite whole stored episodes,
+which the network stage does not carry yet.
+
+Exit status 0: stopped as asked (solved, -steps or -duration) or by
+SIGINT/SIGTERM (results written); 1: the run failed; 2: a usage error.
+
+flags:
+`
+
+// runLearner is apex learner.
+func runLearner(args []string, stdout, stderr io.Writer) int {
+	def := runtime.DefaultTrainConfig()
+	local := def
+	fs := flag.NewFlagSet("apex learner", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	replayAddr := fs.String("replay", "127.0.0.1:7700", "the apex replay server's host:port")
+	addLearnerFlags(fs, &local)
+	sf := addServeFlags(fs, "127.0.0.1:7701", "the parameter service (actor hosts subscribe to it)")
+	df := addDialFlags(fs, "tls-client-", true)
+	out := fs.String("out", "out/learner", "directory for results.json, curve.png and the learner's checkpoint")
+	ckpt := fs.String("checkpoint", "", "write the learner's checkpoint (networks, optimiser, counters; the replay server keeps the data) to this file every -checkpoint-every and at the end (default <out>/learner.ckpt; \"none\": no checkpoint)")
+	fs.DurationVar(&local.CheckpointEvery, "checkpoint-every", def.CheckpointEvery, "time between periodic learner checkpoints (0: only at the end)")
+	progressEvery := fs.Duration("progress", 5*time.Second, "time between progress records (0: none)")
+	logFormat := fs.String("log-format", "text", "log records: text or json")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics and pprof on this loopback host:port (empty: off)")
+	metricsRemote := fs.Bool("metrics-allow-remote", false, "allow a non-loopback -metrics-addr")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), learnerUsage)
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	usageErr := func(err error) int {
+		fmt.Fprintf(stderr, "apex learner: %v\n", err)
+		return 2
+	}
+	log, err := newLogger(*logFormat, stdout)
+	if err != nil {
+		return usageErr(err)
+	}
+	if err := checkCounts(fs, []string{"steps", "duration", "learner-workers", "checkpoint-every", "progress"}); err != nil {
+		return usageErr(err)
+	}
+	if err := sf.check(log); err != nil {
+		return usageErr(err)
+	}
+	df.ca, df.insecure = sf.ca, sf.insecure
+	copts, err := df.options()
+	if err != nil {
+		return usageErr(err)
+	}
+	if *metricsAddr != "" {
+		if err := checkMetricsAddr(*metricsAddr, *metricsRemote); err != nil {
+			return usageErr(err)
+		}
+	}
+	switch *ckpt {
+	case "":
+		*ckpt = filepath.Join(*out, "learner.ckpt")
+	case "none":
+		*ckpt = ""
+	}
+	if err := prepareOut(*out); err != nil {
+		return usageErr(err)
+	}
+	ctx, interrupted, stopSignals := watchSignals(func(s os.Signal) {
+		log.Warn("interrupted: stopping; the results and the checkpoint are being written (a second signal exits at once)", "signal", signalName(s))
+	}, func(s os.Signal) {
+		fmt.Fprintf(stderr, "apex learner: second interrupt (%s): exiting now\n", signalName(s))
+	})
+	defer stopSignals()
+
+	dialCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	client, err := remote.Dial(dialCtx, *replayAddr, copts)
+	if err != nil {
+		return usageErr(fmt.Errorf("-replay %s: %w", *replayAddr, err))
+	}
+	defer client.Close()
+	cfg, err := client.Config(dialCtx)
+	if err != nil {
+		fmt.Fprintf(stderr, "apex learner: the replay server at %s: %v\n", *replayAddr, err)
+		return 1
+	}
+	cfg.Steps, cfg.Duration, cfg.TargetReturn, cfg.StopWhenSolved = local.Steps, local.Duration, local.TargetReturn, local.StopWhenSolved
+	cfg.Float32, cfg.LearnerWorkers = local.Float32, local.LearnerWorkers
+	cfg.Checkpoint, cfg.CheckpointEvery = *ckpt, local.CheckpointEvery
+	if runtime.RemoteRefuses(cfg) != nil {
+		return usageErr(runtime.RemoteRefuses(cfg))
+	}
+	localMethod, err := runtime.NewLocalMethod(cfg)
+	if err != nil {
+		return usageErr(err)
+	}
+	m, err := client.Method(dialCtx, localMethod, 0)
+	if err != nil {
+		fmt.Fprintf(stderr, "apex learner: the replay server's stage: %v\n", err)
+		return 1
+	}
+	host, err := runtime.NewLearnerHost(cfg, m, runtime.SeededRemotely())
+	if err != nil {
+		return usageErr(err)
+	}
+	for _, w := range host.Warnings() {
+		log.Warn("warning", "warning", w)
+	}
+	ps, err := remote.NewParamsServer(host.Store(), remote.ParamsServerOptions{})
+	if err != nil {
+		fmt.Fprintf(stderr, "apex learner: %v\n", err)
+		return 1
+	}
+	gopts, err := sf.grpcOptions(remote.ParamsPolicy())
+	if err != nil {
+		return usageErr(err)
+	}
+	g, err := remote.NewParamsGRPCServer(ps, gopts)
+	if err != nil {
+		fmt.Fprintf(stderr, "apex learner: %v\n", err)
+		return 1
+	}
+	// The parameter service outlives the learning: it stops after the
+	// results are written, so actor hosts keep the final parameters.
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	var serving sync.WaitGroup
+	serveErr := make(chan error, 1)
+	serving.Go(func() {
+		serveErr <- sf.serve(serveCtx, func(ln net.Listener) error { return g.Serve(ln) }, g.Shutdown, log, "params")
+	})
+	var metrics *metricsServer
+	if *metricsAddr != "" {
+		reg, err := newMetricsRegistry(host.Stats, host.Config())
+		if err == nil {
+			metrics, err = startMetricsServer(*metricsAddr, reg)
+		}
+		if err != nil {
+			stopServing()
+			serving.Wait()
+			fmt.Fprintf(stderr, "apex learner: %v\n", err)
+			return 1
+		}
+		defer metrics.Close(metricsShutdownTimeout)
+		log.Info("metrics", "metrics_url", "http://"+metrics.Addr()+"/metrics")
+	}
+	c := host.Config()
+	log.Info("learner", "replay", *replayAddr, "env", c.Env, "sampler", c.Sampler, "algo", c.Algo, "float32", c.Float32,
+		"learner_workers", c.LearnerWorkers, "batch", c.Batch)
+	done := make(chan struct{})
+	var printer sync.WaitGroup
+	printer.Go(func() { progress(host, log, nil, *progressEvery, done) })
+	res, err := host.Run(ctx)
+	close(done)
+	printer.Wait()
+	code := 0
+	if res != nil {
+		if werr := writeResults(*out, res); werr != nil {
+			fmt.Fprintf(stderr, "apex learner: results: %v\n", werr)
+			code = 1
+		} else {
+			log.Info("done", "stop_reason", res.StopReason, "final_return", round1(res.FinalReturn), "solved", res.StoppedByTarget,
+				"seconds", round1(res.Seconds), "learner_steps", res.LearnerSteps, "updates_per_s", round1(res.UpdatesPerSec),
+				"results", filepath.Join(*out, "results.json"), "checkpoint", c.Checkpoint)
+		}
+	}
+	stopServing()
+	serving.Wait()
+	if serr := <-serveErr; serr != nil && !errors.Is(serr, context.Canceled) {
+		fmt.Fprintf(stderr, "apex learner: params: %v\n", serr)
+		code = 1
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "apex learner: %v\n", err)
+		return 1
+	}
+	if code != 0 {
+		return code
+	}
+	if sig := interrupted(); sig != nil {
+		fmt.Fprintf(stderr, "apex learner: interrupted by %s: results written to %s\n", signalName(sig), *out)
+	}
+	return 0
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/apexrl/apex/remote"
+	"github.com/apexrl/apex/remote/auth"
+	"github.com/apexrl/apex/runtime"
+)
+
+const replayUsage = `usage: apex replay [flags]
+
+Serves a run's replay over gRPC (api/replay/v1): the buffer, the replay
+method's whole stage (-sampler and its options) and the sample-to-insert
+rate limiter. It is the run's configuration authority: start it with the
+flags apex train takes for the run (environment, method, learner and actor
+settings); apex learner and apex actor hosts connect to it, receive that
+configuration and build their parts from it.
+
+Listens on loopback by default; beyond loopback it needs -tls-cert,
+-tls-key and -tls-ca (mutual TLS 1.3; apex certs makes them) or -insecure.
+With -tokens, every call needs a bearer token of a role allowed to make it
+(actor: insert, info; learner: those and sampling; admin: everything,
+checkpoints and limiter changes included). Serves the standard gRPC health
+service, and /metrics with -metrics-addr.
+
+SIGINT or SIGTERM stops it gracefully: streams end, in-flight calls finish,
+and with -checkpoint-dir a last checkpoint is written. Exit status 0 after
+such a stop, 1 on a failure, 2 on a usage error (found before serving).
+
+flags:
+`
+
+// noRatioErrorBuffer is the limiter's error buffer under -rate-limit=false:
+// so wide that no run's balance reaches it, leaving -min-replay as the only
+// hold on draws.
+const noRatioErrorBuffer = 1e15
+
+// runReplay is apex replay.
+func runReplay(args []string, stdout, stderr io.Writer) int {
+	def := runtime.DefaultTrainConfig()
+	cfg := def
+	fs := flag.NewFlagSet("apex replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addRunFlags(fs, &cfg)
+	sf := addServeFlags(fs, "127.0.0.1:7700", "the replay service")
+	ckDir := fs.String("checkpoint-dir", "", "folder for the replay's checkpoint (replay.ckpt: buffer, stage state, limiter balance), written on the admin Checkpoint call, every -checkpoint-every and at the end (empty: none)")
+	ckEvery := fs.Duration("checkpoint-every", 0, "time between periodic checkpoints into -checkpoint-dir (0: only on request and at the end)")
+	restore := fs.String("restore", "", "start from this replay checkpoint (one written by apex replay with the same run flags)")
+	rateLimit := fs.Bool("rate-limit", true, "hold draws and inserts to -replay-ratio (Reverb's sample-to-insert ratio); false: only -min-replay holds draws back (load tests)")
+	logFormat := fs.String("log-format", "text", "log records: text or json")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics and pprof on this loopback host:port (empty: off)")
+	metricsRemote := fs.Bool("metrics-allow-remote", false, "allow a non-loopback -metrics-addr")
+	methodOpts, err := methodFlags(fs)
+	if err != nil {
+		fmt.Fprintf(stderr, "apex replay: %v\n", err)
+		return 2
+	}
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), replayUsage)
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	log, err := newLogger(*logFormat, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "apex replay: %v\n", err)
+		return 2
+	}
+	usageErr := func(err error) int {
+		fmt.Fprintf(stderr, "apex replay: %v\n", err)
+		return 2
+	}
+	if err := checkRunFlags(fs, &cfg, methodOpts); err != nil {
+		return usageErr(err)
+	}
+	if err := checkCounts(fs, []string{"checkpoint-every"}); err != nil {
+		return usageErr(err)
+	}
+	if err := sf.check(log); err != nil {
+		return usageErr(err)
+	}
+	if *metricsAddr != "" {
+		if err := checkMetricsAddr(*metricsAddr, *metricsRemote); err != nil {
+			return usageErr(err)
+		}
+	}
+	if *ckDir != "" {
+		if err := os.MkdirAll(*ckDir, 0o755); err != nil {
+			return usageErr(fmt.Errorf("-checkpoint-dir: %w", err))
+		}
+		if err := checkWritableDir(*ckDir); err != nil {
+			return usageErr(fmt.Errorf("-checkpoint-dir: %w", err))
+		}
+	} else if *ckEvery > 0 {
+		return usageErr(errors.New("-checkpoint-every needs -checkpoint-dir"))
+	}
+	var core *runtime.ReplayCore
+	if *restore != "" {
+		f, err := os.Open(*restore)
+		if err != nil {
+			return usageErr(fmt.Errorf("-restore: %w", err))
+		}
+		core, err = runtime.LoadReplayCore(cfg, f)
+		f.Close()
+		if err != nil {
+			return usageErr(fmt.Errorf("-restore %s: %w", *restore, err))
+		}
+	} else if core, err = runtime.NewReplayCore(cfg); err != nil {
+		return usageErr(err)
+	}
+	for _, w := range core.Warnings() {
+		log.Warn("replay method", "warning", w)
+	}
+	if !*rateLimit {
+		lc := core.Limiter().Config()
+		lc.SamplesPerInsert, lc.ErrorBuffer = 1, noRatioErrorBuffer
+		if err := core.Limiter().SetConfig(lc); err != nil {
+			return usageErr(fmt.Errorf("-rate-limit=false: %w", err))
+		}
+	}
+	js, err := core.ConfigJSON()
+	if err != nil {
+		fmt.Fprintf(stderr, "apex replay: %v\n", err)
+		return 1
+	}
+	srv, err := remote.NewServer(remote.Table{Buffer: core.Buffer(), Method: core.Method(), Limiter: core.Limiter(),
+		Config: js, Save: core.Save, CheckpointDir: *ckDir, CheckpointFile: "replay.ckpt"}, remote.ServerOptions{Version: version})
+	if err != nil {
+		fmt.Fprintf(stderr, "apex replay: %v\n", err)
+		return 1
+	}
+	gopts, err := sf.grpcOptions(remote.ReplayPolicy())
+	if err != nil {
+		return usageErr(err)
+	}
+	g, err := remote.NewGRPCServer(srv, gopts)
+	if err != nil {
+		fmt.Fprintf(stderr, "apex replay: %v\n", err)
+		return 1
+	}
+	var metrics *metricsServer
+	if *metricsAddr != "" {
+		reg, err := newStatsRegistry(newStatsCollector(srv.Stats, replayMetrics))
+		if err == nil {
+			metrics, err = startMetricsServer(*metricsAddr, reg)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "apex replay: %v\n", err)
+			return 1
+		}
+		defer metrics.Close(metricsShutdownTimeout)
+		log.Info("metrics", "metrics_url", "http://"+metrics.Addr()+"/metrics")
+	}
+	ctx, interrupted, stop := watchSignals(func(s os.Signal) {
+		log.Info("stopping", "signal", signalName(s))
+	}, func(s os.Signal) {
+		fmt.Fprintf(stderr, "apex replay: second signal (%s): exiting now\n", signalName(s))
+	})
+	defer stop()
+	_ = interrupted
+	c := core.Config()
+	log.Info("replay", "env", c.Env, "sampler", c.Sampler, "algo", c.Algo, "capacity", c.Capacity, "incarnation", srv.Incarnation(),
+		"restored", *restore != "", "rate_limit", *rateLimit)
+	if *ckEvery > 0 {
+		go periodicCheckpoints(ctx, srv, *ckEvery, log)
+	}
+	err = sf.serve(ctx, func(ln net.Listener) error { return g.Serve(ln) }, g.Shutdown, log, "replay")
+	code := 0
+	if err != nil {
+		fmt.Fprintf(stderr, "apex replay: %v\n", err)
+		code = 1
+	}
+	if *ckDir != "" {
+		if rep, cerr := checkpointNow(srv); cerr != nil {
+			fmt.Fprintf(stderr, "apex replay: final checkpoint: %v\n", cerr)
+			code = 1
+		} else {
+			log.Info("checkpoint", "path", rep.Path, "bytes", rep.Bytes, "items", rep.Items)
+		}
+	}
+	st := srv.Stats()
+	log.Info("done", "inserted_items", st.InsertedItems, "sampled_items", st.SampledItems, "write_backs", st.WriteBacksApplied,
+		"stale", st.WriteBacksStale, "wrong_incarnation", st.WriteBacksWrongIncarnation, "rejected", st.RejectedMessages)
+	return code
+}
+
+// checkpointNow writes the server's checkpoint (the Checkpoint call's
+// work, from inside the process), bounded by a minute.
+func checkpointNow(srv *remote.Server) (*replayCheckpoint, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := srv.Checkpoint(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &replayCheckpoint{Path: rep.Path, Bytes: rep.Bytes, Items: rep.Items}, nil
+}
+
+type replayCheckpoint struct {
+	Path         string
+	Bytes, Items uint64
+}
+
+// periodicCheckpoints checkpoints srv every d until ctx ends; a failure is
+// logged and retried at the next tick (the previous checkpoint stays).
+func periodicCheckpoints(ctx context.Context, srv *remote.Server, d time.Duration, log *slog.Logger) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if rep, err := checkpointNow(srv); err != nil {
+				log.Error("checkpoint", "err", err)
+			} else {
+				log.Info("checkpoint", "path", filepath.Base(rep.Path), "bytes", rep.Bytes, "items", rep.Items)
+			}
+		}
+	}
+}
+
+var _ = math.Inf
+var _ = auth.RoleAdmin
