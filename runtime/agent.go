@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -80,7 +81,6 @@ type agent struct {
 	method sampler.Method        // the replay method the learner uses
 	// evaluate plays the greedy policy (nil: actor.Evaluate).
 	evaluate func(ctx context.Context, env envs.Env, net *model.Net, store *model.Store, episodes int, seed uint64) (float64, []float64, error)
-	actor    func(i int, env envs.Env) (actorSource, error) // builds actor i
 	// workers is the learner's data-parallel worker pool (LearnerWorkers
 	// > 1), nil for the serial step; Trainer.Run starts and stops it.
 	workers *WorkerPool
@@ -162,10 +162,8 @@ type replayLearner interface {
 // learnerAgent fills the fields every agent fills alike from its learner
 // l: batch and lr are its effective settings, first returns the policy
 // network it owns (its initial snapshot is evaluated when learning never
-// started), policy is that network's Config, and spawn builds actor i on
-// env around net, a fresh network of that Config.
-func learnerAgent(l replayLearner, batch int, lr float64, first func() *model.Net, policy model.Config, m sampler.Method,
-	spawn func(i int, env envs.Env, net *model.Net) (actorSource, error)) agent {
+// started), policy is that network's Config.
+func learnerAgent(l replayLearner, batch int, lr float64, first func() *model.Net, policy model.Config, m sampler.Method) agent {
 	return agent{
 		Stepper: l,
 		impl:    l,
@@ -177,13 +175,6 @@ func learnerAgent(l replayLearner, batch int, lr float64, first func() *model.Ne
 		first:   func() *model.Params { return first().Snapshot(0) },
 		policy:  policy,
 		method:  m,
-		actor: func(i int, env envs.Env) (actorSource, error) {
-			net, err := model.NewNet(policy, nil)
-			if err != nil {
-				return nil, err
-			}
-			return spawn(i, env, net)
-		},
 	}
 }
 
@@ -225,17 +216,7 @@ func newDQNAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 	if err != nil {
 		return agent{}, fmt.Errorf("runtime: train: %s: %w", fieldName("LearnerWorkers"), err)
 	}
-	ag := learnerAgent(dqn, dqn.Config().Batch, dqn.Config().LR, dqn.Net, netCfg, m, func(i int, env envs.Env, net *model.Net) (actorSource, error) {
-		ac := actor.Config{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
-			Columns: actor.ColumnsOf(buf.Config()), Seed: actorSeed(cfg)}
-		if cfg.Epsilon > 0 {
-			ac.FixedEpsilon, ac.Epsilon = true, cfg.Epsilon
-		}
-		if cfg.Resumes == 0 {
-			ac.EpsilonDecaySteps = cfg.EpsilonDecaySteps // a resumed run has explored already
-		}
-		return actor.New(ac, env, net, store, m.Selector)
-	})
+	ag := learnerAgent(dqn, dqn.Config().Batch, dqn.Config().LR, dqn.Net, netCfg, m)
 	ag.stats = func() LearnerStats {
 		s := dqn.Stats()
 		return withMethodStats(LearnerStats{Steps: s.Steps, Loss: s.Loss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ, GradNorm: s.GradNorm,
@@ -249,25 +230,19 @@ func newDQNAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 // actorCritic is what the td3 and sac agents share: the one bound of a
 // symmetric action box (both scale their policy's [−1, 1] by it), the
 // policy network and the critic template (the learner clones its twin and
-// targets), and each actor's share of the uniform warm-up (TD3's
-// start_timesteps, SAC's start_steps; none on resume: the replay holds
-// it already).
+// targets).
 type actorCritic struct {
 	maxAction      float64
 	policy, critic *model.Net
-	random         int
 }
 
 // newActorCritic builds cfg.Algo's actorCritic with the policy network
 // polCfg; the action box must be symmetric with the same bound on every
 // dimension.
 func newActorCritic(cfg TrainConfig, obsDim int, space envs.Box, polCfg model.Config) (actorCritic, error) {
-	maxAction := space.High[0]
-	for i := range space.Low {
-		if space.Low[i] != -maxAction || space.High[i] != maxAction {
-			return actorCritic{}, fmt.Errorf("runtime: train: %s: %s needs a symmetric action box with one bound on every dimension, got [%v, %v]",
-				cfg.Env, cfg.Algo, space.Low, space.High)
-		}
+	maxAction, err := symmetricBound(cfg, space)
+	if err != nil {
+		return actorCritic{}, err
 	}
 	pol, err := model.NewNet(polCfg, rand.New(rand.NewPCG(cfg.Seed, netSeed)))
 	if err != nil {
@@ -283,11 +258,31 @@ func newActorCritic(cfg TrainConfig, obsDim int, space envs.Box, polCfg model.Co
 	if critic, err = learnerNet(cfg, critic); err != nil {
 		return actorCritic{}, err
 	}
-	ac := actorCritic{maxAction: maxAction, policy: pol, critic: critic}
-	if cfg.Resumes == 0 {
-		ac.random = (cfg.RandomSteps + cfg.Actors - 1) / cfg.Actors
+	return actorCritic{maxAction: maxAction, policy: pol, critic: critic}, nil
+}
+
+// symmetricBound is the one bound of space, a box symmetric about 0 with
+// the same bound on every dimension (td3 and sac scale their policy's
+// [−1, 1] by it); another box is an error.
+func symmetricBound(cfg TrainConfig, space envs.Box) (float64, error) {
+	maxAction := space.High[0]
+	for i := range space.Low {
+		if space.Low[i] != -maxAction || space.High[i] != maxAction {
+			return 0, fmt.Errorf("runtime: train: %s: %s needs a symmetric action box with one bound on every dimension, got [%v, %v]",
+				cfg.Env, cfg.Algo, space.Low, space.High)
+		}
 	}
-	return ac, nil
+	return maxAction, nil
+}
+
+// randomShare is each actor's share of the uniform warm-up (TD3's
+// start_timesteps, SAC's start_steps; none on resume: the replay holds it
+// already).
+func randomShare(cfg TrainConfig) int {
+	if cfg.Resumes != 0 {
+		return 0
+	}
+	return (cfg.RandomSteps + cfg.Actors - 1) / cfg.Actors
 }
 
 // newTD3Agent builds the TD3 learner and its Gaussian-noise actors.
@@ -306,22 +301,7 @@ func newTD3Agent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 	if err != nil {
 		return agent{}, fmt.Errorf("runtime: train: %s: %w", fieldName("LearnerWorkers"), err)
 	}
-	// TD3 with ReF-ER: far rows weighted 0 by the learner; the actors
-	// record their fixed-std Gaussian behaviour.
-	var floats []buffer.FloatColumn
-	var behaviour *actor.Behaviour
-	if m.Episodes != nil {
-		floats = buf.Config().Floats
-		if behaviour, err = behaviourColumns(buf); err != nil {
-			return agent{}, err
-		}
-	}
-	ag := learnerAgent(td3, td3.Config().Batch, td3.Config().ActorLR, td3.Actor, polCfg, m, func(i int, env envs.Env, net *model.Net) (actorSource, error) {
-		return actor.NewContinuous(actor.ContinuousConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
-			Sigma: cfg.Sigma, OUTheta: cfg.OUTheta, RandomSteps: ac.random, Columns: actor.ColumnsOf(buf.Config()), Seed: actorSeed(cfg),
-			Floats: floats, Behaviour: behaviour},
-			env, net, store)
-	})
+	ag := learnerAgent(td3, td3.Config().Batch, td3.Config().ActorLR, td3.Actor, polCfg, m)
 	ag.stats = func() LearnerStats {
 		s := td3.Stats()
 		ls := LearnerStats{Steps: s.Steps, Loss: s.CriticLoss, ActorLoss: s.ActorLoss, MeanAbsTD: s.MeanAbsTD, MeanQ: s.MeanQ,
@@ -353,11 +333,7 @@ func newSACAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store *m
 	if err != nil {
 		return agent{}, fmt.Errorf("runtime: train: %s: %w", fieldName("LearnerWorkers"), err)
 	}
-	ag := learnerAgent(sac, sac.Config().Batch, sac.Config().PolicyLR, sac.Policy, polCfg, m, func(i int, env envs.Env, net *model.Net) (actorSource, error) {
-		return actor.NewSquashed(actor.SquashedConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
-			RandomSteps: ac.random, Columns: actor.ColumnsOf(buf.Config()), Seed: actorSeed(cfg)},
-			env, net, store)
-	})
+	ag := learnerAgent(sac, sac.Config().Batch, sac.Config().PolicyLR, sac.Policy, polCfg, m)
 	ag.evaluate = actor.EvaluateSquashed
 	ag.stats = func() LearnerStats {
 		s := sac.Stats()
@@ -385,15 +361,7 @@ func newVRACERAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store
 	if err != nil {
 		return agent{}, err
 	}
-	behaviour, err := behaviourColumns(buf)
-	if err != nil {
-		return agent{}, err
-	}
-	ag := learnerAgent(vr, vr.Config().Batch, vr.Config().LR, vr.Net, policy, m, func(i int, env envs.Env, net *model.Net) (actorSource, error) {
-		return actor.NewGaussian(actor.GaussianConfig{ID: i, NumActors: cfg.Actors, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
-			Columns: actor.ColumnsOf(buf.Config()), Floats: buf.Config().Floats, Behaviour: behaviour, Seed: actorSeed(cfg)},
-			env, net, store)
-	})
+	ag := learnerAgent(vr, vr.Config().Batch, vr.Config().LR, vr.Net, policy, m)
 	ag.evaluate = actor.EvaluateGaussian
 	ag.stats = func() LearnerStats {
 		s := vr.Stats()
@@ -406,10 +374,98 @@ func newVRACERAgent(cfg TrainConfig, buf *buffer.Buffer, m sampler.Method, store
 
 // behaviourColumns are the replay's columns where ReF-ER's actors record
 // their behaviour policy (its mean and std, V(s_T)).
-func behaviourColumns(buf *buffer.Buffer) (*actor.Behaviour, error) {
-	mc, sc, bc, err := sampler.REFERColumnIndex(buf.Config())
+func behaviourColumns(layout buffer.Config) (*actor.Behaviour, error) {
+	mc, sc, bc, err := sampler.REFERColumnIndex(layout)
 	if err != nil {
 		return nil, err
 	}
 	return &actor.Behaviour{Mean: mc, Std: sc, Boot: bc}, nil
+}
+
+// actorFactory returns what builds actor i of a run (ids in [0,
+// cfg.Actors)) on env: the actors exactly as every run builds them,
+// whichever process they run in. layout is the replay's layout (the
+// columns the actors fill); sel gives the dqn actors their insert
+// priorities (sampler.Selector.Priority; unused by the other learners);
+// store is where the actors read the learner's parameters. Each actor
+// gets a network of its own. cfg is resolved (resolve).
+func actorFactory(cfg TrainConfig, spec sampler.Spec, layout buffer.Config, sel sampler.Selector, store *model.Store,
+	obsDim int, space envs.Space) (func(i int, env envs.Env) (actorSource, error), error) {
+	var policy model.Config
+	var spawn func(i int, env envs.Env, net *model.Net) (actorSource, error)
+	cols := actor.ColumnsOf(layout)
+	switch s := space.(type) {
+	case envs.Discrete:
+		if sel == nil {
+			return nil, errors.New("runtime: the dqn actors need the replay method's Selector for their insert priorities")
+		}
+		policy = model.Config{In: obsDim, Hidden: cfg.Hidden, Out: s.N, Dueling: cfg.Dueling}
+		spawn = func(i int, env envs.Env, net *model.Net) (actorSource, error) {
+			ac := actor.Config{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
+				Columns: cols, Seed: actorSeed(cfg)}
+			if cfg.Epsilon > 0 {
+				ac.FixedEpsilon, ac.Epsilon = true, cfg.Epsilon
+			}
+			if cfg.Resumes == 0 {
+				ac.EpsilonDecaySteps = cfg.EpsilonDecaySteps // a resumed run has explored already
+			}
+			return actor.New(ac, env, net, store, sel)
+		}
+	case envs.Box:
+		if _, err := symmetricBound(cfg, s); err != nil && cfg.Algo != "vracer" {
+			return nil, err
+		}
+		switch cfg.Algo {
+		case "vracer":
+			net, err := learner.NewVRACERNet(obsDim, s.Dim(), cfg.Hidden, rand.New(rand.NewPCG(0, 0)))
+			if err != nil {
+				return nil, err
+			}
+			policy = net.Config()
+			behaviour, err := behaviourColumns(layout)
+			if err != nil {
+				return nil, err
+			}
+			spawn = func(i int, env envs.Env, net *model.Net) (actorSource, error) {
+				return actor.NewGaussian(actor.GaussianConfig{ID: i, NumActors: cfg.Actors, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
+					Columns: cols, Floats: layout.Floats, Behaviour: behaviour, Seed: actorSeed(cfg)},
+					env, net, store)
+			}
+		case "sac":
+			policy = learner.SACPolicyConfig(obsDim, s.Dim(), cfg.Hidden)
+			spawn = func(i int, env envs.Env, net *model.Net) (actorSource, error) {
+				return actor.NewSquashed(actor.SquashedConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
+					RandomSteps: randomShare(cfg), Columns: cols, Seed: actorSeed(cfg)},
+					env, net, store)
+			}
+		default: // td3
+			policy = model.Config{In: obsDim, Hidden: cfg.Hidden, Out: s.Dim(), OutAct: model.Tanh}
+			// TD3 with ReF-ER: the actors record their fixed-std Gaussian
+			// behaviour (far rows are weighted 0 by the learner).
+			var floats []buffer.FloatColumn
+			var behaviour *actor.Behaviour
+			if spec.Needs.Behaviour {
+				floats = layout.Floats
+				var err error
+				if behaviour, err = behaviourColumns(layout); err != nil {
+					return nil, err
+				}
+			}
+			spawn = func(i int, env envs.Env, net *model.Net) (actorSource, error) {
+				return actor.NewContinuous(actor.ContinuousConfig{ID: i, NumActors: cfg.Actors, NStep: cfg.NStep, Gamma: cfg.Gamma, RefreshEvery: cfg.RefreshEvery,
+					Sigma: cfg.Sigma, OUTheta: cfg.OUTheta, RandomSteps: randomShare(cfg), Columns: cols, Seed: actorSeed(cfg),
+					Floats: floats, Behaviour: behaviour},
+					env, net, store)
+			}
+		}
+	default:
+		return nil, fmt.Errorf("runtime: train: %s: unsupported action space %T", cfg.Env, space)
+	}
+	return func(i int, env envs.Env) (actorSource, error) {
+		net, err := model.NewNet(policy, nil)
+		if err != nil {
+			return nil, err
+		}
+		return spawn(i, env, net)
+	}, nil
 }

@@ -84,6 +84,14 @@ const maxHeaderBytes = 64 << 20
 // per open section (the replay buffer's columns are written from where
 // they lie), not O(replay size).
 func (t *Trainer) SaveCheckpoint(path string) error {
+	return saveAtomic(path, t.writeCheckpoint)
+}
+
+// saveAtomic has write stream a checkpoint into a temporary file in
+// path's folder, syncs it, renames it over path and syncs the folder, so
+// a crash leaves either the old file or the new one (and the temporary
+// file, which prepareCheckpoint removes). Errors are *CheckpointError.
+func saveAtomic(path string, write func(f *os.File) error) error {
 	if path == "" {
 		return errors.New("runtime: checkpoint: empty path")
 	}
@@ -97,7 +105,7 @@ func (t *Trainer) SaveCheckpoint(path string) error {
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // a no-op after the rename
-	if err := t.writeCheckpoint(f); err != nil {
+	if err := write(f); err != nil {
 		f.Close()
 		return &CheckpointError{Path: path, Err: err}
 	}
@@ -125,9 +133,10 @@ const tmpInfix = ".tmp"
 // writeCheckpoint streams the checkpoint into f (format above) with the
 // pipeline held: the header, then each part's own section.
 func (t *Trainer) writeCheckpoint(f *os.File) error {
-	release := t.pipe.hold()
+	release := t.lh.pipe.hold()
 	defer release()
-	st := t.Stats()
+	t.lh.gate.Lock() // also the evaluations handed to the stage
+	defer t.lh.gate.Unlock()
 	// The limiter's balance in the terms of what this checkpoint holds:
 	// its own counts include admissions whose operation has not run.
 	// Batches stored while the run drains at its end bypass the limiter,
@@ -135,13 +144,9 @@ func (t *Trainer) writeCheckpoint(f *os.File) error {
 	// learner then sees at most Actors+Queue batches more data than its
 	// balance says, and catches up by that much (a bounded, one-off
 	// lead of the inserts, never a lost or doubled item).
-	h := ckHeader{Config: t.cfg, Base: counterBase{Seconds: st.Seconds, EnvSteps: st.EnvSteps,
-		Episodes: st.Episodes, LearnerSteps: int64(t.agent.steps())},
-		Inserted: t.limBase.inserted + t.pipe.limited.Load(),
-		Sampled:  t.limBase.sampled + t.pipe.steps.Load()*int64(t.agent.batch)}
-	t.mu.Lock()
-	h.Curve = append([]EvalPoint(nil), t.curve...)
-	t.mu.Unlock()
+	h := t.lh.header()
+	h.Inserted = t.limBase.inserted + t.lh.pipe.limited.Load()
+	h.Sampled = t.limBase.sampled + t.lh.pipe.steps.Load()*int64(t.agent.batch)
 	parts := t.ckParts()
 	for _, p := range parts {
 		h.Parts = append(h.Parts, p.name)
@@ -332,8 +337,8 @@ func ResumeTrainer(path string, override func(*TrainConfig)) (*Trainer, error) {
 	if h.Config.Float32 != cfg.Float32 {
 		t.notes = append(t.notes, precisionNote(h.Config.Float32, cfg.Float32))
 	}
-	t.base = h.Base
-	t.curve = h.Curve
+	t.lh.base = h.Base
+	t.lh.curve = h.Curve
 	t.limiter.restore(h.Inserted, h.Sampled)
 	t.limBase = limiterState{h.Inserted, h.Sampled}
 	return t, nil

@@ -21,6 +21,17 @@
 //     then the final evaluation) and the checkpointer; stop rules are
 //     Steps, Duration, a target return and the caller's context;
 //     ResumeTrainer continues a saved run exactly.
+//   - The parts a run is assembled from, usable in one process or in
+//     three (apex replay, apex learner, apex actor): ReplayCore (the
+//     buffer, the replay method's whole stage and the rate limiter, from
+//     the run's TrainConfig; Save and LoadReplayCore checkpoint them),
+//     LearnerHost (the learner over a sampler.Method, the store it
+//     publishes to, the evaluator and checkpointer Tasks, the stop rules;
+//     Run is a learner-only Pipeline) and ActorHost (n actors reading a
+//     store and inserting into a Sink; Run is an actor-only Pipeline).
+//     A Trainer is one of each over one plan. Every run's learner samples
+//     through sampler.Reseed, so a stage behind the network (sent the
+//     learner's seed) draws the batches the in-process stage draws.
 //
 // # Goroutines, channels and shutdown
 //

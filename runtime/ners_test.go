@@ -62,7 +62,7 @@ func TestNERSTrainsTD3(t *testing.T) {
 	if td, sd := m.TD(); !(td > 0 && sd > 0) {
 		t.Errorf("sampled |δ| mean %v sd %v", td, sd)
 	}
-	stage := tr.agent.method.Selector.(*sampler.NERS)
+	stage := sampler.Unwrapped(tr.agent.method.Selector).(*sampler.NERS)
 	if c := stage.Config(); c.Horizon != 200 || c.ActionScale != 2 || c.Interval != 100 || c.TrainSize != 32 {
 		t.Errorf("stage config %+v: want the env's horizon 200 and half-range 2", c)
 	}
@@ -115,7 +115,7 @@ func TestNERSCheckpointResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b := tr.agent.method.Selector.(*sampler.NERS), re.agent.method.Selector.(*sampler.NERS)
+	a, b := sampler.Unwrapped(tr.agent.method.Selector).(*sampler.NERS), sampler.Unwrapped(re.agent.method.Selector).(*sampler.NERS)
 	if sa, sb := a.Stats(), b.Stats(); sa != sb || sa.Updates == 0 {
 		t.Fatalf("stage stats: saved %+v, resumed %+v", sa, sb)
 	}
@@ -168,7 +168,7 @@ func TestMethodSettingsReachTheStage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return tr.agent.method.Selector
+		return sampler.Unwrapped(tr.agent.method.Selector)
 	}
 	opts := func(kv ...any) map[string]float64 {
 		m := map[string]float64{}

@@ -22,6 +22,18 @@ type Source interface {
 	Fill(ctx context.Context, t *buffer.Transitions) error
 }
 
+// Sink stores complete batches of transitions: a *buffer.Buffer in
+// process, or an adaptor that sends them to a replay server. Insert is
+// called with a batch the caller owns again once it returns (a Sink that
+// keeps the data copies it); the Concurrent schedule calls it from several
+// goroutines at once (one per inserter, one per actor with Inserters =
+// Direct), so it must be safe for concurrent use. An error ends the run.
+// A Sink that applies its own backpressure (a remote rate limiter) may
+// block in Insert; the pipeline's shutdown waits for it.
+type Sink interface {
+	Insert(t *buffer.Transitions) error
+}
+
 // Stepper is one learner step (sample, learn, write priorities back),
 // called from one goroutine only.
 type Stepper interface {
@@ -83,7 +95,11 @@ type PipelineConfig struct {
 	// rate limiter (>= 1).
 	LearnerBatch int
 	// Limiter, if set, paces inserts against samples; nil lets both run
-	// freely (the Lockstep schedule needs one).
+	// freely (the Lockstep schedule needs one). A learner-only run (no
+	// Sources) may take the limiter its inserts go through elsewhere (a
+	// replay core's, in process); an actor-only run (nil learner) takes
+	// none: nothing here samples, so its inserts would stop at the
+	// ratio's bound (a remote Sink applies the server's limiter).
 	Limiter *RateLimiter
 	// MaxSteps stops the run after this many learner steps of this call
 	// (0: run until the context ends; the Lockstep schedule needs > 0).
@@ -181,19 +197,30 @@ func (p *Pipeline) Stats() PipelineStats {
 		Discarded: p.discarded.Load(), LearnerSteps: p.steps.Load()}
 }
 
+// nilSink reports whether sink is nil, or a nil *buffer.Buffer in a
+// non-nil interface.
+func nilSink(sink Sink) bool {
+	b, ok := sink.(*buffer.Buffer)
+	return sink == nil || ok && b == nil
+}
+
 // check refuses a configuration Run cannot follow.
-func (cfg PipelineConfig) check(buf *buffer.Buffer, sources []Source, learner Stepper) error {
-	channel := cfg.Schedule == Concurrent && cfg.Inserters != Direct
+func (cfg PipelineConfig) check(sink Sink, sources []Source, learner Stepper) error {
+	channel := cfg.Schedule == Concurrent && cfg.Inserters != Direct && len(sources) > 0
 	switch {
-	case buf == nil:
-		return errors.New("runtime: pipeline: nil buffer")
-	case learner == nil:
-		return errors.New("runtime: pipeline: nil learner")
-	case len(sources) == 0:
-		return errors.New("runtime: pipeline: no actors")
+	case len(sources) == 0 && learner == nil:
+		return errors.New("runtime: pipeline: no actors and no learner: nothing to run")
+	case len(sources) > 0 && nilSink(sink):
+		return errors.New("runtime: pipeline: nil sink (the actors' batches need a buffer or another Sink)")
+	case learner == nil && cfg.Schedule != Concurrent:
+		return fmt.Errorf("runtime: pipeline: an actor-only run (nil learner) runs on the concurrent schedule, got %v", cfg.Schedule)
+	case learner == nil && cfg.MaxSteps != 0:
+		return fmt.Errorf("runtime: pipeline: MaxSteps %d counts learner steps, and this actor-only run has no learner (it runs until ctx ends or a Task stops it)", cfg.MaxSteps)
+	case learner == nil && cfg.Limiter != nil:
+		return errors.New("runtime: pipeline: an actor-only run (nil learner) takes no Limiter: nothing here samples, so its inserts would stop at the ratio's bound (pace them in the Sink)")
 	case channel && cfg.Queue < 1:
 		return fmt.Errorf("runtime: pipeline: Queue must be >= 1, got %d", cfg.Queue)
-	case cfg.LearnerBatch < 1:
+	case learner != nil && cfg.LearnerBatch < 1:
 		return fmt.Errorf("runtime: pipeline: LearnerBatch must be >= 1, got %d", cfg.LearnerBatch)
 	case cfg.MaxSteps < 0:
 		return fmt.Errorf("runtime: pipeline: MaxSteps must not be negative, got %d", cfg.MaxSteps)
@@ -217,6 +244,8 @@ func (cfg PipelineConfig) check(buf *buffer.Buffer, sources []Source, learner St
 	case Concurrent:
 	case Lockstep:
 		switch {
+		case learner == nil:
+			return errors.New("runtime: pipeline: the lockstep schedule needs a learner (it alternates the actor's inserts with learner steps)")
 		case len(sources) != 1:
 			return fmt.Errorf("runtime: pipeline: the lockstep schedule runs one actor, got %d", len(sources))
 		case cfg.Limiter == nil:
@@ -241,21 +270,29 @@ func (cfg PipelineConfig) check(buf *buffer.Buffer, sources []Source, learner St
 // or lockstep insert completes), bypassing the limiter, so nothing
 // accepted is lost; only batches still being filled are discarded, and
 // counted.
-func (p *Pipeline) Run(ctx context.Context, buf *buffer.Buffer, sources []Source, learner Stepper, cfg PipelineConfig) error {
-	if err := cfg.check(buf, sources, learner); err != nil {
+//
+// sink receives the actors' batches (a *buffer.Buffer, or a Sink of the
+// caller's). Two partial runs are allowed on the Concurrent schedule: a
+// learner-only run (no sources, sink unused and may be nil: the learner
+// samples a buffer filled elsewhere) and an actor-only run (nil learner,
+// MaxSteps 0, no Limiter: it runs until ctx ends or a Task stops it).
+// The Lockstep schedule needs one source, a sink, a learner and a
+// Limiter.
+func (p *Pipeline) Run(ctx context.Context, sink Sink, sources []Source, learner Stepper, cfg PipelineConfig) error {
+	if err := cfg.check(sink, sources, learner); err != nil {
 		return err
 	}
 	if cfg.Schedule == Lockstep {
-		return p.runLockstep(ctx, buf, sources[0], learner, cfg)
+		return p.runLockstep(ctx, sink, sources[0], learner, cfg)
 	}
-	return p.runConcurrent(ctx, buf, sources, learner, cfg)
+	return p.runConcurrent(ctx, sink, sources, learner, cfg)
 }
 
 // insert stores one complete batch t: after the limiter (if any) admits
 // it, unless ctx has ended (a batch accepted before the stop is stored
 // anyway), then under the gate. Returns the limiter's error (ctx alive) or
 // the buffer's.
-func (p *Pipeline) insert(ctx context.Context, buf *buffer.Buffer, t *buffer.Transitions, lim *RateLimiter) error {
+func (p *Pipeline) insert(ctx context.Context, buf Sink, t *buffer.Transitions, lim *RateLimiter) error {
 	n := t.Len()
 	admitted := false
 	if lim != nil && ctx.Err() == nil {
@@ -310,7 +347,7 @@ func (p *Pipeline) fill(ctx context.Context, src Source, t *buffer.Transitions) 
 }
 
 // runConcurrent is the Concurrent schedule.
-func (p *Pipeline) runConcurrent(ctx context.Context, buf *buffer.Buffer, sources []Source, learner Stepper, cfg PipelineConfig) error {
+func (p *Pipeline) runConcurrent(ctx context.Context, buf Sink, sources []Source, learner Stepper, cfg PipelineConfig) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	g, gctx := errgroup.WithContext(runCtx)
@@ -319,7 +356,9 @@ func (p *Pipeline) runConcurrent(ctx context.Context, buf *buffer.Buffer, source
 		inserters = DefaultInserters
 	}
 	actors, actx := errgroup.WithContext(gctx)
-	if inserters == Direct {
+	switch {
+	case len(sources) == 0: // a learner-only run: no actors, no inserters
+	case inserters == Direct:
 		for i, src := range sources {
 			actors.Go(func() (err error) {
 				defer recoverTo(&err, fmt.Sprintf("actor %d", i))
@@ -340,7 +379,7 @@ func (p *Pipeline) runConcurrent(ctx context.Context, buf *buffer.Buffer, source
 			})
 		}
 		g.Go(actors.Wait)
-	} else {
+	default:
 		// Every batch that can exist at once: one per actor, Queue in the
 		// channel, one per inserter. Batches are reused, never reallocated.
 		pool := len(sources) + cfg.Queue + inserters
@@ -408,29 +447,9 @@ func (p *Pipeline) runConcurrent(ctx context.Context, buf *buffer.Buffer, source
 			})
 		}
 	}
-	g.Go(func() (err error) {
-		defer recoverTo(&err, "learner")
-		for done := int64(0); cfg.MaxSteps == 0 || done < cfg.MaxSteps; done++ {
-			if cfg.Limiter != nil {
-				if err := cfg.Limiter.AwaitSample(gctx, cfg.LearnerBatch); err != nil {
-					if gctx.Err() != nil {
-						return nil
-					}
-					return err
-				}
-			} else if gctx.Err() != nil {
-				return nil
-			}
-			if err := p.step(gctx, learner); err != nil {
-				if gctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("learner step %d: %w", cfg.PriorSteps+done, err)
-			}
-		}
-		stop() // MaxSteps reached: stop the actors and tasks, drain, return
-		return nil
-	})
+	if learner != nil {
+		g.Go(p.learn(gctx, learner, cfg, stop))
+	}
 	for _, task := range cfg.Tasks {
 		if task.Every == 0 {
 			continue
@@ -462,8 +481,37 @@ func (p *Pipeline) runConcurrent(ctx context.Context, buf *buffer.Buffer, source
 	return g.Wait()
 }
 
+// learn is the Concurrent schedule's learner goroutine: steps while the
+// limiter (if any) admits samples, until gctx ends or MaxSteps, which
+// stops the run.
+func (p *Pipeline) learn(gctx context.Context, learner Stepper, cfg PipelineConfig, stop func()) func() error {
+	return func() (err error) {
+		defer recoverTo(&err, "learner")
+		for done := int64(0); cfg.MaxSteps == 0 || done < cfg.MaxSteps; done++ {
+			if cfg.Limiter != nil {
+				if err := cfg.Limiter.AwaitSample(gctx, cfg.LearnerBatch); err != nil {
+					if gctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+			} else if gctx.Err() != nil {
+				return nil
+			}
+			if err := p.step(gctx, learner); err != nil {
+				if gctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("learner step %d: %w", cfg.PriorSteps+done, err)
+			}
+		}
+		stop() // MaxSteps reached: stop the actors and tasks, drain, return
+		return nil
+	}
+}
+
 // runLockstep is the Lockstep schedule: everything on this goroutine.
-func (p *Pipeline) runLockstep(ctx context.Context, buf *buffer.Buffer, src Source, learner Stepper, cfg PipelineConfig) (err error) {
+func (p *Pipeline) runLockstep(ctx context.Context, buf Sink, src Source, learner Stepper, cfg PipelineConfig) (err error) {
 	defer recoverTo(&err, "lockstep loop")
 	lim := cfg.Limiter
 	// A cancelled context ends the run cleanly, whichever call noticed it.

@@ -193,9 +193,75 @@ func TestPipelineConfigErrors(t *testing.T) {
 	if err := p.Run(context.Background(), buf, srcs, learner, PipelineConfig{LearnerBatch: 16, Limiter: lim2, Inserters: Direct, MaxSteps: 5}); err != nil {
 		t.Errorf("Direct needs no Queue, got %v", err)
 	}
-	if err := p.Run(context.Background(), buf, nil, learner, PipelineConfig{Queue: 1, LearnerBatch: 1}); err == nil {
-		t.Error("no actors accepted")
+	// The partial runs: learner-only and actor-only take what makes sense.
+	for _, c := range []struct {
+		name    string
+		sink    Sink
+		srcs    []Source
+		learner Stepper
+		cfg     PipelineConfig
+		want    string
+	}{
+		{"nothing", buf, nil, nil, PipelineConfig{Queue: 1, LearnerBatch: 1}, "no actors and no learner"},
+		{"nil sink", nil, srcs, learner, PipelineConfig{Queue: 1, LearnerBatch: 1}, "nil sink"},
+		{"nil buffer", (*buffer.Buffer)(nil), srcs, learner, PipelineConfig{Queue: 1, LearnerBatch: 1}, "nil sink"},
+		{"actor-only lockstep", buf, srcs, nil, PipelineConfig{Queue: 1, Schedule: Lockstep, Limiter: lim, MaxSteps: 1}, "concurrent schedule"},
+		{"actor-only MaxSteps", buf, srcs, nil, PipelineConfig{Queue: 1, MaxSteps: 3}, "no learner"},
+		{"actor-only limiter", buf, srcs, nil, PipelineConfig{Queue: 1, Limiter: lim}, "takes no Limiter"},
+		{"learner-only lockstep", buf, nil, learner, PipelineConfig{LearnerBatch: 1, Schedule: Lockstep, Limiter: lim, MaxSteps: 1}, "one actor"},
+		{"lockstep without learner", buf, srcs, nil, PipelineConfig{LearnerBatch: 1, Schedule: Lockstep, Limiter: lim, MaxSteps: 1}, "concurrent schedule"},
+	} {
+		err := p.Run(context.Background(), c.sink, c.srcs, c.learner, c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
+		}
 	}
+}
+
+// TestPipelinePartialRuns: a learner-only run (no sources, nil sink)
+// steps MaxSteps times against a buffer filled beforehand; an actor-only
+// run (nil learner) inserts into its sink until ctx ends and hands every
+// completed batch over.
+func TestPipelinePartialRuns(t *testing.T) {
+	buf, srcs, _, learner := newParts(t, 2, 10)
+	var fill Pipeline
+	ctx, cancel := context.WithCancel(context.Background())
+	var sink countingSink
+	sink.buf = buf
+	sink.stop, sink.cancel = 200, cancel
+	if err := fill.Run(ctx, &sink, srcs, nil, PipelineConfig{Queue: 2}); err != nil {
+		t.Fatal(err)
+	}
+	st := fill.Stats()
+	if st.LearnerSteps != 0 || st.Items < 200 || st.Items != sink.items.Load() || int64(buf.Stats().Size) != min(st.Items, int64(buf.Config().Capacity)) {
+		t.Fatalf("actor-only run: %+v, sink got %d items, buffer %+v", st, sink.items.Load(), buf.Stats())
+	}
+	var learn Pipeline
+	if err := learn.Run(context.Background(), nil, nil, learner, PipelineConfig{LearnerBatch: 1, MaxSteps: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if st := learn.Stats(); st.LearnerSteps != 7 || st.Items != 0 {
+		t.Fatalf("learner-only run: %+v", st)
+	}
+}
+
+// countingSink inserts into buf, counting items, and cancels once it holds
+// stop items.
+type countingSink struct {
+	buf    *buffer.Buffer
+	items  atomic.Int64
+	stop   int64
+	cancel func()
+}
+
+func (s *countingSink) Insert(t *buffer.Transitions) error {
+	if err := s.buf.Insert(t); err != nil {
+		return err
+	}
+	if s.items.Add(int64(t.Len())) >= s.stop {
+		s.cancel()
+	}
+	return nil
 }
 
 // TestPipelineLockstep: the lockstep schedule interleaves inserts and

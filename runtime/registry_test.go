@@ -72,7 +72,7 @@ func TestRegisteredMethodTrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := lastCounted.Load()
-	if st == nil || tr.agent.method.Selector != st || st.tag != 7 || !tr.buf.Config().StateHash {
+	if st == nil || sampler.Unwrapped(tr.agent.method.Selector) != st || st.tag != 7 || !tr.buf.Config().StateHash {
 		t.Fatalf("the run's stage %v is not the counted stage with tag 7 over a buffer with state hashes", tr.agent.method.Selector)
 	}
 	res, err := tr.Run(context.Background())

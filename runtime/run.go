@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/apexrl/apex/actor"
 	"github.com/apexrl/apex/envs"
@@ -25,57 +24,11 @@ import (
 // the result together with a *CheckpointError. A second call returns
 // ErrRunOnce.
 func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
-	if !t.ran.CompareAndSwap(false, true) {
-		return nil, ErrRunOnce
-	}
-	if w := t.agent.workers; w != nil { // the learner's data-parallel helpers, for this Run
-		w.Start()
-		defer w.Stop()
-	}
-	now := time.Now()
-	t.start.Store(&now)
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	if t.cfg.Duration > 0 {
-		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeout(runCtx, t.cfg.Duration)
-		defer cancel()
-	}
-	ev, err := t.newEvaluator()
-	if err != nil {
-		return nil, err
-	}
-	if t.cfg.Steps > 0 && t.base.LearnerSteps >= t.cfg.Steps {
-		return t.finish(ctx, ev) // a resumed run that already took its steps
-	}
-	steps := t.cfg.Steps
-	if steps > 0 {
-		steps -= t.base.LearnerSteps // what is left of a resumed run (> 0: checked above)
-	}
-	pc := PipelineConfig{Queue: 2 * len(t.actors), LearnerBatch: t.agent.batch, Limiter: t.limiter, MaxSteps: steps,
-		Inserters: t.cfg.Inserters, PriorSteps: t.base.LearnerSteps}
+	schedule := Concurrent
 	if t.cfg.Deterministic {
-		pc.Schedule = Lockstep
+		schedule = Lockstep
 	}
-	if t.cfg.Checkpoint != "" && t.cfg.CheckpointEvery > 0 {
-		pc.Tasks = append(pc.Tasks, Task{Name: "checkpointer", Every: t.cfg.CheckpointEvery,
-			Do: func(context.Context) (bool, error) {
-				_ = t.save() // counted in Stats; the run goes on
-				return false, nil
-			}})
-	}
-	// Evaluations every EvalEvery (concurrent) or EvalEverySteps learner
-	// steps (lockstep: a wall-clock period would break determinism).
-	pc.Tasks = append(pc.Tasks, Task{Name: "evaluator", Every: t.cfg.EvalEvery, EverySteps: t.cfg.EvalEverySteps,
-		Do: ev.periodic})
-	sources := make([]Source, len(t.actors))
-	for i, a := range t.actors {
-		sources[i] = a
-	}
-	if err := t.pipe.Run(runCtx, t.buf, sources, t.agent, pc); err != nil {
-		return nil, t.failed(err)
-	}
-	return t.finish(ctx, ev)
+	return t.lh.run(ctx, t.buf, t.ah.Sources(), schedule)
 }
 
 // evaluator plays the agent's greedy policy on an environment and a
@@ -83,7 +36,7 @@ func (t *Trainer) Run(ctx context.Context) (*TrainResult, error) {
 // pipeline, on either schedule), the confirmation of a reached target and
 // the final evaluation. Used by one goroutine at a time.
 type evaluator struct {
-	t   *Trainer
+	t   *LearnerHost
 	env envs.Env
 	net *model.Net
 	// n counts this Run's periodic evaluations; each one's episodes are
@@ -103,7 +56,7 @@ type finalEval struct {
 // finalSeed seeds the final evaluation's episodes and the confirmation's.
 const finalSeed = 0xf1a1
 
-func (t *Trainer) newEvaluator() (*evaluator, error) {
+func (t *LearnerHost) newEvaluator() (*evaluator, error) {
 	env, err := envs.Make(t.cfg.Env)
 	if err != nil {
 		return nil, err
@@ -172,44 +125,4 @@ func (e *evaluator) final() (float64, []float64, error) {
 		return 0, nil, fmt.Errorf("final evaluation: %w", err)
 	}
 	return mean, rets, nil
-}
-
-// finish runs the final evaluation (unless the target was confirmed),
-// writes the checkpoint if configured and returns the result. ctx is the
-// context Run was given: its end means the run was interrupted.
-func (t *Trainer) finish(ctx context.Context, ev *evaluator) (*TrainResult, error) {
-	res := &TrainResult{Config: t.cfg, Build: Build(), Machine: Machine()}
-	st := t.Stats()
-	switch {
-	case ev.solved != nil:
-		res.StopReason = StopSolved
-	case t.cfg.Steps > 0 && st.LearnerSteps >= t.cfg.Steps:
-		res.StopReason = StopSteps
-	case t.cfg.Duration > 0 && st.SegmentSeconds >= t.cfg.Duration.Seconds():
-		res.StopReason = StopDuration
-	case ctx.Err() != nil:
-		res.StopReason = StopInterrupted
-	default: // the lockstep schedule ends only on Steps, a target or ctx
-		res.StopReason = StopSteps
-	}
-	res.StoppedByTarget = ev.solved != nil
-	mean, rets, err := ev.final()
-	if err != nil {
-		return nil, err
-	}
-	st = t.Stats()
-	res.Seconds, res.LearnerSteps, res.EnvSteps = st.Seconds, st.LearnerSteps, st.EnvSteps
-	res.EnvStepsPerSec = float64(st.EnvSteps) / st.Seconds
-	res.UpdatesPerSec = float64(st.LearnerSteps) / st.Seconds
-	res.FinalReturn, res.FinalReturns = mean, rets
-	t.record(mean)
-	t.mu.Lock()
-	res.Curve = append([]EvalPoint(nil), t.curve...)
-	t.mu.Unlock()
-	if t.cfg.Checkpoint != "" {
-		if err := t.save(); err != nil {
-			return res, err
-		}
-	}
-	return res, nil
 }

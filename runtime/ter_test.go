@@ -33,7 +33,7 @@ func TestTERRuns(t *testing.T) {
 	if !slices.Equal(pa, pb) {
 		t.Fatal("same seed, different TER runs")
 	}
-	ter, ok := dqnOf(tr).Method().Selector.(*sampler.TER)
+	ter, ok := sampler.Unwrapped(dqnOf(tr).Method().Selector).(*sampler.TER)
 	if !ok || ter.Config().Eta != 0.25 || ter.Config().Preds != 1 || ter.Config().Roots != sampler.DefaultTERRoots {
 		t.Fatalf("selector %v", dqnOf(tr).Method().Selector)
 	}
@@ -52,7 +52,7 @@ func TestTERRuns(t *testing.T) {
 	if _, err := cp.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if st := dqnOf(cp).Method().Selector.(*sampler.TER).Stats(); st.Terminals == 0 || st.Queued == 0 {
+	if st := sampler.Unwrapped(dqnOf(cp).Method().Selector).(*sampler.TER).Stats(); st.Terminals == 0 || st.Queued == 0 {
 		t.Errorf("CartPole TER stats %+v: its pole falls (terminals) and sweeps queue transitions", st)
 	}
 }

@@ -5,15 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/apexrl/apex/actor"
 	"github.com/apexrl/apex/buffer"
-	"github.com/apexrl/apex/envs"
 	"github.com/apexrl/apex/learner"
 	"github.com/apexrl/apex/model"
 	"github.com/apexrl/apex/sampler"
@@ -395,58 +392,36 @@ type checkpointCounters struct {
 	st CheckpointStats
 }
 
-// save writes the run's checkpoint to the configured path and counts it.
-func (t *Trainer) save() error {
-	start := time.Now()
-	err := t.SaveCheckpoint(t.cfg.Checkpoint)
-	t.ck.mu.Lock()
-	defer t.ck.mu.Unlock()
-	if err != nil {
-		t.ck.st.Failed++
-		t.ck.st.LastError = err.Error()
-		return err
-	}
-	t.ck.st.Saved++
-	t.ck.st.LastSeconds, t.ck.st.LastError = time.Since(start).Seconds(), ""
-	if fi, err := os.Stat(t.cfg.Checkpoint); err == nil {
-		t.ck.st.LastBytes = fi.Size()
-	}
-	return nil
-}
-
 // Trainer runs one Ape-X training run: it owns every goroutine of it.
+// It is assembled from the same parts a run split over processes is: a
+// ReplayCore (buffer, method, limiter), a LearnerHost over the core's
+// method (learner, store, evaluator, checkpointer, stop rules) and an
+// ActorHost of cfg.Actors actors inserting into the core's buffer.
 // Run may be called once; Stats, Policy, Config and SaveCheckpoint are safe
 // for concurrent use with it.
 type Trainer struct {
-	ran      atomic.Bool // Run was called
-	cfg      TrainConfig
-	buf      *buffer.Buffer
-	agent    agent
-	actors   []actorSource
-	store    *model.Store
-	limiter  *RateLimiter
-	pipe     Pipeline
-	start    atomic.Pointer[time.Time] // set by Run; read by Stats from any goroutine
-	lastEval atomic.Pointer[EvalPoint]
-	evals    atomic.Int64 // evaluations recorded by this Run
+	cfg  TrainConfig
+	core *ReplayCore
+	lh   *LearnerHost
+	ah   *ActorHost
+	// The parts' pieces the Trainer uses directly.
+	buf     *buffer.Buffer
+	agent   agent
+	actors  []actorSource
+	store   *model.Store
+	limiter *RateLimiter
 	// limBase is the rate limiter's balance before this Trainer's first
 	// operation (zero, or restored from a checkpoint): checkpoints state
 	// the balance as limBase plus the pipeline's completed operations.
 	limBase limiterState
-	base    counterBase // what earlier segments of a resumed run did
-
-	ck checkpointCounters
-
 	// notes are the run's own warnings beside the replay method's (a
 	// resume's precision conversion), shown by Warnings.
 	notes []string
-
-	mu    sync.Mutex
-	curve []EvalPoint
 }
 
-// ErrRunOnce is returned by a second call of Trainer.Run: a Trainer runs
-// once (ResumeTrainer continues a finished run from its checkpoint).
+// ErrRunOnce is returned by a second call of Trainer.Run (and of
+// LearnerHost.Run or Tasks): a run runs once (ResumeTrainer continues a
+// finished run from its checkpoint).
 var ErrRunOnce = errors.New("runtime: train: Run was already called on this Trainer (resume from its checkpoint to continue)")
 
 // errShape marks a restored replay buffer that does not fit the run.
@@ -545,136 +520,33 @@ func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 func NewTrainer(cfg TrainConfig) (*Trainer, error) { return newTrainer(cfg, nil) }
 
 // newTrainer builds a Trainer around buf (a restored replay buffer) or, if
-// buf is nil, a new one.
+// buf is nil, a new one: a ReplayCore, a LearnerHost over its method and
+// an ActorHost inserting into its buffer, all from one plan.
 func newTrainer(cfg TrainConfig, buf *buffer.Buffer) (*Trainer, error) {
-	if err := checkConfig(cfg); err != nil {
-		return nil, err
-	}
-	orDefault(&cfg.Env, DefaultTrainConfig().Env)
-	probe, err := envs.Make(cfg.Env)
+	p, err := resolve(cfg)
 	if err != nil {
 		return nil, err
 	}
-	orDefault(&cfg.Sampler, DefaultTrainConfig().Sampler)
-	spec, err := methodSpec(cfg.Sampler)
+	core, err := newReplayCore(p, buf, p.netBytes(p.cfg.Actors))
 	if err != nil {
 		return nil, err
 	}
-	algo, err := algoFor(cfg.Algo, cfg.Env, spec, probe.ActionSpace())
+	lh, err := newLearnerHost(p, core.method, learnerOptions{buf: core.buf, limiter: core.limiter})
 	if err != nil {
 		return nil, err
 	}
-	if err := checkApplies(cfg, algo); err != nil {
+	if err := prepareCheckpoint(p.cfg.Checkpoint); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults(algo, probe.MaxEpisodeSteps())
-	switch {
-	case cfg.Steps < 0 || cfg.Duration < 0:
-		return nil, fmt.Errorf("runtime: train: Steps and Duration must not be negative, got %d and %v", cfg.Steps, cfg.Duration)
-	case cfg.Steps == 0 && cfg.Duration == 0:
-		return nil, errors.New("runtime: train: set Steps or Duration (or both)")
-	}
-	if cfg.Inserters < Direct || cfg.Inserters > MaxInserters {
-		return nil, fmt.Errorf("runtime: train: %s must be in [%d, %d] (%d: each actor inserts directly, 0: %d inserter), got %d",
-			fieldName("Inserters"), Direct, MaxInserters, Direct, DefaultInserters, cfg.Inserters)
-	}
-	if cfg.LearnerWorkers < 0 || cfg.LearnerWorkers > MaxLearnerWorkers {
-		return nil, fmt.Errorf("runtime: train: %s must be in [0, %d] (0: 1, the serial step), got %d",
-			fieldName("LearnerWorkers"), MaxLearnerWorkers, cfg.LearnerWorkers)
-	}
-	if cfg.Deterministic && cfg.Inserters != 0 {
-		return nil, fmt.Errorf("runtime: train: %s configures the concurrent schedule; the deterministic mode inserts on its one goroutine", fieldName("Inserters"))
-	}
-	if cfg.Deterministic && (cfg.Actors != 1 || cfg.Steps <= 0 || cfg.Duration > 0) {
-		return nil, fmt.Errorf("runtime: train: the deterministic mode needs Actors = 1, Steps > 0 and no Duration (got %d actors, %d steps, %v)",
-			cfg.Actors, cfg.Steps, cfg.Duration)
-	}
-	// PER's beta anneals to 1 over the run's learner steps; a run bounded
-	// only by time anneals over DefaultBetaSteps.
-	betaSteps := cfg.Steps
-	if betaSteps == 0 {
-		betaSteps = DefaultBetaSteps
-	}
-	mcfg, err := methodConfig(cfg, spec, betaSteps, probe)
+	ah, err := newActorHost(p, p.cfg.Actors, lh.store, core.buf, actorOptions{selector: core.method.Selector})
 	if err != nil {
 		return nil, err
 	}
-	obsDim := len(probe.ObservationSpace().Low)
-	bcfg := bufferConfig(cfg, spec, mcfg, obsDim, probe.ActionSpace())
-	var bufBytes uint64
-	if buf == nil {
-		if bufBytes, err = bcfg.MemoryBytes(); err != nil {
-			return nil, err
-		}
-	}
-	actDim, out := 0, 1
-	switch s := probe.ActionSpace().(type) {
-	case envs.Discrete:
-		out = s.N
-	case envs.Box:
-		actDim, out = s.Dim(), 2*s.Dim()+1
-	}
-	if err := checkMemory(bufBytes, cfg, netBytes(cfg.Actors, obsDim+actDim, cfg.Hidden, out)); err != nil {
-		return nil, err
-	}
-	if buf == nil {
-		if buf, err = buffer.New(bcfg); err != nil {
-			return nil, err
-		}
-	} else if got := buf.Config(); got.Capacity != bcfg.Capacity || got.ObsDim != bcfg.ObsDim || got.NumActions != bcfg.NumActions ||
-		got.Action != bcfg.Action || (bcfg.Action == buffer.Continuous && got.ActionDim != bcfg.ActionDim) {
-		return nil, fmt.Errorf("%w: the restored buffer (capacity %d, %d observations, %v actions %d/%d) does not fit %s with capacity %d",
-			errShape, got.Capacity, got.ObsDim, got.Action, got.NumActions, got.ActionDim, cfg.Env, cfg.Capacity)
-	}
-	method, err := sampler.NewMethod(cfg.Sampler, buf, mcfg)
-	if err != nil {
-		return nil, fmt.Errorf("runtime: train: %w", err)
-	}
-	store := &model.Store{}
-	ag, err := newAgent(cfg, buf, method, store, obsDim, probe.ActionSpace())
-	if err != nil {
-		return nil, err
-	}
-	// The limiter admits a batch before the inserter has stored it, so up to
-	// one actor batch may be counted but not yet sampleable: learning must
-	// not start before a learner batch is surely stored.
-	if need := ag.batch + actor.DefaultLocalBatch; cfg.MinSizeToSample < need {
-		return nil, fmt.Errorf("runtime: train: %s must be at least the learner batch plus an actor batch (%d + %d = %d), got %d",
-			fieldName("MinSizeToSample"), ag.batch, actor.DefaultLocalBatch, need, cfg.MinSizeToSample)
-	}
-	if cfg.Capacity < cfg.MinSizeToSample {
-		return nil, fmt.Errorf("runtime: train: %s %d cannot hold the %d items learning waits for (%s)",
-			fieldName("Capacity"), cfg.Capacity, cfg.MinSizeToSample, fieldName("MinSizeToSample"))
-	}
-	lim, err := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: cfg.ReplayRatio, MinSizeToSample: int64(cfg.MinSizeToSample),
-		ErrorBuffer: max(cfg.ReplayRatio, 1) * float64(2*ag.batch)})
-	if err != nil {
-		return nil, err
-	}
-	cfg.Batch, cfg.LR = ag.batch, ag.lr // the effective values, for the record
-	if cfg.Checkpoint != "" {
-		// Fail now, not when the run first saves; and clear what saves
-		// interrupted by a crash left behind.
-		if err := probeWritable(cfg.Checkpoint); err != nil {
-			return nil, fmt.Errorf("runtime: train: the checkpoint %s cannot be written: %w", cfg.Checkpoint, err)
-		}
-		if _, err := removeStaleTemps(cfg.Checkpoint); err != nil {
-			return nil, fmt.Errorf("runtime: train: removing stale temporary files of the checkpoint %s: %w", cfg.Checkpoint, err)
-		}
-	}
-	tr := &Trainer{cfg: cfg, buf: buf, agent: ag, store: store, limiter: lim}
-	for i := range cfg.Actors {
-		env, err := envs.Make(cfg.Env)
-		if err != nil {
-			return nil, err
-		}
-		a, err := ag.actor(i, env)
-		if err != nil {
-			return nil, err
-		}
-		tr.actors = append(tr.actors, a)
-	}
-	return tr, nil
+	t := &Trainer{cfg: p.cfg, core: core, lh: lh, ah: ah, buf: core.buf, agent: lh.agent, actors: ah.actors,
+		store: lh.store, limiter: core.limiter}
+	lh.saveTo = t.SaveCheckpoint
+	lh.envSteps = ah.envSteps
+	return t, nil
 }
 
 // Warnings are the replay method's warnings about a biased pairing
@@ -697,34 +569,7 @@ func (t *Trainer) Config() TrainConfig { return t.cfg }
 // pre-activations (actor.EvaluateGaussian shows how it acts). The network
 // is the caller's: later publications do not change it. Safe for
 // concurrent use with Run. Cost: one network allocation and copy.
-func (t *Trainer) Policy() (*model.Net, error) {
-	net, err := model.NewNet(t.agent.policy, nil)
-	if err != nil {
-		return nil, err
-	}
-	p := t.store.Load()
-	if p == nil {
-		p = t.agent.first()
-	}
-	if err := net.SetParams(p); err != nil {
-		return nil, fmt.Errorf("runtime: policy: %w", err)
-	}
-	return net, nil
-}
-
-// failed writes the diagnostic checkpoint of a failed run, if configured,
-// to Checkpoint + ".failed", so it never replaces the last good checkpoint
-// (a resumed run writes back to the file it came from).
-func (t *Trainer) failed(err error) error {
-	if t.cfg.Checkpoint == "" {
-		return err
-	}
-	path := t.cfg.Checkpoint + ".failed"
-	if cerr := t.SaveCheckpoint(path); cerr != nil {
-		return fmt.Errorf("%w (and the checkpoint failed: %v)", err, cerr)
-	}
-	return fmt.Errorf("%w (checkpoint of the failed state written to %s)", err, path)
-}
+func (t *Trainer) Policy() (*model.Net, error) { return t.lh.Policy() }
 
 // counterBase holds the counters of the segments a resumed run already
 // completed.
@@ -735,56 +580,10 @@ type counterBase struct {
 	LearnerSteps int64   `json:"learner_steps"`
 }
 
-func (t *Trainer) record(mean float64) {
-	st := t.Stats()
-	p := EvalPoint{Seconds: st.Seconds, LearnerSteps: st.LearnerSteps, EnvSteps: st.EnvSteps, MeanReturn: mean,
-		FarFraction: st.Learner.FarFraction, MeanKL: st.Learner.MeanKL}
-	if m := st.Learner.Sampled; m.N > 0 {
-		p.Sampled = &m
-	}
-	t.mu.Lock()
-	t.curve = append(t.curve, p)
-	t.mu.Unlock()
-	t.lastEval.Store(&p)
-	t.evals.Add(1)
-}
-
-// periodic records a periodic evaluation and hands its mean return to a
-// method that learns from evaluations (sampler.Method.Evaluated, NERS). The
-// final evaluation is not handed over: it plays other episodes (more, with
-// a fixed seed) than the periodic ones the stage's rewards compare.
-func (t *Trainer) periodic(mean float64) {
-	t.record(mean)
-	t.pipe.gate.RLock() // the stage's state changes: not during a checkpoint
-	defer t.pipe.gate.RUnlock()
-	if evaluated := t.agent.method.Evaluated; evaluated != nil {
-		// The evaluator's returns are finite (a non-finite one would be
-		// refused here, and the stage keeps its previous baseline).
-		_ = evaluated(mean)
-	}
-}
-
 // Stats returns a snapshot of the run. Safe for concurrent use.
 func (t *Trainer) Stats() TrainStats {
-	st := TrainStats{Pipeline: t.pipe.Stats(), Learner: t.agent.stats(), Buffer: t.buf.Stats(), Limiter: t.limiter.Stats()}
-	if start := t.start.Load(); start != nil {
-		st.SegmentSeconds = time.Since(*start).Seconds()
-	}
-	st.Seconds = t.base.Seconds + st.SegmentSeconds
-	st.EnvSteps, st.Episodes = t.base.EnvSteps, t.base.Episodes
-	for _, a := range t.actors {
-		as := a.Stats()
-		st.EnvSteps += as.Steps
-		st.Episodes += as.Episodes
-	}
-	st.LearnerSteps = t.base.LearnerSteps + st.Pipeline.LearnerSteps
+	st := t.lh.Stats()
+	st.Buffer, st.Limiter = t.buf.Stats(), t.limiter.Stats()
 	st.BufferSize = st.Buffer.Size
-	st.Evaluations = t.evals.Load() // before lastEval: a count never runs ahead of its value
-	if p := t.lastEval.Load(); p != nil {
-		st.LastEval, st.Evaluated = p.MeanReturn, true
-	}
-	t.ck.mu.Lock()
-	st.Checkpoints = t.ck.st
-	t.ck.mu.Unlock()
 	return st
 }
