@@ -341,7 +341,10 @@ func TestHostsBadInput(t *testing.T) {
 		{"nil store", func() error { _, err := NewActorHost(cfg, 2, nil, core.Buffer()); return err }(), "nil parameter store"},
 		{"no actors", func() error { _, err := NewActorHost(cfg, 0, store, core.Buffer()); return err }(), "at least one actor"},
 		{"ids beyond", func() error { _, err := NewActorHost(cfg, 2, store, core.Buffer(), FirstActor(3)); return err }(), "do not fit"},
-		{"bad config", func() error { _, err := NewActorHost(TrainConfig{Env: "CartPole-v1"}, 1, store, core.Buffer()); return err }(), "set Steps or Duration"},
+		{"bad config", func() error {
+			_, err := NewActorHost(TrainConfig{Env: "CartPole-v1"}, 1, store, core.Buffer())
+			return err
+		}(), "set Steps or Duration"},
 		{"no selector", func() error { _, err := NewLearnerHost(cfg, sampler.Method{Name: "x"}); return err }(), "no Selector"},
 		{"core config", func() error { _, err := NewReplayCore(TrainConfig{Env: "NoSuchEnv-v0", Steps: 1}); return err }(), "CartPole-v1"},
 		{"learner layout", func() error {
