@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/sampler"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 )
@@ -16,12 +16,13 @@ import (
 // sampleStream is one Sample stream's reusable state (owned by its
 // handler goroutine).
 type sampleStream struct {
-	batch *buffer.Batch
-	refs  []buffer.Ref
-	reply replayv1.SampleReply
-	out   replayv1.Batch
-	data  replayv1.Columns
-	wrote replayv1.WriteBackResult
+	batch  *buffer.Batch
+	reseed *sampler.Reseeder // the stage, sampled by the draws' seeds (made on the first draw)
+	refs   []buffer.Ref
+	reply  replayv1.SampleReply
+	out    replayv1.Batch
+	data   replayv1.Columns
+	wrote  replayv1.WriteBackResult
 }
 
 // Sample serves a learner's stream (see replay.proto): each Draw is
@@ -129,7 +130,10 @@ func (s *Server) draw(ctx context.Context, d *replayv1.Draw, st *sampleStream) (
 	b := st.batch
 	m := &s.t.Method
 	s.stage.Lock()
-	err := SampleSeeded(m.Selector, d.Seed, b)
+	if st.reseed == nil {
+		st.reseed = sampler.Reseed(m.Selector)
+	}
+	err := st.reseed.SampleSeed(d.Seed, b)
 	if err == nil && m.Weighter != nil {
 		if werr := m.Weighter.Weights(b, int64(d.Step-1)); werr != nil {
 			err = fmt.Errorf("weights: %w", werr)
@@ -230,12 +234,12 @@ func (s *Server) writeBack(wb *replayv1.WriteBack, st *sampleStream) (*replayv1.
 	return &st.reply, nil
 }
 
-// SampleSeeded draws dst through sel with a generator seeded from seed
-// alone: what a Draw's seed means. An in-process learner that samples
-// with the same seed over the same contents gets the same rows.
-// TODO(hsrv): use the sampler package's seeded helper once published.
-func SampleSeeded(sel interface {
-	Sample(*rand.Rand, *buffer.Batch) error
-}, seed uint64, dst *buffer.Batch) error {
-	return sel.Sample(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), dst)
+// SampleSeeded draws dst through sel as sampler.Reseed(sel).SampleSeed
+// does: what a Draw's seed means (the server keeps one Reseeder per
+// sampling stream). An in-process learner, whose Selector is
+// Reseed-wrapped, draws the same rows when it draws the same seed from its
+// generator over the same contents. Allocates a Reseeder per call (tests
+// and tools).
+func SampleSeeded(sel sampler.Selector, seed uint64, dst *buffer.Batch) error {
+	return sampler.Reseed(sel).SampleSeed(seed, dst)
 }

@@ -166,22 +166,29 @@ func (h *ActorHost) envSteps() (steps, episodes int64) {
 	return steps, episodes
 }
 
-// localSelector is the run's stage built over a small buffer of the run's
-// layout, for its Priority alone (the stage's Priority depends on its
-// configuration, not on the buffer's contents).
-func (p *plan) localSelector() (sampler.Selector, error) {
+// localMethod is the run's method built over a small buffer of the run's
+// layout: what a remote learner takes its Loss and Normalizer from, and
+// an actor host its stage's Priority (neither depends on the buffer's
+// contents, only on the method's configuration).
+func (p *plan) localMethod() (sampler.Method, error) {
 	lc := p.layout
 	lc.Capacity = min(lc.Capacity, max(p.cfg.Batch, layoutCapacity))
 	lc.Stripes = 0
 	buf, err := buffer.New(lc)
 	if err != nil {
-		return nil, err
+		return sampler.Method{}, err
 	}
 	m, err := sampler.NewMethod(p.cfg.Sampler, buf, p.mcfg)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: actor host: %w", err)
+		return sampler.Method{}, fmt.Errorf("runtime: local method: %w", err)
 	}
-	return m.Selector, nil
+	return m, nil
+}
+
+// localSelector is localMethod's Selector, for its Priority alone.
+func (p *plan) localSelector() (sampler.Selector, error) {
+	m, err := p.localMethod()
+	return m.Selector, err
 }
 
 // selector is the stage the host's dqn actors take priorities from, or a

@@ -66,9 +66,19 @@ type LearnerHost struct {
 type LearnerOption func(*learnerOptions)
 
 type learnerOptions struct {
+	seeded   bool
 	buf      *buffer.Buffer
 	limiter  *RateLimiter
 	envSteps func() (int64, int64)
+}
+
+// SeededRemotely leaves the method's Selector as it is instead of
+// wrapping it in sampler.Reseed: for a remote stage that draws the seed
+// from the learner's generator itself and sends it to the server's
+// Reseeder (remote.Client.Method), so the learner samples exactly what
+// an in-process one does.
+func SeededRemotely() LearnerOption {
+	return func(o *learnerOptions) { o.seeded = true }
 }
 
 // WithReplayBuffer builds the learner over buf, the buffer the method
@@ -160,7 +170,9 @@ func newLearnerHost(p *plan, m sampler.Method, o learnerOptions) (*LearnerHost, 
 			got.ObsDim, got.Action, got.NumActions, got.ActionDim, len(got.Floats),
 			want.ObsDim, want.Action, want.NumActions, want.ActionDim, len(want.Floats))
 	}
-	m.Selector = sampler.Reseed(m.Selector)
+	if !o.seeded {
+		m.Selector = sampler.Reseed(m.Selector)
+	}
 	store := &model.Store{}
 	ag, err := newAgent(cfg, buf, m, store, p.obsDim, p.space)
 	if err != nil {

@@ -177,7 +177,7 @@ func actorProgress(h *runtime.ActorHost, w *remote.Writer, log *slog.Logger, per
 		ws := w.Stats()
 		rate := float64(st.EnvSteps-last.EnvSteps) / now.Sub(lastT).Seconds()
 		log.Info("progress", "env_steps", st.EnvSteps, "env_steps_per_s", round1(rate), "episodes", st.Episodes,
-			"batches_acked", ws.Acked, "in_flight", ws.Sent-ws.Acked, "reconnects", ws.Reconnects)
+			"batches_acked", ws.Acked, "in_flight", ws.Pending, "reconnects", ws.Reconnects)
 		last, lastT = st, now
 	}
 }

@@ -116,8 +116,8 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	cfg.Steps, cfg.Duration, cfg.TargetReturn, cfg.StopWhenSolved = local.Steps, local.Duration, local.TargetReturn, local.StopWhenSolved
 	cfg.Float32, cfg.LearnerWorkers = local.Float32, local.LearnerWorkers
 	cfg.Checkpoint, cfg.CheckpointEvery = *ckpt, local.CheckpointEvery
-	if runtime.RemoteRefuses(cfg) != nil {
-		return usageErr(runtime.RemoteRefuses(cfg))
+	if err := runtime.CheckRemote(cfg); err != nil {
+		return usageErr(err)
 	}
 	localMethod, err := runtime.NewLocalMethod(cfg)
 	if err != nil {
