@@ -26,8 +26,9 @@ host -host), which share one insert stream to the replay server and one
 parameter subscription to the learner. The run's configuration comes from
 the replay server. It waits for the learner's first parameters, then acts
 until SIGINT or SIGTERM, when it stores every batch it completed (waiting
-for the server's acknowledgements) and exits 0. It exits 1 when the replay
-server stays unreachable (its unacknowledged batches are reported lost).
+for the server's acknowledgements, at most -stop-grace) and exits 0. It exits
+1 when the replay server stays unreachable or does not take the completed
+batches in time: the unacknowledged batches are reported lost.
 
 flags:
 `
@@ -40,6 +41,7 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 	learnerAddr := fs.String("learner", "127.0.0.1:7701", "the apex learner's parameter service host:port")
 	hosts := fs.Int("hosts", 1, "actor hosts the run's actors are split over")
 	hostIdx := fs.Int("host", 0, "this host's index in [0, -hosts): it runs actors i with i mod -hosts = -host... in contiguous blocks")
+	grace := fs.Duration("stop-grace", 5*time.Second, "after SIGINT/SIGTERM, how long completed batches may wait to be stored (the server's limiter holds inserts while no learner samples); what is still unacknowledged then is reported lost")
 	window := fs.Int("window", 0, "insert batches in flight without acknowledgement (0: remote.DefaultWindow)")
 	df := addDialFlags(fs, "tls-", false)
 	progressEvery := fs.Duration("progress", 5*time.Second, "time between progress records (0: none)")
@@ -143,10 +145,34 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 	done := make(chan struct{})
 	var printer sync.WaitGroup
 	printer.Go(func() { actorProgress(ah, w, log, *progressEvery, done) })
+	// After a stop, the completed batches get a grace period to be
+	// stored: the replay server's limiter holds inserts while no learner
+	// samples, and then they are abandoned (counted as lost) rather than
+	// waited for without end.
+	ran := make(chan struct{})
+	var closeErr error
+	var closing sync.WaitGroup
+	closing.Go(func() {
+		select {
+		case <-ran:
+		case <-ctx.Done():
+			select {
+			case <-ran:
+			case <-time.After(*grace):
+				expired, cancel := context.WithCancel(context.Background())
+				cancel()
+				closeErr = w.Close(expired) // unblocks a waiting Insert with the loss
+			}
+		}
+	})
 	runErr := ah.Run(ctx)
-	flushCtx, cancelFlush := context.WithTimeout(context.Background(), 30*time.Second)
-	closeErr := w.Close(flushCtx)
-	cancelFlush()
+	close(ran)
+	closing.Wait()
+	if closeErr == nil {
+		flushCtx, cancelFlush := context.WithTimeout(context.Background(), *grace)
+		closeErr = w.Close(flushCtx)
+		cancelFlush()
+	}
 	close(done)
 	printer.Wait()
 	ws := w.Stats()
