@@ -1,0 +1,129 @@
+package remote
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
+	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/runtime"
+)
+
+// flushingSink inserts through a Writer and waits for the server's
+// acknowledgement of every batch before it returns, so a lockstep run's
+// next draw sees what was inserted before it, as in process.
+type flushingSink struct {
+	w   *Writer
+	ctx context.Context
+}
+
+func (s flushingSink) Insert(t *buffer.Transitions) error {
+	if err := s.w.Insert(t); err != nil {
+		return err
+	}
+	return s.w.Flush(s.ctx)
+}
+
+// TestNetworkLockstepMatchesInProcess: a deterministic run (one actor and
+// the learner in lockstep) whose inserts and whose learner's draws and
+// write-backs all go through the network — a replay server built by
+// runtime.NewReplayCore, an insert Writer, the client's remote stage —
+// ends with exactly the learner parameters of the same configuration's
+// run in one process (runtime.NewTrainer, Deterministic). The lockstep
+// schedule alternates by a limiter of the server's configuration kept
+// beside the learner (the server's own limiter admits the same
+// operations, since they are serialized).
+func TestNetworkLockstepMatchesInProcess(t *testing.T) {
+	checkLeaks(t)
+	for _, method := range []string{"per", "uniform", "rank", "ners"} {
+		const seed = 5
+		cfg := runtime.TrainConfig{Env: "CartPole-v1", Sampler: method, Actors: 1, Deterministic: true, Steps: 250,
+			Capacity: 4000, MinSizeToSample: 200, EvalEverySteps: 1 << 30, FinalEpisodes: 1, Seed: seed}
+		tr, err := runtime.NewTrainer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		want, err := tr.Policy()
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		core, err := runtime.NewReplayCore(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := core.ConfigJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := NewServer(Table{Buffer: core.Buffer(), Method: core.Method(), Limiter: core.Limiter(), Config: js}, ServerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs := newBufServer(t, func(g *grpc.Server) { replayv1.RegisterReplayServer(g, srv) })
+		c := bs.client(ClientOptions{CallTimeout: 30 * time.Second})
+		ctx := context.Background()
+		rcfg, err := c.Config(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		local, err := runtime.NewLocalMethod(rcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := c.Method(ctx, local, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lh, err := runtime.NewLearnerHost(rcfg, m, runtime.SeededRemotely())
+		if err != nil {
+			t.Fatal(err)
+		}
+		layout, err := runtime.ReplayLayout(rcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := c.NewWriter("lockstep", WriterOptions{Layout: layout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ah, err := runtime.NewActorHost(rcfg, 1, lh.Store(), flushingSink{w, ctx})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mirror, err := runtime.NewRateLimiter(core.Limiter().Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p runtime.Pipeline
+		err = p.Run(ctx, flushingSink{w, ctx}, ah.Sources(), lh.Stepper(),
+			runtime.PipelineConfig{LearnerBatch: lh.Batch(), Limiter: mirror, MaxSteps: cfg.Steps, Schedule: runtime.Lockstep})
+		if cerr := w.Close(ctx); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		got, err := lh.Policy()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Params(), want.Params()) {
+			t.Fatalf("%s, seed %d: the network run's policy differs from the in-process run's", method, seed)
+		}
+		st := srv.Stats()
+		if st.Draws != uint64(cfg.Steps) || st.WriteBacksApplied == 0 || st.InsertedItems != uint64(p.Stats().Items) ||
+			ah.Stats().EnvSteps != tr.Stats().EnvSteps {
+			t.Fatalf("%s: server saw %d draws, %d write-backs, %d items (the pipeline inserted %d); the actor took %d env steps, the trainer's %d",
+				method, st.Draws, st.WriteBacksApplied, st.InsertedItems, p.Stats().Items, ah.Stats().EnvSteps, tr.Stats().EnvSteps)
+		}
+		srv.Close()
+	}
+}
