@@ -126,7 +126,7 @@ func TestMethodTwins(t *testing.T) {
 				return buf, m
 			}
 			inBuf, inM := newMethod()
-			inSel := inM.Selector
+			inSel := sampler.Reseed(inM.Selector) // an in-process learner's stage
 			srvBuf, srvM := newMethod()
 			srv, err := NewServer(Table{Buffer: srvBuf, Method: srvM}, ServerOptions{})
 			if err != nil {
@@ -170,7 +170,7 @@ func TestMethodTwins(t *testing.T) {
 			bRemote, _ := inBuf.NewBatch(rows) // any buffer of the layout: the client decodes into it
 			var stale []buffer.Ref
 			for step := uint64(1); step <= 12; step++ {
-				if err := SampleSeeded(inSel, rngIn.Uint64(), bIn); err != nil { // an in-process learner's Reseed-wrapped Sample
+				if err := inSel.Sample(rngIn, bIn); err != nil {
 					t.Fatalf("step %d: in process: %v", step, err)
 				}
 				if err := rm.Selector.Sample(rngRemote, bRemote); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/runtime"
 )
 
 // ErrWriterClosed is returned by a Writer's Insert after Close.
@@ -111,6 +112,8 @@ type WriterStats struct {
 	Incarnation  uint64
 	Incarnations uint64
 }
+
+var _ runtime.Sink = (*Writer)(nil)
 
 // wbatch is one batch in the window.
 type wbatch struct {
