@@ -3,7 +3,6 @@ package remote
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -253,9 +252,9 @@ func decodeConfig(b []byte) (runtime.TrainConfig, error) {
 	if len(b) == 0 {
 		return runtime.TrainConfig{}, errors.New("remote: config: the server sent no run configuration")
 	}
-	var cfg runtime.TrainConfig
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		return runtime.TrainConfig{}, fmt.Errorf("remote: config: the server's run configuration does not decode: %w", err)
+	cfg, err := runtime.DecodeTrainConfig(b)
+	if err != nil {
+		return runtime.TrainConfig{}, fmt.Errorf("remote: config: the server's run configuration: %w", err)
 	}
 	return cfg, nil
 }
