@@ -3,13 +3,21 @@
 // into it and a learner draws from it, with the same rows for the same
 // seed as an in-process learner.
 //
-// The server side lives here now: the wire codec of a table's columns
-// (EncodeTransitions, DecodeTransitions, EncodeBatch), keys (Key, RefOf:
-// a stored item's slot and generation in one uint64) and the Replay
-// server. The client side (insert writers, the learner's sampling client,
-// parameter streams) follows in the same package.
+// Server side: the wire codec of a table's columns (EncodeTransitions,
+// DecodeTransitions, EncodeBatch), keys (Key, RefOf: a stored item's slot
+// and generation in one uint64), the Replay server (NewServer over a
+// Table, NewGRPCServer with health, limits, TLS and token checks) and the
+// learner's parameter service (NewParamsServer, NewParamsGRPCServer).
+// Client side: Dial, the insert Writer (a runtime.Sink with a window of
+// unacknowledged batches, resent after a break and stored once), the
+// learner's remote stage (Client.Method: a sampler.Method whose Selector,
+// Weighter, Features and Evaluated go to the server) and the actor hosts'
+// ParamsSubscriber. cmd/apex's replay, learner and actor commands are
+// built from these and the runtime's ReplayCore, LearnerHost and
+// ActorHost.
 //
 // The package's pure parts (columns, keys) start no goroutines and
 // allocate nothing per row; the server runs one goroutine per stream that
-// gRPC hands it and ends every one of them on shutdown.
+// gRPC hands it (plus one reader) and ends every one of them on shutdown;
+// a Writer and a ParamsSubscriber each own one goroutine, ended by Close.
 package remote

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apexrl/apex/remote"
@@ -128,7 +129,17 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "apex learner: the replay server's stage: %v\n", err)
 		return 1
 	}
-	host, err := runtime.NewLearnerHost(cfg, m, runtime.SeededRemotely())
+	// The learner's records report the transitions the replay server has
+	// stored as its environment steps (an n-step actor stores one
+	// transition per step once an episode is under way): read from the
+	// server's Info once a second.
+	var inserted atomic.Int64
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	var polling sync.WaitGroup
+	defer func() { stopPoll(); polling.Wait() }()
+	polling.Go(func() { pollInserted(pollCtx, client, &inserted) })
+	host, err := runtime.NewLearnerHost(cfg, m, runtime.SeededRemotely(),
+		runtime.WithEnvCounter(func() (int64, int64) { return inserted.Load(), 0 }))
 	if err != nil {
 		return usageErr(err)
 	}
@@ -209,4 +220,25 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "apex learner: interrupted by %s: results written to %s\n", signalName(sig), *out)
 	}
 	return 0
+}
+
+// pollInserted stores the replay server's count of inserted transitions
+// in n once a second until ctx ends (a failed Info keeps the last count).
+func pollInserted(ctx context.Context, c *remote.Client, n *atomic.Int64) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		if info, err := c.Info(ctx); err == nil {
+			var sum uint64
+			for _, tab := range info.GetTables() {
+				sum += tab.GetCounters().GetInsertedItems()
+			}
+			n.Store(int64(sum))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
