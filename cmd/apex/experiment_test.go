@@ -148,10 +148,17 @@ func TestExperimentNERS(t *testing.T) {
 		!slices.Equal(moved.Stats.Control.Config.Seeds, []uint64{3, 4}) {
 		t.Fatalf("seeds: default %+v, -seed 3 %+v", def, moved)
 	}
+	// The sparse Pendulum's return is often exactly 0 after 200 steps
+	// whatever the seed, so one sampler's finals may agree; the seeds
+	// must change some run's outcome.
+	same := 0
 	for i, r := range def.Stats.Control.Runs {
 		if m := moved.Stats.Control.Runs[i]; m.Sampler == r.Sampler && m.Final == r.Final {
-			t.Errorf("%s: seed %d and seed %d give the same final %v", r.Sampler, r.Seed, m.Seed, r.Final)
+			same++
 		}
+	}
+	if same == len(def.Stats.Control.Runs) {
+		t.Errorf("seeds 3 and 4 give every run the final of seeds 1 and 2: %+v", moved.Stats.Control.Runs)
 	}
 	for _, args := range [][]string{{"-seeds", "1"}, {"-parts", "nope"}, {"-stats-steps", "0"}} {
 		errb.Reset()
