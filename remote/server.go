@@ -122,6 +122,8 @@ type Server struct {
 	cancel context.CancelFunc
 
 	c counters
+
+	clock func() time.Time // nil: time.Now (tests set it)
 }
 
 // writerState is one writer's idempotency record.
@@ -130,7 +132,8 @@ type writerState struct {
 	// reconnect may overlap the old stream), so "store iff seq > high" is
 	// atomic with the store.
 	sem  chan struct{}
-	high uint64 // the highest seq stored; guarded by sem
+	high uint64    // the highest seq stored; guarded by sem
+	used time.Time // the latest batch's arrival; guarded by sem
 }
 
 // counters are the Server's counters (Counters in Info, ServerStats).
@@ -138,6 +141,7 @@ type counters struct {
 	insertedBatches, insertedItems, duplicateBatches atomic.Uint64
 	draws, sampledItems                              atomic.Uint64
 	wbApplied, wbStale, wbWrongIncarnation           atomic.Uint64
+	writersEvicted                                   atomic.Uint64
 	rejected, checkpoints                            atomic.Uint64
 	insertReceived                                   atomic.Uint64 // InsertRequests read off streams
 	insertStreams, sampleStreams, watchStreams       atomic.Int64
@@ -209,8 +213,10 @@ type ServerStats struct {
 	WriteBacksApplied, WriteBacksStale               uint64
 	WriteBacksWrongIncarnation                       uint64
 	RejectedMessages, Checkpoints                    uint64
-	// Writers is the size of the idempotency table.
-	Writers int
+	// Writers is the size of the idempotency table; WritersEvicted counts
+	// the idle writers a full table forgot (WriterIdle).
+	Writers        int
+	WritersEvicted uint64
 	// Open streams, by call.
 	InsertStreams, SampleStreams, WatchStreams int64
 	// InsertsWaiting and DrawsWaiting count the batches and draws held by
@@ -234,7 +240,7 @@ func (s *Server) Stats() ServerStats {
 		WriteBacksApplied: c.wbApplied.Load(), WriteBacksStale: c.wbStale.Load(),
 		WriteBacksWrongIncarnation: c.wbWrongIncarnation.Load(),
 		RejectedMessages:           c.rejected.Load(), Checkpoints: c.checkpoints.Load(),
-		Writers:       w,
+		Writers: w, WritersEvicted: c.writersEvicted.Load(),
 		InsertStreams: c.insertStreams.Load(), SampleStreams: c.sampleStreams.Load(), WatchStreams: c.watchStreams.Load(),
 		InsertsWaiting: c.insertsWaiting.Load(), DrawsWaiting: c.drawsWaiting.Load(),
 		Size: s.t.Buffer.Size(),
@@ -350,4 +356,12 @@ func next[T any](s *Server, ctx context.Context, in <-chan recvd[T]) (m *T, err 
 	case <-ctx.Done():
 		return nil, s.ctxErr(ctx), false
 	}
+}
+
+// now is the server's clock (writer idleness); tests move it.
+func (s *Server) now() time.Time {
+	if s.clock != nil {
+		return s.clock()
+	}
+	return time.Now()
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/buffer"
@@ -82,6 +83,16 @@ func TestBadInsert(t *testing.T) {
 	}
 	_, err := st.Recv()
 	wantCode(t, "a writer beyond MaxWriters", err, codes.ResourceExhausted)
+
+	// Once the known writers have been idle longer than WriterIdle, a
+	// full table forgets them to make room for a new writer.
+	later := time.Now().Add(WriterIdle + time.Minute)
+	h.srv.clock = func() time.Time { return later }
+	st = h.insertStream(ctx(t))
+	insert(t, st, "w4", 1, good())
+	if s := h.srv.Stats(); s.WritersEvicted != 3 || s.Writers != 1 {
+		t.Fatalf("after the idle time, %d writers evicted and %d known; want 3 and 1 (w4)", s.WritersEvicted, s.Writers)
+	}
 }
 
 // sampleErr sends req on a fresh Sample stream and returns the stream's

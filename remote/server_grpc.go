@@ -30,6 +30,11 @@ func ReplayPolicy() auth.Policy {
 	}
 }
 
+// MaxStreamsPerConn bounds the concurrent streams of one client
+// connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): an actor host needs
+// one insert stream, a learner one sample stream and a few calls.
+const MaxStreamsPerConn = 256
+
 // Defaults of GRPCOptions.
 const (
 	// DefaultMinPingInterval is the shortest interval between a client's
@@ -118,6 +123,10 @@ func newGRPCServer(opts GRPCOptions, service string, end func(), register func(*
 		opts.PingTimeout = DefaultPingTimeout
 	}
 	so := []grpc.ServerOption{
+		// Each stream may hold a message read ahead and its decode
+		// buffers (up to MaxMessageBytes each): bound the streams a
+		// connection may open.
+		grpc.MaxConcurrentStreams(MaxStreamsPerConn),
 		grpc.MaxRecvMsgSize(replayv1.MaxMessageBytes),
 		grpc.MaxSendMsgSize(replayv1.MaxMessageBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.MinPingInterval, PermitWithoutStream: true}),
@@ -155,11 +164,12 @@ func (s *GRPCServer) Serve(lis net.Listener) error {
 }
 
 // Shutdown marks the server NOT_SERVING, ends every stream handler and
-// wait of the Replay service (Server.Close: their clients see
+// wait of the service (the Replay service's Server.Close: their clients see
 // Unavailable) and stops gRPC gracefully: unary calls in flight finish,
 // no new ones start. If ctx ends first, the remaining connections are
-// closed at once. It returns when every handler has returned (a second
-// call returns at once). Safe for concurrent use.
+// closed at once. It returns when every handler has returned; a second call
+// returns once the first has (at once if it has already). Safe for
+// concurrent use.
 func (s *GRPCServer) Shutdown(ctx context.Context) {
 	s.once.Do(func() {
 		s.health.Shutdown()

@@ -2,9 +2,12 @@ package remote
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 )
@@ -79,6 +82,7 @@ func (s *Server) insertOne(ctx context.Context, req *replayv1.InsertRequest, t *
 		return false, 0, s.ctxErr(ctx)
 	}
 	defer func() { <-w.sem }()
+	w.used = s.now()
 	if req.Seq <= w.high {
 		s.c.duplicateBatches.Add(1)
 		return true, s.t.Buffer.Size(), nil
@@ -88,6 +92,12 @@ func (s *Server) insertOne(ctx context.Context, req *replayv1.InsertRequest, t *
 		err := lim.ReserveInsert(ctx, n)
 		s.c.insertsWaiting.Add(-1)
 		if err != nil {
+			if errors.Is(err, runtime.ErrRateLimited) && ctx.Err() == nil {
+				// The limiter's wait timed out (no learner drained it for
+				// that long): a condition that passes, so Unavailable, which
+				// a writer retries, not a refusal it gives up on.
+				return false, 0, s.reject(codes.Unavailable, "remote: insert: writer %q seq %d: %v", req.Writer, req.Seq, err)
+			}
 			return false, 0, s.waitErr(ctx, "insert", err)
 		}
 	}
@@ -118,10 +128,38 @@ func (s *Server) writer(name string) (*writerState, error) {
 	w, ok := s.writers[name]
 	if !ok {
 		if len(s.writers) >= s.opts.MaxWriters {
+			s.evictIdleWriters()
+		}
+		if len(s.writers) >= s.opts.MaxWriters {
 			return nil, s.reject(codes.ResourceExhausted, "remote: insert: %d writers known, the most this server keeps (a new writer %q is refused)", len(s.writers), name)
 		}
 		w = &writerState{sem: make(chan struct{}, 1)}
 		s.writers[name] = w
 	}
 	return w, nil
+}
+
+// WriterIdle is how long a writer may stay idle (no batch) before a full
+// writer table forgets it to make room for a new one. A forgotten writer
+// that comes back starts a new record: batches it resends after that long
+// would be stored again, which a writer with a window of unacknowledged
+// batches never does after minutes of silence.
+const WriterIdle = 10 * time.Minute
+
+// evictIdleWriters forgets the writers idle longer than WriterIdle and not
+// in an insert now; called with writersMu held when the table is full.
+// O(writers), only then.
+func (s *Server) evictIdleWriters() {
+	now := s.now()
+	for name, w := range s.writers {
+		select {
+		case w.sem <- struct{}{}: // not inserting: its used is stable
+			if now.Sub(w.used) > WriterIdle {
+				delete(s.writers, name)
+				s.c.writersEvicted.Add(1)
+			}
+			<-w.sem
+		default:
+		}
+	}
 }
