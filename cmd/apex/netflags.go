@@ -77,6 +77,9 @@ func (f *serveFlags) check(log *slog.Logger) error {
 	if err := auth.CheckListen(f.listen, f.tlsOn(), f.insecure, log); err != nil {
 		return err
 	}
+	if host, _, err := net.SplitHostPort(f.listen); err == nil && !auth.IsLoopback(host) && f.tokens == "" {
+		log.Warn("serving beyond loopback without -tokens: every client that can connect may make every call, the admin ones (checkpoints, limiter changes) included", "addr", f.listen)
+	}
 	if f.addrFile != "" {
 		if err := checkWritableDir(filepath.Dir(f.addrFile)); err != nil {
 			return fmt.Errorf("-addr-file: %w", err)
