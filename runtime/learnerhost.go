@@ -564,3 +564,24 @@ func LoadLearnerHost(cfg TrainConfig, m sampler.Method, r io.Reader, opts ...Lea
 	h.base, h.curve = hd.Base, hd.Curve
 	return h, nil
 }
+
+// LearnerCheckpointSteps reads the learner steps a learner checkpoint
+// (LearnerHost.Save) holds, from its header alone: what a remote stage
+// resuming the run needs before LoadLearnerHost (remote.Client.Method's
+// priorSteps). Cost: reading the header.
+func LearnerCheckpointSteps(r io.Reader) (uint64, error) {
+	var hd ckHeader
+	err := checkpoint.Load(r, learnerKind, learnerVersion, func(_ uint32, r io.Reader) error {
+		return checkpoint.ReadJSON(r, &hd, maxHeaderBytes)
+	})
+	if err == nil {
+		err = hd.check()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%w: learner header: %w", ErrCheckpoint, err)
+	}
+	if hd.Base.LearnerSteps < 0 {
+		return 0, fmt.Errorf("%w: learner header: %d learner steps", ErrCheckpoint, hd.Base.LearnerSteps)
+	}
+	return uint64(hd.Base.LearnerSteps), nil
+}

@@ -150,6 +150,28 @@ func TestDistributedCartPole(t *testing.T) {
 	if res.FinalReturn < 475 {
 		t.Fatalf("final evaluation %.1f < 475 (stop reason %s); learner output:\n%s", res.FinalReturn, res.StopReason, learner.output())
 	}
+	// A second learner resumes from the first one's checkpoint against
+	// the same replay server (the actors still running) and goes on
+	// counting from its steps.
+	out2 := filepath.Join(dir, "learner2")
+	resumed := startProc(t, dir, "learner2", bin, "learner", "-replay="+raddr, "-listen=127.0.0.1:0",
+		"-resume="+filepath.Join(out, "learner.ckpt"), fmt.Sprintf("-steps=%d", res.LearnerSteps+300), "-duration=2m",
+		"-stop-when-solved=false", "-progress=0", "-out="+out2)
+	if err, exited := resumed.wait(3 * time.Minute); !exited || err != nil {
+		t.Fatalf("the resumed learner: exited %v, %v:\n%s", exited, err, resumed.output())
+	}
+	var res2 struct {
+		LearnerSteps int64  `json:"learner_steps"`
+		StopReason   string `json:"stop_reason"`
+	}
+	raw, rerr = os.ReadFile(filepath.Join(out2, "results.json"))
+	if rerr == nil {
+		rerr = json.Unmarshal(raw, &res2)
+	}
+	if rerr != nil || res2.StopReason != "steps" || res2.LearnerSteps <= res.LearnerSteps {
+		t.Fatalf("the resumed learner's results (%v): %d steps (%s), the first learner's %d:\n%s", rerr, res2.LearnerSteps, res2.StopReason, res.LearnerSteps, resumed.output())
+	}
+	t.Logf("resumed from %d learner steps to %d", res.LearnerSteps, res2.LearnerSteps)
 	// The replay server and the actor hosts stop gracefully on SIGTERM.
 	replay.stop(t)
 	if err, _ := replay.wait(0); err != nil && !errors.Is(err, context.Canceled) {

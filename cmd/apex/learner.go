@@ -24,7 +24,8 @@ takes the run's configuration from it, samples through the server's replay
 stage (draws, priority write-backs and, for NERS, feature write-backs on
 one stream), learns, and serves its newest parameters to the apex actor
 hosts (the Params service on -listen). It evaluates, stops and writes
-results.json, curve.png and its checkpoint to -out as apex train does.
+results.json, curve.png and its checkpoint to -out as apex train does;
+-resume continues from such a checkpoint (the replay server keeps the data).
 
 The learner's own settings (-steps, -duration, -target-return,
 -stop-when-solved, -float32, -learner-workers) are this process's; every
@@ -51,6 +52,7 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "out/learner", "directory for results.json, curve.png and the learner's checkpoint")
 	ckpt := fs.String("checkpoint", "", "write the learner's checkpoint (networks, optimiser, counters; the replay server keeps the data) to this file every -checkpoint-every and at the end (default <out>/learner.ckpt; \"none\": no checkpoint)")
 	fs.DurationVar(&local.CheckpointEvery, "checkpoint-every", def.CheckpointEvery, "time between periodic learner checkpoints (0: only at the end)")
+	resume := fs.String("resume", "", "continue the learner saved in this learner checkpoint (its networks, optimiser and counters; the replay server keeps the data): the server's run configuration must be the one it was saved under")
 	progressEvery := fs.Duration("progress", 5*time.Second, "time between progress records (0: none)")
 	logFormat := fs.String("log-format", "text", "log records: text or json")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics and pprof on this loopback host:port (empty: off)")
@@ -124,7 +126,19 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErr(err)
 	}
-	m, err := client.Method(dialCtx, localMethod, 0)
+	var prior uint64
+	if *resume != "" {
+		f, err := os.Open(*resume)
+		if err != nil {
+			return usageErr(fmt.Errorf("-resume: %w", err))
+		}
+		prior, err = runtime.LearnerCheckpointSteps(f)
+		f.Close()
+		if err != nil {
+			return usageErr(fmt.Errorf("-resume %s: %w", *resume, err))
+		}
+	}
+	m, err := client.Method(dialCtx, localMethod, prior)
 	if err != nil {
 		fmt.Fprintf(stderr, "apex learner: the replay server's stage: %v\n", err)
 		return 1
@@ -138,8 +152,19 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	var polling sync.WaitGroup
 	defer func() { stopPoll(); polling.Wait() }()
 	polling.Go(func() { pollInserted(pollCtx, client, &inserted) })
-	host, err := runtime.NewLearnerHost(cfg, m, runtime.SeededRemotely(),
-		runtime.WithEnvCounter(func() (int64, int64) { return inserted.Load(), 0 }))
+	hostOpts := []runtime.LearnerOption{runtime.SeededRemotely(),
+		runtime.WithEnvCounter(func() (int64, int64) { return inserted.Load(), 0 })}
+	var host *runtime.LearnerHost
+	if *resume != "" {
+		f, ferr := os.Open(*resume)
+		if ferr != nil {
+			return usageErr(fmt.Errorf("-resume: %w", ferr))
+		}
+		host, err = runtime.LoadLearnerHost(cfg, m, f, hostOpts...)
+		f.Close()
+	} else {
+		host, err = runtime.NewLearnerHost(cfg, m, hostOpts...)
+	}
 	if err != nil {
 		return usageErr(err)
 	}
@@ -184,7 +209,7 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 		log.Info("metrics", "metrics_url", "http://"+metrics.Addr()+"/metrics")
 	}
 	c := host.Config()
-	log.Info("learner", "replay", *replayAddr, "env", c.Env, "sampler", c.Sampler, "algo", c.Algo, "float32", c.Float32,
+	log.Info("learner", "replay", *replayAddr, "resumed_steps", prior, "env", c.Env, "sampler", c.Sampler, "algo", c.Algo, "float32", c.Float32,
 		"learner_workers", c.LearnerWorkers, "batch", c.Batch)
 	done := make(chan struct{})
 	var printer sync.WaitGroup
