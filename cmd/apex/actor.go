@@ -40,12 +40,12 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 	replayAddr := fs.String("replay", "127.0.0.1:7700", "the apex replay server's host:port")
 	learnerAddr := fs.String("learner", "127.0.0.1:7701", "the apex learner's parameter service host:port")
 	hosts := fs.Int("hosts", 1, "actor hosts the run's actors are split over")
-	hostIdx := fs.Int("host", 0, "this host's index in [0, -hosts): it runs actors i with i mod -hosts = -host... in contiguous blocks")
+	hostIdx := fs.Int("host", 0, "this host's index in [0, -hosts): it runs the host-th contiguous block of the run's actors")
 	grace := fs.Duration("stop-grace", 5*time.Second, "after SIGINT/SIGTERM, how long completed batches may wait to be stored (the server's limiter holds inserts while no learner samples); what is still unacknowledged then is reported lost")
 	window := fs.Int("window", 0, "insert batches in flight without acknowledgement (0: remote.DefaultWindow)")
 	df := addDialFlags(fs, "tls-", false)
 	progressEvery := fs.Duration("progress", 5*time.Second, "time between progress records (0: none)")
-	logFormat := fs.String("log-format", "text", "log records: text or json")
+	obs := addObsFlags(fs, false)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), actorUsage)
 		fs.PrintDefaults()
@@ -57,7 +57,7 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "apex actor: %v\n", err)
 		return 2
 	}
-	log, err := newLogger(*logFormat, stdout)
+	log, err := obs.logger(stdout)
 	if err != nil {
 		return usageErr(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"net"
 	"os"
@@ -54,9 +55,7 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&local.CheckpointEvery, "checkpoint-every", def.CheckpointEvery, "time between periodic learner checkpoints (0: only at the end)")
 	resume := fs.String("resume", "", "continue the learner saved in this learner checkpoint (its networks, optimiser and counters; the replay server keeps the data): the server's run configuration must be the one it was saved under")
 	progressEvery := fs.Duration("progress", 5*time.Second, "time between progress records (0: none)")
-	logFormat := fs.String("log-format", "text", "log records: text or json")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics and pprof on this loopback host:port (empty: off)")
-	metricsRemote := fs.Bool("metrics-allow-remote", false, "allow a non-loopback -metrics-addr")
+	obs := addObsFlags(fs, true)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), learnerUsage)
 		fs.PrintDefaults()
@@ -68,7 +67,7 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "apex learner: %v\n", err)
 		return 2
 	}
-	log, err := newLogger(*logFormat, stdout)
+	log, err := obs.logger(stdout)
 	if err != nil {
 		return usageErr(err)
 	}
@@ -82,11 +81,6 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	copts, err := df.options()
 	if err != nil {
 		return usageErr(err)
-	}
-	if *metricsAddr != "" {
-		if err := checkMetricsAddr(*metricsAddr, *metricsRemote); err != nil {
-			return usageErr(err)
-		}
 	}
 	switch *ckpt {
 	case "":
@@ -193,20 +187,15 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	serving.Go(func() {
 		serveErr <- sf.serve(serveCtx, func(ln net.Listener) error { return g.Serve(ln) }, g.Shutdown, log, "params")
 	})
-	var metrics *metricsServer
-	if *metricsAddr != "" {
-		reg, err := newMetricsRegistry(host.Stats, host.Config())
-		if err == nil {
-			metrics, err = startMetricsServer(*metricsAddr, reg)
-		}
-		if err != nil {
-			stopServing()
-			serving.Wait()
-			fmt.Fprintf(stderr, "apex learner: %v\n", err)
-			return 1
-		}
+	metrics, err := obs.startMetrics(func() (*prometheus.Registry, error) { return newMetricsRegistry(host.Stats, host.Config()) }, log)
+	if err != nil {
+		stopServing()
+		serving.Wait()
+		fmt.Fprintf(stderr, "apex learner: %v\n", err)
+		return 1
+	}
+	if metrics != nil {
 		defer metrics.Close(metricsShutdownTimeout)
-		log.Info("metrics", "metrics_url", "http://"+metrics.Addr()+"/metrics")
 	}
 	c := host.Config()
 	log.Info("learner", "replay", *replayAddr, "resumed_steps", prior, "env", c.Env, "sampler", c.Sampler, "algo", c.Algo, "float32", c.Float32,

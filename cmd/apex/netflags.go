@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
 	"net"
@@ -261,3 +262,61 @@ var version = func() string {
 	}
 	return v
 }()
+
+// obsFlags are the long-running commands' log and metrics flags (apex
+// train, replay, learner; actor has the log flag only).
+type obsFlags struct {
+	logFormat, metricsAddr string
+	metricsRemote          bool
+}
+
+// addObsFlags defines -log-format and, with metrics, -metrics-addr and
+// -metrics-allow-remote on fs.
+func addObsFlags(fs *flag.FlagSet, metrics bool) *obsFlags {
+	o := &obsFlags{}
+	fs.StringVar(&o.logFormat, "log-format", "text", "progress and summary records: text or json (a progress bar replaces text records of apex train on a terminal)")
+	if metrics {
+		fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics and pprof (/debug/pprof/) on this loopback host:port, e.g. 127.0.0.1:9090 (empty: off)")
+		fs.BoolVar(&o.metricsRemote, "metrics-allow-remote", false, "allow a non-loopback -metrics-addr (exposes /metrics and pprof to the network)")
+	}
+	return o
+}
+
+// logger checks the flags (the log format, the metrics address) and
+// returns the command's logger on w.
+func (o *obsFlags) logger(w io.Writer) (*slog.Logger, error) {
+	log, err := newLogger(o.logFormat, w)
+	if err != nil {
+		return nil, err
+	}
+	if o.metricsAddr != "" {
+		if err := checkMetricsAddr(o.metricsAddr, o.metricsRemote); err != nil {
+			return nil, err
+		}
+	}
+	return log, nil
+}
+
+// startMetrics serves /metrics from the registry reg builds, and pprof, on
+// -metrics-addr, logging where (and warning when beyond loopback); nil
+// without -metrics-addr. The caller closes the server.
+func (o *obsFlags) startMetrics(reg func() (*prometheus.Registry, error), log *slog.Logger) (*metricsServer, error) {
+	if o.metricsAddr == "" {
+		return nil, nil
+	}
+	r, err := reg()
+	if err != nil {
+		return nil, err
+	}
+	m, err := startMetricsServer(o.metricsAddr, r)
+	if err != nil {
+		return nil, err
+	}
+	addr := m.Addr()
+	log.Info("metrics", "metrics_url", "http://"+addr+"/metrics", "pprof_url", "http://"+addr+"/debug/pprof/")
+	if !isLoopback(addr) {
+		log.Warn("metrics and pprof are exposed to the network (-metrics-allow-remote): anyone who can reach "+addr+
+			" can read the run's metrics, profile the process and read its command line", "addr", addr)
+	}
+	return m, nil
+}

@@ -5,16 +5,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
 
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/remote"
-	"github.com/apexrl/apex/remote/auth"
 	"github.com/apexrl/apex/runtime"
 )
 
@@ -58,9 +58,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	ckEvery := fs.Duration("checkpoint-every", 0, "time between periodic checkpoints into -checkpoint-dir (0: only on request and at the end)")
 	restore := fs.String("restore", "", "start from this replay checkpoint (one written by apex replay with the same run flags)")
 	rateLimit := fs.Bool("rate-limit", true, "hold draws and inserts to -replay-ratio (Reverb's sample-to-insert ratio); false: only -min-replay holds draws back (load tests)")
-	logFormat := fs.String("log-format", "text", "log records: text or json")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics and pprof on this loopback host:port (empty: off)")
-	metricsRemote := fs.Bool("metrics-allow-remote", false, "allow a non-loopback -metrics-addr")
+	obs := addObsFlags(fs, true)
 	methodOpts, err := methodFlags(fs)
 	if err != nil {
 		fmt.Fprintf(stderr, "apex replay: %v\n", err)
@@ -73,7 +71,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	log, err := newLogger(*logFormat, stdout)
+	log, err := obs.logger(stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "apex replay: %v\n", err)
 		return 2
@@ -90,11 +88,6 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := sf.check(log); err != nil {
 		return usageErr(err)
-	}
-	if *metricsAddr != "" {
-		if err := checkMetricsAddr(*metricsAddr, *metricsRemote); err != nil {
-			return usageErr(err)
-		}
 	}
 	if *ckDir != "" {
 		if err := os.MkdirAll(*ckDir, 0o755); err != nil {
@@ -150,26 +143,22 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "apex replay: %v\n", err)
 		return 1
 	}
-	var metrics *metricsServer
-	if *metricsAddr != "" {
-		reg, err := newStatsRegistry(newStatsCollector(srv.Stats, replayMetrics))
-		if err == nil {
-			metrics, err = startMetricsServer(*metricsAddr, reg)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "apex replay: %v\n", err)
-			return 1
-		}
-		defer metrics.Close(metricsShutdownTimeout)
-		log.Info("metrics", "metrics_url", "http://"+metrics.Addr()+"/metrics")
+	metrics, err := obs.startMetrics(func() (*prometheus.Registry, error) {
+		return newStatsRegistry(newStatsCollector(srv.Stats, replayMetrics))
+	}, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "apex replay: %v\n", err)
+		return 1
 	}
-	ctx, interrupted, stop := watchSignals(func(s os.Signal) {
+	if metrics != nil {
+		defer metrics.Close(metricsShutdownTimeout)
+	}
+	ctx, _, stop := watchSignals(func(s os.Signal) {
 		log.Info("stopping", "signal", signalName(s))
 	}, func(s os.Signal) {
 		fmt.Fprintf(stderr, "apex replay: second signal (%s): exiting now\n", signalName(s))
 	})
 	defer stop()
-	_ = interrupted
 	c := core.Config()
 	log.Info("replay", "env", c.Env, "sampler", c.Sampler, "algo", c.Algo, "capacity", c.Capacity, "incarnation", srv.Incarnation(),
 		"restored", *restore != "", "rate_limit", *rateLimit)
@@ -198,19 +187,10 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 
 // checkpointNow writes the server's checkpoint (the Checkpoint call's
 // work, from inside the process), bounded by a minute.
-func checkpointNow(srv *remote.Server) (*replayCheckpoint, error) {
+func checkpointNow(srv *remote.Server) (*replayv1.CheckpointReply, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rep, err := srv.Checkpoint(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &replayCheckpoint{Path: rep.Path, Bytes: rep.Bytes, Items: rep.Items}, nil
-}
-
-type replayCheckpoint struct {
-	Path         string
-	Bytes, Items uint64
+	return srv.Checkpoint(ctx, &replayv1.CheckpointRequest{})
 }
 
 // periodicCheckpoints checkpoints srv every d until ctx ends; a failure is
@@ -231,6 +211,3 @@ func periodicCheckpoints(ctx context.Context, srv *remote.Server, d time.Duratio
 		}
 	}
 }
-
-var _ = math.Inf
-var _ = auth.RoleAdmin

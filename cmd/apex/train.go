@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -63,9 +64,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	resume := fs.String("resume", "", "continue the run saved in this checkpoint; -steps, -duration, -actors, -target-return, -stop-when-solved and the exploration flags may change, the rest comes from the checkpoint; the checkpoint is written to -checkpoint (default <out>/checkpoint.apex), never back to FILE unless -checkpoint names it")
 	out := fs.String("out", "out/train", "directory for results.json and curve.png")
 	progressEvery := fs.Duration("progress", 5*time.Second, "time between progress reports (0: none)")
-	logFormat := fs.String("log-format", "text", "progress and summary records: text or json (a progress bar replaces text records on a terminal)")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics and pprof (/debug/pprof/) on this loopback host:port, e.g. 127.0.0.1:9090 (empty: off)")
-	metricsRemote := fs.Bool("metrics-allow-remote", false, "allow a non-loopback -metrics-addr (exposes /metrics and pprof to the network)")
+	obs := addObsFlags(fs, true)
 	// Every registered method's options: -ter-eta, -lap-k, ... (after the
 	// command's own flags, so that a method's option taking one of their
 	// names is reported instead of panicking).
@@ -81,13 +80,13 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	log, err := newLogger(*logFormat, stdout)
+	log, err := obs.logger(stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "apex: %v\n", err)
 		return 2
 	}
 	var bar io.Writer
-	if *logFormat == "text" && isTerminal(stdout) {
+	if obs.logFormat == "text" && isTerminal(stdout) {
 		bar = stdout
 	}
 	if err := checkRunFlags(fs, &cfg, methodOpts); err != nil {
@@ -103,12 +102,6 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 		cfg.Checkpoint = filepath.Join(*out, "checkpoint.apex")
 	case "none":
 		cfg.Checkpoint = ""
-	}
-	if *metricsAddr != "" {
-		if err := checkMetricsAddr(*metricsAddr, *metricsRemote); err != nil {
-			fmt.Fprintf(stderr, "apex: %v\n", err)
-			return 2
-		}
 	}
 	set := flagsSet(fs)
 	if cfg.Deterministic { // one actor and no time limit, unless asked otherwise (then refused below)
@@ -178,22 +171,10 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	for _, w := range tr.Warnings() {
 		log.Warn("warning", "warning", w) // the replay method's, and a resume's precision conversion
 	}
-	var metrics *metricsServer
-	if *metricsAddr != "" {
-		reg, err := newMetricsRegistry(tr.Stats, tr.Config())
-		if err == nil {
-			metrics, err = startMetricsServer(*metricsAddr, reg)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "apex: %v\n", err)
-			return 1
-		}
-		addr := metrics.Addr()
-		log.Info("metrics", "metrics_url", "http://"+addr+"/metrics", "pprof_url", "http://"+addr+"/debug/pprof/")
-		if !isLoopback(addr) {
-			log.Warn("metrics and pprof are exposed to the network (-metrics-allow-remote): anyone who can reach "+addr+
-				" can read the run's metrics, profile the process and read its command line", "addr", addr)
-		}
+	metrics, err := obs.startMetrics(func() (*prometheus.Registry, error) { return newMetricsRegistry(tr.Stats, tr.Config()) }, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "apex: %v\n", err)
+		return 1
 	}
 	ckpt := tr.Config().Checkpoint
 	ctx, interrupted, stopWatching := watchSignals(func(s os.Signal) {
