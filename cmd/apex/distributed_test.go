@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -174,7 +172,7 @@ func TestDistributedCartPole(t *testing.T) {
 	t.Logf("resumed from %d learner steps to %d", res.LearnerSteps, res2.LearnerSteps)
 	// The replay server and the actor hosts stop gracefully on SIGTERM.
 	replay.stop(t)
-	if err, _ := replay.wait(0); err != nil && !errors.Is(err, context.Canceled) {
+	if err, _ := replay.wait(0); err != nil {
 		t.Errorf("replay exited with %v:\n%s", err, replay.output())
 	}
 }

@@ -27,12 +27,15 @@ import (
 
 // serveFlags are a listening process's flags.
 type serveFlags struct {
-	listen, addrFile     string
-	cert, key, ca        string
-	tokens               string
-	insecure             bool
-	gracefulStopDuration time.Duration
+	listen, addrFile string
+	cert, key, ca    string
+	tokens           string
+	insecure         bool
 }
+
+// gracefulStop bounds a server's graceful stop: in-flight calls finish
+// within it, then the remaining connections are closed.
+const gracefulStop = 10 * time.Second
 
 // addServeFlags defines the serving flags on fs, listening on defListen by
 // default.
@@ -45,7 +48,6 @@ func addServeFlags(fs *flag.FlagSet, defListen, what string) *serveFlags {
 	fs.StringVar(&f.ca, "tls-ca", "", "the CA certificate (PEM) that signs this server's and its clients' certificates")
 	fs.StringVar(&f.tokens, "tokens", "", "file of bearer tokens, one \"role token\" per line (roles: actor, learner, admin; # comments): every call must carry one whose role may make it (empty: no tokens checked)")
 	fs.BoolVar(&f.insecure, "insecure", false, "allow listening beyond loopback without TLS (a warning is logged; traffic and tokens travel in the clear)")
-	f.gracefulStopDuration = 10 * time.Second
 	return f
 }
 
@@ -151,7 +153,7 @@ func (f *serveFlags) serve(ctx context.Context, serveFn func(net.Listener) error
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), f.gracefulStopDuration)
+	sctx, cancel := context.WithTimeout(context.Background(), gracefulStop)
 	defer cancel()
 	shutdown(sctx)
 	return <-errc
