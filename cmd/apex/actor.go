@@ -11,7 +11,10 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/apexrl/apex/model"
 	"github.com/apexrl/apex/remote"
@@ -45,7 +48,7 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 	window := fs.Int("window", 0, "insert batches in flight without acknowledgement (0: remote.DefaultWindow)")
 	df := addDialFlags(fs, "tls-", false)
 	progressEvery := fs.Duration("progress", 5*time.Second, "time between progress records (0: none)")
-	obs := addObsFlags(fs, false)
+	obs := addObsFlags(fs, true)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), actorUsage)
 		fs.PrintDefaults()
@@ -120,6 +123,21 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer sub.Close()
+	ao := &actorObs{sub: sub}
+	var watching sync.WaitGroup
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer func() { stopWatch(); watching.Wait() }()
+	watching.Go(func() { ao.watchParams(watchCtx) })
+	metrics, err := obs.startMetrics(func() (*prometheus.Registry, error) {
+		return newStatsRegistry(newStatsCollector(ao.snapshot, actorMetrics))
+	}, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "apex actor: %v\n", err)
+		return 1
+	}
+	if metrics != nil {
+		defer metrics.Close(metricsShutdownTimeout)
+	}
 	log.Info("actor host", "replay", *replayAddr, "learner", *learnerAddr, "actors", n, "first_actor", first, "of", cfg.Actors)
 	if err := sub.WaitVersion(ctx, 0); err != nil {
 		if ctx.Err() != nil {
@@ -142,6 +160,8 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 		w.Close(context.Background())
 		return usageErr(err)
 	}
+	ao.writer.Store(w)
+	ao.host.Store(ah)
 	done := make(chan struct{})
 	var printer sync.WaitGroup
 	printer.Go(func() { actorProgress(ah, w, log, *progressEvery, done) })
@@ -206,4 +226,41 @@ func actorProgress(h *runtime.ActorHost, w *remote.Writer, log *slog.Logger, per
 			"batches_acked", ws.Acked, "in_flight", ws.Pending, "reconnects", ws.Reconnects)
 		last, lastT = st, now
 	}
+}
+
+// actorObs is what apex actor's /metrics reads: the writer and the actor
+// host once made (nil before the first parameters), the subscriber, and
+// when the newest parameter version arrived.
+type actorObs struct {
+	sub     *remote.ParamsSubscriber
+	writer  atomic.Pointer[remote.Writer]
+	host    atomic.Pointer[runtime.ActorHost]
+	arrived atomic.Int64 // UnixNano the newest version arrived; 0 before the first
+}
+
+// watchParams records when each parameter version arrives until ctx ends
+// or the subscriber closes.
+func (o *actorObs) watchParams(ctx context.Context) {
+	for next := uint64(0); ; {
+		if err := o.sub.WaitVersion(ctx, next); err != nil {
+			return
+		}
+		o.arrived.Store(time.Now().UnixNano())
+		next = max(next, o.sub.Stats().Version) + 1
+	}
+}
+
+// snapshot is one scrape's actorSnapshot. Safe for concurrent use.
+func (o *actorObs) snapshot() actorSnapshot {
+	s := actorSnapshot{Params: o.sub.Stats()}
+	if w := o.writer.Load(); w != nil {
+		s.Writer = w.Stats()
+	}
+	if h := o.host.Load(); h != nil {
+		s.Host = h.Stats()
+	}
+	if at := o.arrived.Load(); at != 0 {
+		s.ParamsAge = time.Since(time.Unix(0, at))
+	}
+	return s
 }

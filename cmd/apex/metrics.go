@@ -414,3 +414,45 @@ var replayMetrics = []statMetric[remote.ServerStats]{
 	{"apex_replay_inserts_waiting", "Insert batches held by the rate limiter now.", gauge, func(s *remote.ServerStats) float64 { return float64(s.InsertsWaiting) }},
 	{"apex_replay_draws_waiting", "Draws held by the rate limiter now.", gauge, func(s *remote.ServerStats) float64 { return float64(s.DrawsWaiting) }},
 }
+
+// actorSnapshot is what apex actor's /metrics reads in one scrape: the
+// host's actors, its insert writer and its parameter subscription. The
+// host and the writer are zero until the first parameters arrived (they
+// are made then).
+type actorSnapshot struct {
+	Host   runtime.ActorHostStats
+	Writer remote.WriterStats
+	Params remote.SubscriberStats
+	// ParamsAge is the time since the newest parameter version arrived
+	// (0 before the first).
+	ParamsAge time.Duration
+}
+
+// actorMetrics are apex actor's metrics, from one actorSnapshot.
+var actorMetrics = []statMetric[actorSnapshot]{
+	{"apex_actor_env_steps_total", "Environment steps taken by this host's actors.", counter, func(s *actorSnapshot) float64 { return float64(s.Host.EnvSteps) }},
+	{"apex_actor_episodes_total", "Episodes finished by this host's actors.", counter, func(s *actorSnapshot) float64 { return float64(s.Host.Episodes) }},
+	{"apex_actor_batches_total", "Actor batches handed to the insert writer.", counter, func(s *actorSnapshot) float64 { return float64(s.Host.Pipeline.Batches) }},
+	{"apex_actor_items_total", "Transitions handed to the insert writer.", counter, func(s *actorSnapshot) float64 { return float64(s.Host.Pipeline.Items) }},
+	{"apex_actor_discarded_total", "Transitions produced but not handed to the writer when the host stopped.", counter, func(s *actorSnapshot) float64 { return float64(s.Host.Pipeline.Discarded) }},
+	{"apex_actor_writer_batches_total", "Insert batches the writer took (after splitting to the message limit).", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Batches) }},
+	{"apex_actor_writer_acked_batches_total", "Insert batches the replay server acknowledged.", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Acked) }},
+	{"apex_actor_writer_acked_items_total", "Transitions the replay server acknowledged.", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.AckedItems) }},
+	{"apex_actor_writer_duplicate_batches_total", "Acknowledgements of batches the server had stored before (a resend after a break).", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Duplicates) }},
+	{"apex_actor_writer_resent_batches_total", "Insert batches sent again on a re-opened stream.", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Resent) }},
+	{"apex_actor_writer_reconnects_total", "Insert streams re-opened after a break.", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Reconnects) }},
+	{"apex_actor_writer_errors_total", "Insert stream errors that broke a stream.", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Errors) }},
+	{"apex_actor_writer_lost_batches_total", "Insert batches abandoned unacknowledged (the writer gave up, or a stop's grace ran out).", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Lost) }},
+	{"apex_actor_writer_lost_items_total", "Transitions abandoned unacknowledged.", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.LostItems) }},
+	{"apex_actor_writer_blocked_batches_total", "Insert batches that waited for window space (backpressure from the server).", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Blocked) }},
+	{"apex_actor_writer_in_flight_batches", "Insert batches sent or queued and not yet acknowledged.", gauge, func(s *actorSnapshot) float64 { return float64(s.Writer.Pending) }},
+	{"apex_actor_writer_replay_incarnation", "The replay server incarnation of the latest acknowledgement (0 before the first).", gauge, func(s *actorSnapshot) float64 { return float64(s.Writer.Incarnation) }},
+	{"apex_actor_writer_replay_incarnations_total", "Replay server incarnation changes the writer saw after its first acknowledgement (server restarts).", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Incarnations) }},
+	{"apex_actor_params_version", "The newest parameter version the actors act with (the learner's update count; 0 before the first).", gauge, func(s *actorSnapshot) float64 { return float64(s.Params.Version) }},
+	{"apex_actor_params_age_seconds", "Time since the newest parameter version arrived from the learner (0 before the first): how stale the actors' policy is.", gauge, func(s *actorSnapshot) float64 { return s.ParamsAge.Seconds() }},
+	{"apex_actor_params_versions_total", "Parameter versions received and published to the actors.", counter, func(s *actorSnapshot) float64 { return float64(s.Params.Versions) }},
+	{"apex_actor_params_chunks_total", "Parameter chunks received.", counter, func(s *actorSnapshot) float64 { return float64(s.Params.Chunks) }},
+	{"apex_actor_params_discarded_total", "Partial parameter versions dropped because a newer one began.", counter, func(s *actorSnapshot) float64 { return float64(s.Params.Discarded) }},
+	{"apex_actor_params_reconnects_total", "Parameter streams re-opened after a break.", counter, func(s *actorSnapshot) float64 { return float64(s.Params.Reconnects) }},
+	{"apex_actor_params_errors_total", "Parameter stream errors and malformed chunks that broke a stream.", counter, func(s *actorSnapshot) float64 { return float64(s.Params.Errors) }},
+}

@@ -266,7 +266,7 @@ var version = func() string {
 }()
 
 // obsFlags are the long-running commands' log and metrics flags (apex
-// train, replay, learner; actor has the log flag only).
+// train, replay, learner, actor).
 type obsFlags struct {
 	logFormat, metricsAddr string
 	metricsRemote          bool
