@@ -17,11 +17,14 @@ import (
 	"syscall"
 	"time"
 
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/bench/loadtest"
 	"github.com/apexrl/apex/internal/meter"
+	"github.com/apexrl/apex/remote"
 	"github.com/apexrl/apex/remote/auth"
 	"github.com/apexrl/apex/runtime"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -43,8 +46,12 @@ Without -server it starts the server itself: this binary's apex replay
 -listen=127.0.0.1:0 -env=CartPole-v1 -sampler=per -capacity=1048576
 -rate-limit=false (plus -replay-args), in a temporary folder, and stops it
 (SIGTERM to its pid) and removes the folder at the end. With -server it
-drives a server already running on a loopback address; its CPU time is then
-not reported.
+drives a server already running; its CPU time is then not reported. A
+server with TLS and tokens (apex replay -tls-cert ... -tokens ...) is
+dialed with -tls-cert, -tls-key and -tls-ca (apex certs' client.pem,
+client-key.pem, ca.pem) and -token-file (the learner's token: the load
+test inserts and samples); an address beyond loopback needs them (or
+-insecure).
 
 Typical: apex loadtest -json=loadtest.json
 Fewer actors: apex loadtest -streams=8 -duration=5s
@@ -66,7 +73,8 @@ func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 	cfg := def
 	fs := flag.NewFlagSet("apex loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	server := fs.String("server", "", "HOST:PORT of a running apex replay on a loopback address; empty: start one")
+	server := fs.String("server", "", "HOST:PORT of a running apex replay (beyond loopback with the TLS flags, or -insecure); empty: start one")
+	df := addDialFlags(fs, "tls-", false)
 	replayArgs := fs.String("replay-args", "", "extra flags for the apex replay this command starts, space-separated (e.g. -metrics-addr=127.0.0.1:6060 to profile it through pprof)")
 	fs.StringVar(&cfg.Table, "table", def.Table, "the server's table; empty: its only table")
 	fs.IntVar(&cfg.Streams, "streams", def.Streams, fmt.Sprintf("simulated actors, one Insert stream each (1..%d)", loadtest.MaxStreams))
@@ -100,12 +108,18 @@ func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 		if err != nil || port == "" {
 			return usageErr("-server=%q is not HOST:PORT", *server)
 		}
-		if !auth.IsLoopback(host) {
-			return usageErr("-server=%q is not a loopback address: the load test measures one machine and speaks no TLS", *server)
+		if !auth.IsLoopback(host) && df.cert == "" && !df.insecure {
+			return usageErr("-server=%q is not a loopback address: give -tls-cert, -tls-key and -tls-ca (or -insecure)", *server)
 		}
 		if *replayArgs != "" {
 			return usageErr("-replay-args applies only to the server this command starts (no -server)")
 		}
+	} else if df.cert != "" || df.key != "" || df.ca != "" || df.tokenFile != "" || df.insecure {
+		return usageErr("the TLS, token and -insecure flags apply to -server only (the server this command starts serves loopback without them)")
+	}
+	copts, err := df.options()
+	if err != nil {
+		return usageErr("%v", err)
 	}
 
 	ctx, interrupted, stopWatching := watchSignals(func(s os.Signal) {
@@ -153,9 +167,11 @@ func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
-	dial := func() (*grpc.ClientConn, error) {
-		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	dopts, err := loadtestDialOptions(addr, copts)
+	if err != nil {
+		return failed(err)
 	}
+	dial := func() (*grpc.ClientConn, error) { return grpc.NewClient(addr, dopts...) }
 	rep, err := loadtest.Run(ctx, dial, cfg)
 	if err != nil {
 		return failed(err)
@@ -287,4 +303,32 @@ func (p *replayProc) stop() error {
 	}
 	p.log.Close()
 	return errors.Join(err, os.RemoveAll(p.dir))
+}
+
+// loadtestDialOptions are the load test's gRPC dial options for addr:
+// mutual TLS when copts.TLS is set (else plaintext, which the flags allow
+// only to loopback or with -insecure), copts.Token as a bearer token on
+// every call (over plaintext only to loopback, as remote.Dial), and the
+// API's message limits.
+func loadtestDialOptions(addr string, copts remote.ClientOptions) ([]grpc.DialOption, error) {
+	creds := insecure.NewCredentials()
+	if copts.TLS != nil {
+		creds = credentials.NewTLS(copts.TLS)
+	}
+	dopts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(
+		grpc.MaxCallRecvMsgSize(replayv1.MaxMessageBytes), grpc.MaxCallSendMsgSize(replayv1.MaxMessageBytes))}
+	if copts.Token != "" {
+		var b *auth.Bearer
+		var err error
+		if copts.TLS != nil {
+			b, err = auth.NewBearer(copts.Token)
+		} else {
+			b, err = auth.NewLoopbackBearer(copts.Token, addr)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("-token-file: %w", err)
+		}
+		dopts = append(dopts, grpc.WithPerRPCCredentials(b))
+	}
+	return dopts, nil
 }

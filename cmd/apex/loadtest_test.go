@@ -22,7 +22,11 @@ func TestLoadtestBadFlags(t *testing.T) {
 		{"-warmup=-1s", "-warmup=-1s must not be negative"},
 		{"-duration=0s", "-duration=0s must be positive"},
 		{"-server=nohost", `-server="nohost" is not HOST:PORT`},
-		{"-server=192.0.2.1:80", `-server="192.0.2.1:80" is not a loopback address`},
+		{"-server=192.0.2.1:80", `-server="192.0.2.1:80" is not a loopback address: give -tls-cert, -tls-key and -tls-ca (or -insecure)`},
+		{"-token-file=/nonexistent", "apply to -server only"},
+		{"-tls-cert=c.pem", "apply to -server only"},
+		{"-server=127.0.0.1:80 -tls-cert=c.pem", "go together"},
+		{"-server=127.0.0.1:80 -token-file=/nonexistent/token", "-token-file"},
 		{"-server=127.0.0.1:80 -replay-args=-x", "-replay-args applies only to the server this command starts"},
 		{"-nosuchflag", "flag provided but not defined: -nosuchflag"},
 		{"extra", `unexpected argument "extra"`},
@@ -46,7 +50,8 @@ func TestLoadtestHelp(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", code, errOut.String())
 	}
 	for _, f := range []string{"server", "replay-args", "table", "streams", "insert-batch", "window", "conns", "insert-rate",
-		"sample-batch", "sample-inflight", "warmup", "duration", "seed", "json", "cpuprofile"} {
+		"sample-batch", "sample-inflight", "warmup", "duration", "seed", "json", "cpuprofile",
+		"tls-cert", "tls-key", "tls-ca", "tls-server-name", "token-file", "insecure"} {
 		if !strings.Contains(out.String(), "\n  -"+f+" ") && !strings.Contains(out.String(), "\n  -"+f+"\n") {
 			t.Errorf("-h does not document -%s:\n%s", f, out.String())
 		}

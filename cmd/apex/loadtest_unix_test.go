@@ -81,3 +81,53 @@ func TestLoadtestSpawnsReplay(t *testing.T) {
 		t.Errorf("apex loadtest left %d entries in TMPDIR (%s first)", len(left), left[0].Name())
 	}
 }
+
+// TestLoadtestServerTLSTokens: apex loadtest -server drives an apex replay
+// that serves mutual TLS and checks bearer tokens, dialing with the
+// client certificate and the learner's token; without them its dial is
+// refused by the server and it exits 1 naming the failure.
+func TestLoadtestServerTLSTokens(t *testing.T) {
+	bin := apexBinary(t)
+	dir := t.TempDir()
+	pki := filepath.Join(dir, "pki")
+	if code, _, errs := runCertsCmd(t, "-out", pki, "-hosts", "localhost,127.0.0.1"); code != 0 {
+		t.Fatalf("apex certs: exit %d: %s", code, errs)
+	}
+	f := func(name string) string { return filepath.Join(pki, name) }
+	addrFile := filepath.Join(dir, "replay.addr")
+	replay := startProc(t, dir, "replay", bin, append([]string{"replay", "-listen=127.0.0.1:0", "-addr-file=" + addrFile,
+		"-tls-cert=" + f("server.pem"), "-tls-key=" + f("server-key.pem"), "-tls-ca=" + f("ca.pem"), "-tokens=" + f("tokens")},
+		loadtestReplayArgs...)...)
+	addr := waitAddr(t, replay, addrFile)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	js := filepath.Join(dir, "report.json")
+	cmd := exec.CommandContext(ctx, bin, "loadtest", "-server="+addr, "-duration=1s", "-warmup=200ms", "-streams=2", "-json="+js,
+		"-tls-cert="+f("client.pem"), "-tls-key="+f("client-key.pem"), "-tls-ca="+f("ca.pem"), "-token-file="+f("learner.token"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("apex loadtest over TLS with a token: %v\nstderr:\n%s\nreplay:\n%s", err, stderr.String(), replay.output())
+	}
+	var rep struct{ Inserted, Sampled uint64 }
+	b, err := os.ReadFile(js)
+	if err == nil {
+		err = json.Unmarshal(b, &rep)
+	}
+	if err != nil || rep.Inserted == 0 || rep.Sampled == 0 {
+		t.Fatalf("report (%v): %s", err, b)
+	}
+	// A token without its role's rights (an actor may not sample), and
+	// plaintext to a TLS server, both fail with exit 1.
+	for _, args := range [][]string{
+		{"-tls-cert=" + f("client.pem"), "-tls-key=" + f("client-key.pem"), "-tls-ca=" + f("ca.pem"), "-token-file=" + f("actor.token")},
+		{},
+	} {
+		cmd := exec.CommandContext(ctx, bin, append([]string{"loadtest", "-server=" + addr, "-duration=1s", "-warmup=0s", "-streams=1"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Errorf("apex loadtest %q: %v, want exit 1:\n%s", args, err, out)
+		}
+	}
+}
