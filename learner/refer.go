@@ -140,7 +140,7 @@ var _ sampler.EpisodeObserver = (*REFERController)(nil)
 // makes it src's observer (replacing any other): the episodes src already
 // stores are reported to it at once (a stage built over a loaded buffer).
 // beta starts at Beta0 for the variants that adapt it, 1 for the others;
-// k at 0. O(Capacity) memory, about 70 bytes per slot. A nil src is an
+// k at 0. O(src.Slots()) memory, about 70 bytes per slot. A nil src is an
 // ErrConfig error.
 func NewREFERController(src sampler.EpisodeSource) (*REFERController, error) {
 	if src == nil || src.Buffer() == nil {
@@ -150,7 +150,10 @@ func NewREFERController(src sampler.EpisodeSource) (*REFERController, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, errorf(ErrConfig, "%w", err)
 	}
-	n := src.Buffer().Config().Capacity
+	n := src.Slots()
+	if n < 1 {
+		return nil, errorf(ErrConfig, "a ReF-ER controller over a stage of %d slots", n)
+	}
 	c := &REFERController{
 		src: src, cfg: cfg, maxSteps: max(1, cfg.MaxSteps),
 		own: make([]uint64, n), ep: make([]int32, n), t: make([]int32, n), live: slotset.Make(n),

@@ -203,6 +203,10 @@ type ClientStats struct {
 	// StreamOpens counts Sample streams opened (the first included);
 	// StreamErrors the calls that failed on a broken stream.
 	StreamOpens, StreamErrors uint64
+	// EpisodeResyncs counts the times a ReF-ER learner's episode feed was
+	// subscribed again on a new stream (Method.Episodes: its observer then
+	// starts over from the stage's stored episodes).
+	EpisodeResyncs uint64
 }
 
 // Stats snapshots the client's counters. Safe for concurrent use.

@@ -124,7 +124,7 @@ func ExampleClient_Method() {
 	}
 	m, err := c.Method(ctx, twin, 0)
 	if err != nil {
-		log.Fatal(err) // the ReF-ER methods are refused here
+		log.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0))
 	b, _ := local.NewBatch(8)

@@ -83,9 +83,6 @@ func (c *Client) Method(ctx context.Context, local sampler.Method, priorSteps ui
 	if err := local.Validate(); err != nil {
 		return sampler.Method{}, fmt.Errorf("remote: method: the local twin: %w", err)
 	}
-	if local.Episodes != nil {
-		return sampler.Method{}, fmt.Errorf("remote: method %q: the ReF-ER methods' episode stage (Method.Episodes, which the learner's controller reads in process) has no remote form: run the ReF-ER methods (refer, refer-1, refer-2, er) in one process with apex train", local.Name)
-	}
 	info, err := c.Info(ctx)
 	if err != nil {
 		return sampler.Method{}, fmt.Errorf("remote: method %q: %w", local.Name, err)
@@ -99,6 +96,9 @@ func (c *Client) Method(ctx context.Context, local sampler.Method, priorSteps ui
 	}
 	if tab.GetFeatures() != (local.Features != nil) {
 		return sampler.Method{}, fmt.Errorf("remote: method %q: the server's stage takes feature write-backs: %t, the local twin: %t", local.Name, tab.GetFeatures(), local.Features != nil)
+	}
+	if (tab.GetEpisodes() != nil) != (local.Episodes != nil) {
+		return sampler.Method{}, fmt.Errorf("remote: method %q: the server's stage keeps episodes: %t, the local twin: %t", local.Name, tab.GetEpisodes() != nil, local.Episodes != nil)
 	}
 	s := &stage{
 		c: c, ctx: ctx, table: tab.GetName(), local: local,
@@ -124,6 +124,20 @@ func (c *Client) Method(ctx context.Context, local sampler.Method, priorSteps ui
 	if local.Stats != nil {
 		m.Stats = s.methodStats
 	}
+	if w := tab.GetEpisodes(); w != nil {
+		cfg, err := referConfig(w)
+		if err != nil {
+			return sampler.Method{}, fmt.Errorf("remote: method %q: %w", local.Name, err)
+		}
+		if lv := local.Episodes.Config().Variant; cfg.Variant != lv {
+			return sampler.Method{}, fmt.Errorf("remote: method %q: the server's episode stage runs variant %v, the local twin %v", local.Name, cfg.Variant, lv)
+		}
+		if tab.GetCapacity() < 1 || tab.GetCapacity() > 1<<31 {
+			return sampler.Method{}, fmt.Errorf("remote: method %q: the server's table has capacity %d", local.Name, tab.GetCapacity())
+		}
+		s.ep = &episodes{s: s, buf: local.Episodes.Buffer(), cfg: cfg, slots: int(tab.GetCapacity())}
+		m.Episodes = s.ep
+	}
 	return m, nil
 }
 
@@ -145,6 +159,7 @@ type stage struct {
 	incarnation uint64 // the latest batch's (Info's before the first)
 	keys        []uint64
 	req         replayv1.SampleRequest
+	ep          *episodes // the episode source (nil: the stage keeps none)
 
 	statsMu sync.Mutex
 	stats   map[string]float64
@@ -168,19 +183,45 @@ func (s *stage) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 		return fmt.Errorf("remote: sample: %w: a batch of 0 rows", buffer.ErrBatchSize)
 	}
 	step := s.steps + 1
+	var events func(*replayv1.EpisodeEvents) (bool, error)
+	if s.ep != nil {
+		if err := s.ep.beforeDraw(); err != nil {
+			s.ep.sampled(nil)
+			return fmt.Errorf("remote: draw for step %d: %w", step, err)
+		}
+		events = s.ep.events
+	}
 	s.nextID++
 	draw := &replayv1.Draw{Table: s.table, Id: s.nextID, Batch: uint32(n), Seed: seed, Step: step}
 	s.req.Kind = &replayv1.SampleRequest_Draw{Draw: draw}
-	reply, err := s.roundTrip(&s.req, s.c.opts.DrawTimeout)
+	if s.ep != nil {
+		s.ep.expectID = draw.Id
+	}
+	reply, err := s.exchange(&s.req, s.c.opts.DrawTimeout, events)
+	if err == nil && s.ep != nil && s.ep.inPart {
+		err = s.broken(fmt.Errorf("remote: draw %d: the server's events left an episode unfinished", draw.Id))
+	}
 	if err != nil {
+		if s.ep != nil {
+			s.ep.sampled(nil)
+		}
 		return fmt.Errorf("remote: draw for step %d: %w", step, err)
 	}
 	b := reply.GetBatch()
 	if b == nil || b.GetId() != draw.Id {
+		if s.ep != nil {
+			s.ep.sampled(nil)
+		}
 		return s.broken(fmt.Errorf("remote: draw %d: the reply is %s", draw.Id, describe(reply)))
 	}
 	if err := s.fill(dst, b); err != nil {
+		if s.ep != nil {
+			s.ep.sampled(nil)
+		}
 		return fmt.Errorf("remote: draw for step %d: %w", step, err)
+	}
+	if s.ep != nil {
+		s.ep.sampled(dst.Refs)
 	}
 	s.steps, s.drawStep, s.incarnation = step, step, b.GetIncarnation()
 	s.weights = append(s.weights[:0], b.GetWeight()...)
@@ -353,6 +394,15 @@ func (s *stage) methodStats() map[string]float64 {
 // re-open, and is returned, never retried: the server may have acted on
 // req.
 func (s *stage) roundTrip(req *replayv1.SampleRequest, timeout time.Duration) (*replayv1.SampleReply, error) {
+	return s.exchange(req, timeout, nil)
+}
+
+// exchange is roundTrip for a request whose answer may be preceded by
+// EpisodeEvents messages (a draw on a stream that observes the episode
+// feed, an ObserveEpisodes): each is handed to events, within the same
+// timeout, until events reports done or another reply comes, which is
+// returned. An events error (a malformed message) breaks the stream.
+func (s *stage) exchange(req *replayv1.SampleRequest, timeout time.Duration, events func(*replayv1.EpisodeEvents) (done bool, err error)) (*replayv1.SampleReply, error) {
 	var err error
 	for tries := 0; ; tries++ {
 		if err := s.open(); err != nil {
@@ -377,6 +427,16 @@ func (s *stage) roundTrip(req *replayv1.SampleRequest, timeout time.Duration) (*
 		timer = time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
 	}
 	reply, err := s.stream.Recv()
+	for err == nil && events != nil && reply.GetEpisodes() != nil {
+		done, herr := events(reply.GetEpisodes())
+		if herr != nil {
+			err = fmt.Errorf("the server's episode events: %w", herr)
+		} else if !done {
+			reply, err = s.stream.Recv()
+			continue
+		}
+		break
+	}
 	if timer != nil && !timer.Stop() && timedOut.Load() {
 		err = fmt.Errorf("no reply within %v: %w", timeout, context.DeadlineExceeded)
 	}
@@ -439,6 +499,8 @@ func describe(r *replayv1.SampleReply) string {
 		return fmt.Sprintf("batch %d", k.Batch.GetId())
 	case *replayv1.SampleReply_Written:
 		return fmt.Sprintf("write-back result %d", k.Written.GetId())
+	case *replayv1.SampleReply_Episodes:
+		return fmt.Sprintf("episode events for %d", k.Episodes.GetId())
 	}
 	return "empty"
 }

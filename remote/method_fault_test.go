@@ -199,33 +199,6 @@ func TestMethodRefusesAnotherMethod(t *testing.T) {
 	}
 }
 
-func TestMethodRefusesReFER(t *testing.T) {
-	checkLeaks(t)
-	for _, name := range []string{"refer", "refer-1", "refer-2", "er"} {
-		mcfg := sampler.MethodConfig{BetaSteps: 50, Learner: "vracer"}
-		spec, _ := sampler.Lookup(name)
-		layout := buffer.Config{Capacity: 64, ObsDim: 3, Action: buffer.Continuous, ActionDim: 1, Episode: true}
-		spec.Layout(mcfg, &layout)
-		buf, err := buffer.New(layout)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := sampler.NewMethod(name, buf, mcfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := Dial(context.Background(), "127.0.0.1:1", ClientOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = c.Method(context.Background(), m, 0)
-		c.Close()
-		if err == nil || !strings.Contains(err.Error(), "no remote form") {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-}
-
 func TestStageDrawTimeout(t *testing.T) {
 	checkLeaks(t)
 	local, buf := perTwin(t)

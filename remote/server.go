@@ -114,6 +114,9 @@ type Server struct {
 	quiet sync.RWMutex
 	// ckpt serializes Checkpoint calls.
 	ckpt sync.Mutex
+	// feed is the observer of an episode stage (Method.Episodes; nil
+	// without), guarded by stage (server_episodes.go).
+	feed *episodeFeed
 
 	writersMu sync.Mutex
 	writers   map[string]*writerState
@@ -143,6 +146,7 @@ type counters struct {
 	wbApplied, wbStale, wbWrongIncarnation           atomic.Uint64
 	writersEvicted                                   atomic.Uint64
 	rejected, checkpoints                            atomic.Uint64
+	episodeSubscriptions, episodeFeedsLost           atomic.Uint64
 	insertReceived                                   atomic.Uint64 // InsertRequests read off streams
 	insertStreams, sampleStreams, watchStreams       atomic.Int64
 	insertsWaiting, drawsWaiting                     atomic.Int64
@@ -176,6 +180,9 @@ func NewServer(t Table, opts ServerOptions) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{t: t, cfg: t.Buffer.Config(), opts: opts, incarnation: inc, writers: make(map[string]*writerState)}
+	if e := t.Method.Episodes; e != nil {
+		s.feed = newEpisodeFeed(e, t.Buffer.Capacity())
+	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -213,6 +220,10 @@ type ServerStats struct {
 	WriteBacksApplied, WriteBacksStale               uint64
 	WriteBacksWrongIncarnation                       uint64
 	RejectedMessages, Checkpoints                    uint64
+	// EpisodeSubscriptions counts ObserveEpisodes answered (an episode
+	// stage's feed subscribed); EpisodeFeedsLost the feeds taken over by
+	// another stream or fallen behind, as their streams' draws found.
+	EpisodeSubscriptions, EpisodeFeedsLost uint64
 	// Writers is the size of the idempotency table; WritersEvicted counts
 	// the idle writers a full table forgot (WriterIdle).
 	Writers        int
@@ -240,6 +251,7 @@ func (s *Server) Stats() ServerStats {
 		WriteBacksApplied: c.wbApplied.Load(), WriteBacksStale: c.wbStale.Load(),
 		WriteBacksWrongIncarnation: c.wbWrongIncarnation.Load(),
 		RejectedMessages:           c.rejected.Load(), Checkpoints: c.checkpoints.Load(),
+		EpisodeSubscriptions: c.episodeSubscriptions.Load(), EpisodeFeedsLost: c.episodeFeedsLost.Load(),
 		Writers: w, WritersEvicted: c.writersEvicted.Load(),
 		InsertStreams: c.insertStreams.Load(), SampleStreams: c.sampleStreams.Load(), WatchStreams: c.watchStreams.Load(),
 		InsertsWaiting: c.insertsWaiting.Load(), DrawsWaiting: c.drawsWaiting.Load(),
@@ -256,6 +268,7 @@ func (s *Server) wireCounters() *replayv1.Counters {
 		WriteBacksApplied: c.wbApplied.Load(), WriteBacksStale: c.wbStale.Load(),
 		WriteBacksWrongIncarnation: c.wbWrongIncarnation.Load(),
 		RejectedMessages:           c.rejected.Load(), Checkpoints: c.checkpoints.Load(),
+		EpisodeSubscriptions: c.episodeSubscriptions.Load(), EpisodeFeedsLost: c.episodeFeedsLost.Load(),
 	}
 }
 

@@ -23,6 +23,12 @@ type sampleStream struct {
 	out    replayv1.Batch
 	data   replayv1.Columns
 	wrote  replayv1.WriteBackResult
+
+	// The episode feed (server_episodes.go), guarded by Server.stage but
+	// feedOut, which the handler owns between taking it and sending it.
+	observing bool    // the stream subscribed (ObserveEpisodes)
+	feedLost  string  // why the stream lost its feed ("": it did not)
+	feedOut   feedLog // the events to send ahead of the next reply
 }
 
 // Sample serves a learner's stream (see replay.proto): each Draw is
@@ -52,6 +58,7 @@ func (s *Server) Sample(stream grpc.BidiStreamingServer[replayv1.SampleRequest, 
 	defer done()
 	in := receive(s, ctx, stream.Recv)
 	st := &sampleStream{}
+	defer s.unobserve(st)
 	for {
 		req, err, ok := next(s, ctx, in)
 		if !ok {
@@ -60,11 +67,17 @@ func (s *Server) Sample(stream grpc.BidiStreamingServer[replayv1.SampleRequest, 
 		var reply *replayv1.SampleReply
 		switch k := req.Kind.(type) {
 		case *replayv1.SampleRequest_Draw:
-			reply, err = s.draw(ctx, k.Draw, st)
+			if reply, err = s.draw(ctx, k.Draw, st); err == nil && st.observing {
+				err = s.sendFeed(stream, st, k.Draw.Id, false) // the episode events ahead of the Batch
+			}
 		case *replayv1.SampleRequest_WriteBack:
 			reply, err = s.writeBack(k.WriteBack, st)
+		case *replayv1.SampleRequest_ObserveEpisodes:
+			if err = s.observeEpisodes(k.ObserveEpisodes, st, stream); err == nil {
+				continue // answered by the feed's messages
+			}
 		default:
-			err = s.reject(codes.InvalidArgument, "remote: sample: a request with neither a draw nor a write-back")
+			err = s.reject(codes.InvalidArgument, "remote: sample: a request with neither a draw nor a write-back (nor an observe-episodes)")
 		}
 		if err != nil {
 			return err
@@ -133,7 +146,12 @@ func (s *Server) draw(ctx context.Context, d *replayv1.Draw, st *sampleStream) (
 	if st.reseed == nil {
 		st.reseed = sampler.Reseed(m.Selector)
 	}
+	if err := s.feedBeforeDraw(st, d.Id); err != nil {
+		s.stage.Unlock()
+		return nil, err
+	}
 	err := st.reseed.SampleSeed(d.Seed, b)
+	s.feedAfterDraw(st)
 	if err == nil && m.Weighter != nil {
 		if werr := m.Weighter.Weights(b, int64(d.Step-1)); werr != nil {
 			err = fmt.Errorf("weights: %w", werr)

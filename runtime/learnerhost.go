@@ -157,6 +157,11 @@ func newLearnerHost(p *plan, m sampler.Method, o learnerOptions) (*LearnerHost, 
 		return nil, fmt.Errorf("runtime: learner host: %w", err)
 	}
 	buf := o.buf
+	if buf == nil && m.Episodes != nil {
+		// A remote episode source's buffer (the table's layout), which
+		// the learner's controller checks its batches come from.
+		buf = m.Episodes.Buffer()
+	}
 	if buf == nil {
 		lc := p.layout
 		lc.Capacity = min(lc.Capacity, max(cfg.Batch, layoutCapacity))

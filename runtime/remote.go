@@ -1,8 +1,6 @@
 package runtime
 
 import (
-	"fmt"
-
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/sampler"
 )
@@ -34,20 +32,4 @@ func NewLocalMethod(cfg TrainConfig) (sampler.Method, error) {
 		return sampler.Method{}, err
 	}
 	return p.localMethod()
-}
-
-// CheckRemote refuses a run the network path cannot carry yet: the
-// methods that replay finished episodes through their recorded behaviour
-// (ReF-ER's refer, refer-1, refer-2 and er), whose learners read and
-// rewrite whole stored episodes in the buffer, which the remote stage
-// does not expose. nil for every other method. Cost: resolving cfg.
-func CheckRemote(cfg TrainConfig) error {
-	p, err := resolve(cfg)
-	if err != nil {
-		return err
-	}
-	if n := p.spec.Needs; n.FinishedEpisodes || n.Behaviour {
-		return fmt.Errorf("runtime: the replay method %q replays whole episodes through their recorded behaviour (its learner reads and rewrites the stored episodes), which a remote replay stage does not carry: train it with apex train", cfg.Sampler)
-	}
-	return nil
 }

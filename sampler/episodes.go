@@ -15,8 +15,14 @@ import "github.com/apexrl/apex/buffer"
 // called by the goroutine that samples (the learner's), and the
 // observer's events run on it, inside the stage's calls.
 type EpisodeSource interface {
-	// Buffer is the buffer the stage samples.
+	// Buffer is a buffer of the layout the stage samples: the buffer
+	// itself in process; behind a network (remote.Client.Method) a local
+	// buffer of the table's layout, which the learner makes its batches
+	// from.
 	Buffer() *buffer.Buffer
+	// Slots is the number of slots of the buffer the stage samples (its
+	// Capacity): every slot the stage reports is below it.
+	Slots() int
 	// Config is the method's ReF-ER configuration, defaults filled in:
 	// the controller's parameters (variant, C, D, A, beta's rate, ...)
 	// and the stage's MaxSteps.

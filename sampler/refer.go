@@ -372,6 +372,9 @@ func (r *REFER) Config() REFERConfig { return r.cfg }
 // Buffer returns the buffer the stage samples from.
 func (r *REFER) Buffer() *buffer.Buffer { return r.buf }
 
+// Slots is the buffer's capacity (EpisodeSource).
+func (r *REFER) Slots() int { return r.cap }
+
 // Observe implements EpisodeSource: o receives the stage's episode events
 // from now on (a later call replaces it; nil removes it), and at once an
 // EpisodeFinished for every episode already stored, oldest first.

@@ -23,16 +23,15 @@ const learnerUsage = `usage: apex learner -replay=HOST:PORT [flags]
 The learner of a distributed run: it connects to an apex replay server,
 takes the run's configuration from it, samples through the server's replay
 stage (draws, priority write-backs and, for NERS, feature write-backs on
-one stream), learns, and serves its newest parameters to the apex actor
+one stream; for the ReF-ER methods, refer, refer-1, refer-2 and er, the
+stage's episode events too, which its controller follows), learns, and serves its newest parameters to the apex actor
 hosts (the Params service on -listen). It evaluates, stops and writes
 results.json, curve.png and its checkpoint to -out as apex train does;
 -resume continues from such a checkpoint (the replay server keeps the data).
 
 The learner's own settings (-steps, -duration, -target-return,
 -stop-when-solved, -float32, -learner-workers) are this process's; every
-other setting is the replay server's. The ReF-ER methods (refer, refer-1,
-refer-2, er) are refused: their learners rewrite whole stored episodes,
-which the network stage does not carry yet.
+other setting is the replay server's.
 
 Exit status 0: stopped as asked (solved, -steps or -duration) or by
 SIGINT/SIGTERM (results written); 1: the run failed; 2: a usage error.
@@ -113,9 +112,6 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	cfg.Steps, cfg.Duration, cfg.TargetReturn, cfg.StopWhenSolved = local.Steps, local.Duration, local.TargetReturn, local.StopWhenSolved
 	cfg.Float32, cfg.LearnerWorkers = local.Float32, local.LearnerWorkers
 	cfg.Checkpoint, cfg.CheckpointEvery = *ckpt, local.CheckpointEvery
-	if err := runtime.CheckRemote(cfg); err != nil {
-		return usageErr(err)
-	}
 	localMethod, err := runtime.NewLocalMethod(cfg)
 	if err != nil {
 		return usageErr(err)

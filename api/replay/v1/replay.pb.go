@@ -365,6 +365,7 @@ type SampleRequest struct {
 	//
 	//	*SampleRequest_Draw
 	//	*SampleRequest_WriteBack
+	//	*SampleRequest_ObserveEpisodes
 	Kind          isSampleRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -425,6 +426,15 @@ func (x *SampleRequest) GetWriteBack() *WriteBack {
 	return nil
 }
 
+func (x *SampleRequest) GetObserveEpisodes() *ObserveEpisodes {
+	if x != nil {
+		if x, ok := x.Kind.(*SampleRequest_ObserveEpisodes); ok {
+			return x.ObserveEpisodes
+		}
+	}
+	return nil
+}
+
 type isSampleRequest_Kind interface {
 	isSampleRequest_Kind()
 }
@@ -437,9 +447,15 @@ type SampleRequest_WriteBack struct {
 	WriteBack *WriteBack `protobuf:"bytes,2,opt,name=write_back,json=writeBack,proto3,oneof"`
 }
 
+type SampleRequest_ObserveEpisodes struct {
+	ObserveEpisodes *ObserveEpisodes `protobuf:"bytes,3,opt,name=observe_episodes,json=observeEpisodes,proto3,oneof"`
+}
+
 func (*SampleRequest_Draw) isSampleRequest_Kind() {}
 
 func (*SampleRequest_WriteBack) isSampleRequest_Kind() {}
+
+func (*SampleRequest_ObserveEpisodes) isSampleRequest_Kind() {}
 
 // Draw asks for one batch from the table's stage.
 type Draw struct {
@@ -638,6 +654,7 @@ type SampleReply struct {
 	//
 	//	*SampleReply_Batch
 	//	*SampleReply_Written
+	//	*SampleReply_Episodes
 	Kind          isSampleReply_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -698,6 +715,15 @@ func (x *SampleReply) GetWritten() *WriteBackResult {
 	return nil
 }
 
+func (x *SampleReply) GetEpisodes() *EpisodeEvents {
+	if x != nil {
+		if x, ok := x.Kind.(*SampleReply_Episodes); ok {
+			return x.Episodes
+		}
+	}
+	return nil
+}
+
 type isSampleReply_Kind interface {
 	isSampleReply_Kind()
 }
@@ -710,9 +736,375 @@ type SampleReply_Written struct {
 	Written *WriteBackResult `protobuf:"bytes,2,opt,name=written,proto3,oneof"`
 }
 
+type SampleReply_Episodes struct {
+	Episodes *EpisodeEvents `protobuf:"bytes,3,opt,name=episodes,proto3,oneof"`
+}
+
 func (*SampleReply_Batch) isSampleReply_Kind() {}
 
 func (*SampleReply_Written) isSampleReply_Kind() {}
+
+func (*SampleReply_Episodes) isSampleReply_Kind() {}
+
+// ObserveEpisodes makes the stream the one observer of the table's episode
+// stage (what sampler.EpisodeSource.Observe does in process; a learner's
+// ReF-ER controller follows the stage through it). The server answers with
+// one or more EpisodeEvents (id echoed, the last with last set) that
+// report every stored episode as finished, oldest first. From then on,
+// every Batch the stream draws is preceded by zero or more EpisodeEvents
+// (the draw's id, last unset) carrying, in order, the episodes that
+// finished or were dropped since the previous message of the feed (by
+// any stream's draw), the indexed mark of this draw and the episodes its
+// drawing dropped; the Batch's keys are the rows the controller hears as
+// sampled. A later ObserveEpisodes (on any stream) takes the feed over:
+// the displaced stream's next draw fails with FailedPrecondition, as does
+// a draw whose feed fell more than the table's capacity of steps behind
+// (another stream drew while this one did not); the stream then ends and
+// a client re-subscribes on a new one. FailedPrecondition for a table
+// whose stage keeps no episodes.
+type ObserveEpisodes struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObserveEpisodes) Reset() {
+	*x = ObserveEpisodes{}
+	mi := &file_replay_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObserveEpisodes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObserveEpisodes) ProtoMessage() {}
+
+func (x *ObserveEpisodes) ProtoReflect() protoreflect.Message {
+	mi := &file_replay_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObserveEpisodes.ProtoReflect.Descriptor instead.
+func (*ObserveEpisodes) Descriptor() ([]byte, []int) {
+	return file_replay_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ObserveEpisodes) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ObserveEpisodes) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+// EpisodeEvents carries episode events of the stage, in the order they
+// happened. A finished episode too long for one message is split into
+// parts over consecutive events (and messages).
+type EpisodeEvents struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the ObserveEpisodes or Draw the events answer.
+	Id          uint64          `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Incarnation uint64          `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Events      []*EpisodeEvent `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	// last marks the final message answering an ObserveEpisodes.
+	Last          bool `protobuf:"varint,4,opt,name=last,proto3" json:"last,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EpisodeEvents) Reset() {
+	*x = EpisodeEvents{}
+	mi := &file_replay_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EpisodeEvents) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EpisodeEvents) ProtoMessage() {}
+
+func (x *EpisodeEvents) ProtoReflect() protoreflect.Message {
+	mi := &file_replay_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EpisodeEvents.ProtoReflect.Descriptor instead.
+func (*EpisodeEvents) Descriptor() ([]byte, []int) {
+	return file_replay_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *EpisodeEvents) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *EpisodeEvents) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *EpisodeEvents) GetEvents() []*EpisodeEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *EpisodeEvents) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
+}
+
+type EpisodeEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*EpisodeEvent_Finished
+	//	*EpisodeEvent_Dropped
+	//	*EpisodeEvent_Indexed
+	Kind          isEpisodeEvent_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EpisodeEvent) Reset() {
+	*x = EpisodeEvent{}
+	mi := &file_replay_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EpisodeEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EpisodeEvent) ProtoMessage() {}
+
+func (x *EpisodeEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_replay_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EpisodeEvent.ProtoReflect.Descriptor instead.
+func (*EpisodeEvent) Descriptor() ([]byte, []int) {
+	return file_replay_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *EpisodeEvent) GetKind() isEpisodeEvent_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *EpisodeEvent) GetFinished() *EpisodePart {
+	if x != nil {
+		if x, ok := x.Kind.(*EpisodeEvent_Finished); ok {
+			return x.Finished
+		}
+	}
+	return nil
+}
+
+func (x *EpisodeEvent) GetDropped() int32 {
+	if x != nil {
+		if x, ok := x.Kind.(*EpisodeEvent_Dropped); ok {
+			return x.Dropped
+		}
+	}
+	return 0
+}
+
+func (x *EpisodeEvent) GetIndexed() bool {
+	if x != nil {
+		if x, ok := x.Kind.(*EpisodeEvent_Indexed); ok {
+			return x.Indexed
+		}
+	}
+	return false
+}
+
+type isEpisodeEvent_Kind interface {
+	isEpisodeEvent_Kind()
+}
+
+type EpisodeEvent_Finished struct {
+	// finished: a part of an episode that became sampleable.
+	Finished *EpisodePart `protobuf:"bytes,1,opt,name=finished,proto3,oneof"`
+}
+
+type EpisodeEvent_Dropped struct {
+	// dropped: the handle of an episode that left the stage (evicted or
+	// overwritten); the handle may name a later episode after this.
+	Dropped int32 `protobuf:"varint,2,opt,name=dropped,proto3,oneof"`
+}
+
+type EpisodeEvent_Indexed struct {
+	// indexed: the draw has indexed the steps written since the previous
+	// draw (the events before it) and is about to draw rows.
+	Indexed bool `protobuf:"varint,3,opt,name=indexed,proto3,oneof"`
+}
+
+func (*EpisodeEvent_Finished) isEpisodeEvent_Kind() {}
+
+func (*EpisodeEvent_Dropped) isEpisodeEvent_Kind() {}
+
+func (*EpisodeEvent_Indexed) isEpisodeEvent_Kind() {}
+
+// EpisodePart is steps [first_step, first_step + len(slots)) of a finished
+// episode of length steps (sampler.Episode): step t is stored in slot
+// slots[t - first_step] with reward[t - first_step] (r_{t+1}) and
+// discount[t - first_step]. The parts of one episode come in order, first
+// first_step 0, with nothing between them.
+type EpisodePart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// handle names the episode until its drop; small and reused.
+	Handle    int32     `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	EpisodeId uint64    `protobuf:"varint,2,opt,name=episode_id,json=episodeId,proto3" json:"episode_id,omitempty"`
+	Length    uint32    `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`
+	FirstStep uint32    `protobuf:"varint,4,opt,name=first_step,json=firstStep,proto3" json:"first_step,omitempty"`
+	Slots     []uint32  `protobuf:"varint,5,rep,packed,name=slots,proto3" json:"slots,omitempty"`
+	Reward    []float32 `protobuf:"fixed32,6,rep,packed,name=reward,proto3" json:"reward,omitempty"`
+	Discount  []float32 `protobuf:"fixed32,7,rep,packed,name=discount,proto3" json:"discount,omitempty"`
+	// truncated: cut by a time limit; vboot is then V(s_T) as the actor
+	// stored it (0 otherwise).
+	Truncated     bool    `protobuf:"varint,8,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Vboot         float32 `protobuf:"fixed32,9,opt,name=vboot,proto3" json:"vboot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EpisodePart) Reset() {
+	*x = EpisodePart{}
+	mi := &file_replay_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EpisodePart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EpisodePart) ProtoMessage() {}
+
+func (x *EpisodePart) ProtoReflect() protoreflect.Message {
+	mi := &file_replay_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EpisodePart.ProtoReflect.Descriptor instead.
+func (*EpisodePart) Descriptor() ([]byte, []int) {
+	return file_replay_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *EpisodePart) GetHandle() int32 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+func (x *EpisodePart) GetEpisodeId() uint64 {
+	if x != nil {
+		return x.EpisodeId
+	}
+	return 0
+}
+
+func (x *EpisodePart) GetLength() uint32 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+func (x *EpisodePart) GetFirstStep() uint32 {
+	if x != nil {
+		return x.FirstStep
+	}
+	return 0
+}
+
+func (x *EpisodePart) GetSlots() []uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+func (x *EpisodePart) GetReward() []float32 {
+	if x != nil {
+		return x.Reward
+	}
+	return nil
+}
+
+func (x *EpisodePart) GetDiscount() []float32 {
+	if x != nil {
+		return x.Discount
+	}
+	return nil
+}
+
+func (x *EpisodePart) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *EpisodePart) GetVboot() float32 {
+	if x != nil {
+		return x.Vboot
+	}
+	return 0
+}
 
 // Batch is one draw's rows.
 type Batch struct {
@@ -736,7 +1128,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_replay_proto_msgTypes[7]
+	mi := &file_replay_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +1140,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[7]
+	mi := &file_replay_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +1153,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{7}
+	return file_replay_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Batch) GetId() uint64 {
@@ -842,7 +1234,7 @@ type WriteBackResult struct {
 
 func (x *WriteBackResult) Reset() {
 	*x = WriteBackResult{}
-	mi := &file_replay_proto_msgTypes[8]
+	mi := &file_replay_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +1246,7 @@ func (x *WriteBackResult) String() string {
 func (*WriteBackResult) ProtoMessage() {}
 
 func (x *WriteBackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[8]
+	mi := &file_replay_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1259,7 @@ func (x *WriteBackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteBackResult.ProtoReflect.Descriptor instead.
 func (*WriteBackResult) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{8}
+	return file_replay_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WriteBackResult) GetId() uint64 {
@@ -909,7 +1301,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_replay_proto_msgTypes[9]
+	mi := &file_replay_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1313,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[9]
+	mi := &file_replay_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1326,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{9}
+	return file_replay_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FetchRequest) GetTable() string {
@@ -971,7 +1363,7 @@ type FetchReply struct {
 
 func (x *FetchReply) Reset() {
 	*x = FetchReply{}
-	mi := &file_replay_proto_msgTypes[10]
+	mi := &file_replay_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1375,7 @@ func (x *FetchReply) String() string {
 func (*FetchReply) ProtoMessage() {}
 
 func (x *FetchReply) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[10]
+	mi := &file_replay_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1388,7 @@ func (x *FetchReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchReply.ProtoReflect.Descriptor instead.
 func (*FetchReply) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{10}
+	return file_replay_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FetchReply) GetIncarnation() uint64 {
@@ -1031,7 +1423,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_replay_proto_msgTypes[11]
+	mi := &file_replay_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1435,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[11]
+	mi := &file_replay_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1448,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{11}
+	return file_replay_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchRequest) GetTable() string {
@@ -1094,7 +1486,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_replay_proto_msgTypes[12]
+	mi := &file_replay_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1498,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[12]
+	mi := &file_replay_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1511,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{12}
+	return file_replay_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchEvent) GetIncarnation() uint64 {
@@ -1195,7 +1587,7 @@ type EvaluatedRequest struct {
 
 func (x *EvaluatedRequest) Reset() {
 	*x = EvaluatedRequest{}
-	mi := &file_replay_proto_msgTypes[13]
+	mi := &file_replay_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1599,7 @@ func (x *EvaluatedRequest) String() string {
 func (*EvaluatedRequest) ProtoMessage() {}
 
 func (x *EvaluatedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[13]
+	mi := &file_replay_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1612,7 @@ func (x *EvaluatedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvaluatedRequest.ProtoReflect.Descriptor instead.
 func (*EvaluatedRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{13}
+	return file_replay_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EvaluatedRequest) GetTable() string {
@@ -1245,7 +1637,7 @@ type EvaluatedReply struct {
 
 func (x *EvaluatedReply) Reset() {
 	*x = EvaluatedReply{}
-	mi := &file_replay_proto_msgTypes[14]
+	mi := &file_replay_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1649,7 @@ func (x *EvaluatedReply) String() string {
 func (*EvaluatedReply) ProtoMessage() {}
 
 func (x *EvaluatedReply) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[14]
+	mi := &file_replay_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1662,7 @@ func (x *EvaluatedReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvaluatedReply.ProtoReflect.Descriptor instead.
 func (*EvaluatedReply) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{14}
+	return file_replay_proto_rawDescGZIP(), []int{18}
 }
 
 type InfoRequest struct {
@@ -1281,7 +1673,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_replay_proto_msgTypes[15]
+	mi := &file_replay_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1685,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[15]
+	mi := &file_replay_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1698,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{15}
+	return file_replay_proto_rawDescGZIP(), []int{19}
 }
 
 type InfoReply struct {
@@ -1326,7 +1718,7 @@ type InfoReply struct {
 
 func (x *InfoReply) Reset() {
 	*x = InfoReply{}
-	mi := &file_replay_proto_msgTypes[16]
+	mi := &file_replay_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1338,7 +1730,7 @@ func (x *InfoReply) String() string {
 func (*InfoReply) ProtoMessage() {}
 
 func (x *InfoReply) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[16]
+	mi := &file_replay_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1351,7 +1743,7 @@ func (x *InfoReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoReply.ProtoReflect.Descriptor instead.
 func (*InfoReply) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{16}
+	return file_replay_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InfoReply) GetIncarnation() uint64 {
@@ -1397,15 +1789,20 @@ type TableInfo struct {
 	MethodStats map[string]float64 `protobuf:"bytes,9,rep,name=method_stats,json=methodStats,proto3" json:"method_stats,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
 	// features tells whether the stage takes feature write-backs (q,
 	// target) instead of abs_td; evaluated whether it takes Evaluated.
-	Features      bool `protobuf:"varint,10,opt,name=features,proto3" json:"features,omitempty"`
-	Evaluated     bool `protobuf:"varint,11,opt,name=evaluated,proto3" json:"evaluated,omitempty"`
+	Features  bool `protobuf:"varint,10,opt,name=features,proto3" json:"features,omitempty"`
+	Evaluated bool `protobuf:"varint,11,opt,name=evaluated,proto3" json:"evaluated,omitempty"`
+	// episodes is set when the stage keeps whole episodes for a learner-side
+	// controller (the ReF-ER methods): their configuration, defaults filled
+	// in (sampler.REFERConfig). The Sample stream's ObserveEpisodes follows
+	// them.
+	Episodes      *EpisodeConfig `protobuf:"bytes,12,opt,name=episodes,proto3" json:"episodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TableInfo) Reset() {
 	*x = TableInfo{}
-	mi := &file_replay_proto_msgTypes[17]
+	mi := &file_replay_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1814,7 @@ func (x *TableInfo) String() string {
 func (*TableInfo) ProtoMessage() {}
 
 func (x *TableInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[17]
+	mi := &file_replay_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1827,7 @@ func (x *TableInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableInfo.ProtoReflect.Descriptor instead.
 func (*TableInfo) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{17}
+	return file_replay_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TableInfo) GetName() string {
@@ -1510,6 +1907,149 @@ func (x *TableInfo) GetEvaluated() bool {
 	return false
 }
 
+func (x *TableInfo) GetEpisodes() *EpisodeConfig {
+	if x != nil {
+		return x.Episodes
+	}
+	return nil
+}
+
+// EpisodeConfig is a ReF-ER method's configuration as its stage runs it
+// (sampler.REFERConfig with the defaults filled in).
+type EpisodeConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// variant is the method's name: refer, refer-1, refer-2 or er.
+	Variant      string  `protobuf:"bytes,1,opt,name=variant,proto3" json:"variant,omitempty"`
+	C            float64 `protobuf:"fixed64,2,opt,name=c,proto3" json:"c,omitempty"`
+	D            float64 `protobuf:"fixed64,3,opt,name=d,proto3" json:"d,omitempty"`
+	A            float64 `protobuf:"fixed64,4,opt,name=a,proto3" json:"a,omitempty"`
+	TotalSteps   int64   `protobuf:"varint,5,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
+	MaxSteps     uint64  `protobuf:"varint,6,opt,name=max_steps,json=maxSteps,proto3" json:"max_steps,omitempty"`
+	BetaRate     float64 `protobuf:"fixed64,7,opt,name=beta_rate,json=betaRate,proto3" json:"beta_rate,omitempty"`
+	Beta0        float64 `protobuf:"fixed64,8,opt,name=beta0,proto3" json:"beta0,omitempty"`
+	RecountEvery uint64  `protobuf:"varint,9,opt,name=recount_every,json=recountEvery,proto3" json:"recount_every,omitempty"`
+	// rho_clip may be +Inf (no clip).
+	RhoClip       float64 `protobuf:"fixed64,10,opt,name=rho_clip,json=rhoClip,proto3" json:"rho_clip,omitempty"`
+	NoRewardScale bool    `protobuf:"varint,11,opt,name=no_reward_scale,json=noRewardScale,proto3" json:"no_reward_scale,omitempty"`
+	NoRetrace     bool    `protobuf:"varint,12,opt,name=no_retrace,json=noRetrace,proto3" json:"no_retrace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EpisodeConfig) Reset() {
+	*x = EpisodeConfig{}
+	mi := &file_replay_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EpisodeConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EpisodeConfig) ProtoMessage() {}
+
+func (x *EpisodeConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_replay_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EpisodeConfig.ProtoReflect.Descriptor instead.
+func (*EpisodeConfig) Descriptor() ([]byte, []int) {
+	return file_replay_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *EpisodeConfig) GetVariant() string {
+	if x != nil {
+		return x.Variant
+	}
+	return ""
+}
+
+func (x *EpisodeConfig) GetC() float64 {
+	if x != nil {
+		return x.C
+	}
+	return 0
+}
+
+func (x *EpisodeConfig) GetD() float64 {
+	if x != nil {
+		return x.D
+	}
+	return 0
+}
+
+func (x *EpisodeConfig) GetA() float64 {
+	if x != nil {
+		return x.A
+	}
+	return 0
+}
+
+func (x *EpisodeConfig) GetTotalSteps() int64 {
+	if x != nil {
+		return x.TotalSteps
+	}
+	return 0
+}
+
+func (x *EpisodeConfig) GetMaxSteps() uint64 {
+	if x != nil {
+		return x.MaxSteps
+	}
+	return 0
+}
+
+func (x *EpisodeConfig) GetBetaRate() float64 {
+	if x != nil {
+		return x.BetaRate
+	}
+	return 0
+}
+
+func (x *EpisodeConfig) GetBeta0() float64 {
+	if x != nil {
+		return x.Beta0
+	}
+	return 0
+}
+
+func (x *EpisodeConfig) GetRecountEvery() uint64 {
+	if x != nil {
+		return x.RecountEvery
+	}
+	return 0
+}
+
+func (x *EpisodeConfig) GetRhoClip() float64 {
+	if x != nil {
+		return x.RhoClip
+	}
+	return 0
+}
+
+func (x *EpisodeConfig) GetNoRewardScale() bool {
+	if x != nil {
+		return x.NoRewardScale
+	}
+	return false
+}
+
+func (x *EpisodeConfig) GetNoRetrace() bool {
+	if x != nil {
+		return x.NoRetrace
+	}
+	return false
+}
+
 type LimiterConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// samples_per_insert is the target sampled-items-to-inserted-items ratio
@@ -1525,7 +2065,7 @@ type LimiterConfig struct {
 
 func (x *LimiterConfig) Reset() {
 	*x = LimiterConfig{}
-	mi := &file_replay_proto_msgTypes[18]
+	mi := &file_replay_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +2077,7 @@ func (x *LimiterConfig) String() string {
 func (*LimiterConfig) ProtoMessage() {}
 
 func (x *LimiterConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[18]
+	mi := &file_replay_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +2090,7 @@ func (x *LimiterConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimiterConfig.ProtoReflect.Descriptor instead.
 func (*LimiterConfig) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{18}
+	return file_replay_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LimiterConfig) GetSamplesPerInsert() float64 {
@@ -1586,13 +2126,17 @@ type Counters struct {
 	WriteBacksWrongIncarnation uint64                 `protobuf:"varint,8,opt,name=write_backs_wrong_incarnation,json=writeBacksWrongIncarnation,proto3" json:"write_backs_wrong_incarnation,omitempty"`
 	RejectedMessages           uint64                 `protobuf:"varint,9,opt,name=rejected_messages,json=rejectedMessages,proto3" json:"rejected_messages,omitempty"`
 	Checkpoints                uint64                 `protobuf:"varint,10,opt,name=checkpoints,proto3" json:"checkpoints,omitempty"`
-	unknownFields              protoimpl.UnknownFields
-	sizeCache                  protoimpl.SizeCache
+	// episode_subscriptions counts ObserveEpisodes answered; episode_feeds_lost
+	// the feeds taken over by another stream or fallen behind.
+	EpisodeSubscriptions uint64 `protobuf:"varint,11,opt,name=episode_subscriptions,json=episodeSubscriptions,proto3" json:"episode_subscriptions,omitempty"`
+	EpisodeFeedsLost     uint64 `protobuf:"varint,12,opt,name=episode_feeds_lost,json=episodeFeedsLost,proto3" json:"episode_feeds_lost,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_replay_proto_msgTypes[19]
+	mi := &file_replay_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +2148,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[19]
+	mi := &file_replay_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +2161,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{19}
+	return file_replay_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Counters) GetInsertedBatches() uint64 {
@@ -1690,6 +2234,20 @@ func (x *Counters) GetCheckpoints() uint64 {
 	return 0
 }
 
+func (x *Counters) GetEpisodeSubscriptions() uint64 {
+	if x != nil {
+		return x.EpisodeSubscriptions
+	}
+	return 0
+}
+
+func (x *Counters) GetEpisodeFeedsLost() uint64 {
+	if x != nil {
+		return x.EpisodeFeedsLost
+	}
+	return 0
+}
+
 type CheckpointRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1698,7 +2256,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_replay_proto_msgTypes[20]
+	mi := &file_replay_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +2268,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[20]
+	mi := &file_replay_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +2281,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{20}
+	return file_replay_proto_rawDescGZIP(), []int{25}
 }
 
 type CheckpointReply struct {
@@ -1738,7 +2296,7 @@ type CheckpointReply struct {
 
 func (x *CheckpointReply) Reset() {
 	*x = CheckpointReply{}
-	mi := &file_replay_proto_msgTypes[21]
+	mi := &file_replay_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +2308,7 @@ func (x *CheckpointReply) String() string {
 func (*CheckpointReply) ProtoMessage() {}
 
 func (x *CheckpointReply) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[21]
+	mi := &file_replay_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +2321,7 @@ func (x *CheckpointReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointReply.ProtoReflect.Descriptor instead.
 func (*CheckpointReply) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{21}
+	return file_replay_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CheckpointReply) GetPath() string {
@@ -1797,7 +2355,7 @@ type SetLimiterRequest struct {
 
 func (x *SetLimiterRequest) Reset() {
 	*x = SetLimiterRequest{}
-	mi := &file_replay_proto_msgTypes[22]
+	mi := &file_replay_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +2367,7 @@ func (x *SetLimiterRequest) String() string {
 func (*SetLimiterRequest) ProtoMessage() {}
 
 func (x *SetLimiterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[22]
+	mi := &file_replay_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +2380,7 @@ func (x *SetLimiterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimiterRequest.ProtoReflect.Descriptor instead.
 func (*SetLimiterRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{22}
+	return file_replay_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetLimiterRequest) GetTable() string {
@@ -1851,7 +2409,7 @@ type ParamsRequest struct {
 
 func (x *ParamsRequest) Reset() {
 	*x = ParamsRequest{}
-	mi := &file_replay_proto_msgTypes[23]
+	mi := &file_replay_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1863,7 +2421,7 @@ func (x *ParamsRequest) String() string {
 func (*ParamsRequest) ProtoMessage() {}
 
 func (x *ParamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[23]
+	mi := &file_replay_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +2434,7 @@ func (x *ParamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParamsRequest.ProtoReflect.Descriptor instead.
 func (*ParamsRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{23}
+	return file_replay_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ParamsRequest) GetHaveVersion() uint64 {
@@ -1911,7 +2469,7 @@ type ParamsChunk struct {
 
 func (x *ParamsChunk) Reset() {
 	*x = ParamsChunk{}
-	mi := &file_replay_proto_msgTypes[24]
+	mi := &file_replay_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2481,7 @@ func (x *ParamsChunk) String() string {
 func (*ParamsChunk) ProtoMessage() {}
 
 func (x *ParamsChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[24]
+	mi := &file_replay_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2494,7 @@ func (x *ParamsChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParamsChunk.ProtoReflect.Descriptor instead.
 func (*ParamsChunk) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{24}
+	return file_replay_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ParamsChunk) GetVersion() uint64 {
@@ -2010,11 +2568,12 @@ const file_replay_proto_rawDesc = "" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12 \n" +
 	"\vincarnation\x18\x03 \x01(\x04R\vincarnation\x12\x12\n" +
-	"\x04size\x18\x04 \x01(\x04R\x04size\"\x7f\n" +
+	"\x04size\x18\x04 \x01(\x04R\x04size\"\xcd\x01\n" +
 	"\rSampleRequest\x12*\n" +
 	"\x04draw\x18\x01 \x01(\v2\x14.apex.replay.v1.DrawH\x00R\x04draw\x12:\n" +
 	"\n" +
-	"write_back\x18\x02 \x01(\v2\x19.apex.replay.v1.WriteBackH\x00R\twriteBackB\x06\n" +
+	"write_back\x18\x02 \x01(\v2\x19.apex.replay.v1.WriteBackH\x00R\twriteBack\x12L\n" +
+	"\x10observe_episodes\x18\x03 \x01(\v2\x1f.apex.replay.v1.ObserveEpisodesH\x00R\x0fobserveEpisodesB\x06\n" +
 	"\x04kind\"\x83\x01\n" +
 	"\x04Draw\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x0e\n" +
@@ -2030,11 +2589,37 @@ const file_replay_proto_rawDesc = "" +
 	"\x04keys\x18\x04 \x03(\x06R\x04keys\x12\x15\n" +
 	"\x06abs_td\x18\x05 \x03(\x01R\x05absTd\x12\f\n" +
 	"\x01q\x18\x06 \x03(\x01R\x01q\x12\x16\n" +
-	"\x06target\x18\a \x03(\x01R\x06target\"\x81\x01\n" +
+	"\x06target\x18\a \x03(\x01R\x06target\"\xbe\x01\n" +
 	"\vSampleReply\x12-\n" +
 	"\x05batch\x18\x01 \x01(\v2\x15.apex.replay.v1.BatchH\x00R\x05batch\x12;\n" +
-	"\awritten\x18\x02 \x01(\v2\x1f.apex.replay.v1.WriteBackResultH\x00R\awrittenB\x06\n" +
-	"\x04kind\"\xeb\x01\n" +
+	"\awritten\x18\x02 \x01(\v2\x1f.apex.replay.v1.WriteBackResultH\x00R\awritten\x12;\n" +
+	"\bepisodes\x18\x03 \x01(\v2\x1d.apex.replay.v1.EpisodeEventsH\x00R\bepisodesB\x06\n" +
+	"\x04kind\"7\n" +
+	"\x0fObserveEpisodes\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\"\x8b\x01\n" +
+	"\rEpisodeEvents\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x124\n" +
+	"\x06events\x18\x03 \x03(\v2\x1c.apex.replay.v1.EpisodeEventR\x06events\x12\x12\n" +
+	"\x04last\x18\x04 \x01(\bR\x04last\"\x89\x01\n" +
+	"\fEpisodeEvent\x129\n" +
+	"\bfinished\x18\x01 \x01(\v2\x1b.apex.replay.v1.EpisodePartH\x00R\bfinished\x12\x1a\n" +
+	"\adropped\x18\x02 \x01(\x05H\x00R\adropped\x12\x1a\n" +
+	"\aindexed\x18\x03 \x01(\bH\x00R\aindexedB\x06\n" +
+	"\x04kind\"\xf9\x01\n" +
+	"\vEpisodePart\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x05R\x06handle\x12\x1d\n" +
+	"\n" +
+	"episode_id\x18\x02 \x01(\x04R\tepisodeId\x12\x16\n" +
+	"\x06length\x18\x03 \x01(\rR\x06length\x12\x1d\n" +
+	"\n" +
+	"first_step\x18\x04 \x01(\rR\tfirstStep\x12\x14\n" +
+	"\x05slots\x18\x05 \x03(\rR\x05slots\x12\x16\n" +
+	"\x06reward\x18\x06 \x03(\x02R\x06reward\x12\x1a\n" +
+	"\bdiscount\x18\a \x03(\x02R\bdiscount\x12\x1c\n" +
+	"\ttruncated\x18\b \x01(\bR\ttruncated\x12\x14\n" +
+	"\x05vboot\x18\t \x01(\x02R\x05vboot\"\xeb\x01\n" +
 	"\x05Batch\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x12\n" +
@@ -2085,7 +2670,7 @@ const file_replay_proto_rawDesc = "" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
 	"\x06config\x18\x03 \x01(\fR\x06config\x121\n" +
-	"\x06tables\x18\x04 \x03(\v2\x19.apex.replay.v1.TableInfoR\x06tables\"\xd8\x03\n" +
+	"\x06tables\x18\x04 \x03(\v2\x19.apex.replay.v1.TableInfoR\x06tables\"\x93\x04\n" +
 	"\tTableInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x1a\n" +
@@ -2098,14 +2683,31 @@ const file_replay_proto_rawDesc = "" +
 	"\fmethod_stats\x18\t \x03(\v2*.apex.replay.v1.TableInfo.MethodStatsEntryR\vmethodStats\x12\x1a\n" +
 	"\bfeatures\x18\n" +
 	" \x01(\bR\bfeatures\x12\x1c\n" +
-	"\tevaluated\x18\v \x01(\bR\tevaluated\x1a>\n" +
+	"\tevaluated\x18\v \x01(\bR\tevaluated\x129\n" +
+	"\bepisodes\x18\f \x01(\v2\x1d.apex.replay.v1.EpisodeConfigR\bepisodes\x1a>\n" +
 	"\x10MethodStatsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x8d\x01\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xcb\x02\n" +
+	"\rEpisodeConfig\x12\x18\n" +
+	"\avariant\x18\x01 \x01(\tR\avariant\x12\f\n" +
+	"\x01c\x18\x02 \x01(\x01R\x01c\x12\f\n" +
+	"\x01d\x18\x03 \x01(\x01R\x01d\x12\f\n" +
+	"\x01a\x18\x04 \x01(\x01R\x01a\x12\x1f\n" +
+	"\vtotal_steps\x18\x05 \x01(\x03R\n" +
+	"totalSteps\x12\x1b\n" +
+	"\tmax_steps\x18\x06 \x01(\x04R\bmaxSteps\x12\x1b\n" +
+	"\tbeta_rate\x18\a \x01(\x01R\bbetaRate\x12\x14\n" +
+	"\x05beta0\x18\b \x01(\x01R\x05beta0\x12#\n" +
+	"\rrecount_every\x18\t \x01(\x04R\frecountEvery\x12\x19\n" +
+	"\brho_clip\x18\n" +
+	" \x01(\x01R\arhoClip\x12&\n" +
+	"\x0fno_reward_scale\x18\v \x01(\bR\rnoRewardScale\x12\x1d\n" +
+	"\n" +
+	"no_retrace\x18\f \x01(\bR\tnoRetrace\"\x8d\x01\n" +
 	"\rLimiterConfig\x12,\n" +
 	"\x12samples_per_insert\x18\x01 \x01(\x01R\x10samplesPerInsert\x12+\n" +
 	"\x12min_size_to_sample\x18\x02 \x01(\x04R\x0fminSizeToSample\x12!\n" +
-	"\ferror_buffer\x18\x03 \x01(\x01R\verrorBuffer\"\xb2\x03\n" +
+	"\ferror_buffer\x18\x03 \x01(\x01R\verrorBuffer\"\x95\x04\n" +
 	"\bCounters\x12)\n" +
 	"\x10inserted_batches\x18\x01 \x01(\x04R\x0finsertedBatches\x12%\n" +
 	"\x0einserted_items\x18\x02 \x01(\x04R\rinsertedItems\x12+\n" +
@@ -2117,7 +2719,9 @@ const file_replay_proto_rawDesc = "" +
 	"\x1dwrite_backs_wrong_incarnation\x18\b \x01(\x04R\x1awriteBacksWrongIncarnation\x12+\n" +
 	"\x11rejected_messages\x18\t \x01(\x04R\x10rejectedMessages\x12 \n" +
 	"\vcheckpoints\x18\n" +
-	" \x01(\x04R\vcheckpoints\"\x13\n" +
+	" \x01(\x04R\vcheckpoints\x123\n" +
+	"\x15episode_subscriptions\x18\v \x01(\x04R\x14episodeSubscriptions\x12,\n" +
+	"\x12episode_feeds_lost\x18\f \x01(\x04R\x10episodeFeedsLost\"\x13\n" +
 	"\x11CheckpointRequest\"Q\n" +
 	"\x0fCheckpointReply\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
@@ -2163,7 +2767,7 @@ func file_replay_proto_rawDescGZIP() []byte {
 	return file_replay_proto_rawDescData
 }
 
-var file_replay_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_replay_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_replay_proto_goTypes = []any{
 	(*Columns)(nil),           // 0: apex.replay.v1.Columns
 	(*InsertRequest)(nil),     // 1: apex.replay.v1.InsertRequest
@@ -2172,64 +2776,74 @@ var file_replay_proto_goTypes = []any{
 	(*Draw)(nil),              // 4: apex.replay.v1.Draw
 	(*WriteBack)(nil),         // 5: apex.replay.v1.WriteBack
 	(*SampleReply)(nil),       // 6: apex.replay.v1.SampleReply
-	(*Batch)(nil),             // 7: apex.replay.v1.Batch
-	(*WriteBackResult)(nil),   // 8: apex.replay.v1.WriteBackResult
-	(*FetchRequest)(nil),      // 9: apex.replay.v1.FetchRequest
-	(*FetchReply)(nil),        // 10: apex.replay.v1.FetchReply
-	(*WatchRequest)(nil),      // 11: apex.replay.v1.WatchRequest
-	(*WatchEvent)(nil),        // 12: apex.replay.v1.WatchEvent
-	(*EvaluatedRequest)(nil),  // 13: apex.replay.v1.EvaluatedRequest
-	(*EvaluatedReply)(nil),    // 14: apex.replay.v1.EvaluatedReply
-	(*InfoRequest)(nil),       // 15: apex.replay.v1.InfoRequest
-	(*InfoReply)(nil),         // 16: apex.replay.v1.InfoReply
-	(*TableInfo)(nil),         // 17: apex.replay.v1.TableInfo
-	(*LimiterConfig)(nil),     // 18: apex.replay.v1.LimiterConfig
-	(*Counters)(nil),          // 19: apex.replay.v1.Counters
-	(*CheckpointRequest)(nil), // 20: apex.replay.v1.CheckpointRequest
-	(*CheckpointReply)(nil),   // 21: apex.replay.v1.CheckpointReply
-	(*SetLimiterRequest)(nil), // 22: apex.replay.v1.SetLimiterRequest
-	(*ParamsRequest)(nil),     // 23: apex.replay.v1.ParamsRequest
-	(*ParamsChunk)(nil),       // 24: apex.replay.v1.ParamsChunk
-	nil,                       // 25: apex.replay.v1.TableInfo.MethodStatsEntry
+	(*ObserveEpisodes)(nil),   // 7: apex.replay.v1.ObserveEpisodes
+	(*EpisodeEvents)(nil),     // 8: apex.replay.v1.EpisodeEvents
+	(*EpisodeEvent)(nil),      // 9: apex.replay.v1.EpisodeEvent
+	(*EpisodePart)(nil),       // 10: apex.replay.v1.EpisodePart
+	(*Batch)(nil),             // 11: apex.replay.v1.Batch
+	(*WriteBackResult)(nil),   // 12: apex.replay.v1.WriteBackResult
+	(*FetchRequest)(nil),      // 13: apex.replay.v1.FetchRequest
+	(*FetchReply)(nil),        // 14: apex.replay.v1.FetchReply
+	(*WatchRequest)(nil),      // 15: apex.replay.v1.WatchRequest
+	(*WatchEvent)(nil),        // 16: apex.replay.v1.WatchEvent
+	(*EvaluatedRequest)(nil),  // 17: apex.replay.v1.EvaluatedRequest
+	(*EvaluatedReply)(nil),    // 18: apex.replay.v1.EvaluatedReply
+	(*InfoRequest)(nil),       // 19: apex.replay.v1.InfoRequest
+	(*InfoReply)(nil),         // 20: apex.replay.v1.InfoReply
+	(*TableInfo)(nil),         // 21: apex.replay.v1.TableInfo
+	(*EpisodeConfig)(nil),     // 22: apex.replay.v1.EpisodeConfig
+	(*LimiterConfig)(nil),     // 23: apex.replay.v1.LimiterConfig
+	(*Counters)(nil),          // 24: apex.replay.v1.Counters
+	(*CheckpointRequest)(nil), // 25: apex.replay.v1.CheckpointRequest
+	(*CheckpointReply)(nil),   // 26: apex.replay.v1.CheckpointReply
+	(*SetLimiterRequest)(nil), // 27: apex.replay.v1.SetLimiterRequest
+	(*ParamsRequest)(nil),     // 28: apex.replay.v1.ParamsRequest
+	(*ParamsChunk)(nil),       // 29: apex.replay.v1.ParamsChunk
+	nil,                       // 30: apex.replay.v1.TableInfo.MethodStatsEntry
 }
 var file_replay_proto_depIdxs = []int32{
 	0,  // 0: apex.replay.v1.InsertRequest.data:type_name -> apex.replay.v1.Columns
 	4,  // 1: apex.replay.v1.SampleRequest.draw:type_name -> apex.replay.v1.Draw
 	5,  // 2: apex.replay.v1.SampleRequest.write_back:type_name -> apex.replay.v1.WriteBack
-	7,  // 3: apex.replay.v1.SampleReply.batch:type_name -> apex.replay.v1.Batch
-	8,  // 4: apex.replay.v1.SampleReply.written:type_name -> apex.replay.v1.WriteBackResult
-	0,  // 5: apex.replay.v1.Batch.data:type_name -> apex.replay.v1.Columns
-	0,  // 6: apex.replay.v1.FetchReply.data:type_name -> apex.replay.v1.Columns
-	17, // 7: apex.replay.v1.InfoReply.tables:type_name -> apex.replay.v1.TableInfo
-	18, // 8: apex.replay.v1.TableInfo.limiter:type_name -> apex.replay.v1.LimiterConfig
-	19, // 9: apex.replay.v1.TableInfo.counters:type_name -> apex.replay.v1.Counters
-	25, // 10: apex.replay.v1.TableInfo.method_stats:type_name -> apex.replay.v1.TableInfo.MethodStatsEntry
-	18, // 11: apex.replay.v1.SetLimiterRequest.limiter:type_name -> apex.replay.v1.LimiterConfig
-	1,  // 12: apex.replay.v1.Replay.Insert:input_type -> apex.replay.v1.InsertRequest
-	3,  // 13: apex.replay.v1.Replay.Sample:input_type -> apex.replay.v1.SampleRequest
-	9,  // 14: apex.replay.v1.Replay.Fetch:input_type -> apex.replay.v1.FetchRequest
-	11, // 15: apex.replay.v1.Replay.Watch:input_type -> apex.replay.v1.WatchRequest
-	13, // 16: apex.replay.v1.Replay.Evaluated:input_type -> apex.replay.v1.EvaluatedRequest
-	15, // 17: apex.replay.v1.Replay.Info:input_type -> apex.replay.v1.InfoRequest
-	20, // 18: apex.replay.v1.Replay.Checkpoint:input_type -> apex.replay.v1.CheckpointRequest
-	22, // 19: apex.replay.v1.Replay.SetLimiter:input_type -> apex.replay.v1.SetLimiterRequest
-	23, // 20: apex.replay.v1.Params.Watch:input_type -> apex.replay.v1.ParamsRequest
-	23, // 21: apex.replay.v1.Params.Get:input_type -> apex.replay.v1.ParamsRequest
-	2,  // 22: apex.replay.v1.Replay.Insert:output_type -> apex.replay.v1.InsertAck
-	6,  // 23: apex.replay.v1.Replay.Sample:output_type -> apex.replay.v1.SampleReply
-	10, // 24: apex.replay.v1.Replay.Fetch:output_type -> apex.replay.v1.FetchReply
-	12, // 25: apex.replay.v1.Replay.Watch:output_type -> apex.replay.v1.WatchEvent
-	14, // 26: apex.replay.v1.Replay.Evaluated:output_type -> apex.replay.v1.EvaluatedReply
-	16, // 27: apex.replay.v1.Replay.Info:output_type -> apex.replay.v1.InfoReply
-	21, // 28: apex.replay.v1.Replay.Checkpoint:output_type -> apex.replay.v1.CheckpointReply
-	18, // 29: apex.replay.v1.Replay.SetLimiter:output_type -> apex.replay.v1.LimiterConfig
-	24, // 30: apex.replay.v1.Params.Watch:output_type -> apex.replay.v1.ParamsChunk
-	24, // 31: apex.replay.v1.Params.Get:output_type -> apex.replay.v1.ParamsChunk
-	22, // [22:32] is the sub-list for method output_type
-	12, // [12:22] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	7,  // 3: apex.replay.v1.SampleRequest.observe_episodes:type_name -> apex.replay.v1.ObserveEpisodes
+	11, // 4: apex.replay.v1.SampleReply.batch:type_name -> apex.replay.v1.Batch
+	12, // 5: apex.replay.v1.SampleReply.written:type_name -> apex.replay.v1.WriteBackResult
+	8,  // 6: apex.replay.v1.SampleReply.episodes:type_name -> apex.replay.v1.EpisodeEvents
+	9,  // 7: apex.replay.v1.EpisodeEvents.events:type_name -> apex.replay.v1.EpisodeEvent
+	10, // 8: apex.replay.v1.EpisodeEvent.finished:type_name -> apex.replay.v1.EpisodePart
+	0,  // 9: apex.replay.v1.Batch.data:type_name -> apex.replay.v1.Columns
+	0,  // 10: apex.replay.v1.FetchReply.data:type_name -> apex.replay.v1.Columns
+	21, // 11: apex.replay.v1.InfoReply.tables:type_name -> apex.replay.v1.TableInfo
+	23, // 12: apex.replay.v1.TableInfo.limiter:type_name -> apex.replay.v1.LimiterConfig
+	24, // 13: apex.replay.v1.TableInfo.counters:type_name -> apex.replay.v1.Counters
+	30, // 14: apex.replay.v1.TableInfo.method_stats:type_name -> apex.replay.v1.TableInfo.MethodStatsEntry
+	22, // 15: apex.replay.v1.TableInfo.episodes:type_name -> apex.replay.v1.EpisodeConfig
+	23, // 16: apex.replay.v1.SetLimiterRequest.limiter:type_name -> apex.replay.v1.LimiterConfig
+	1,  // 17: apex.replay.v1.Replay.Insert:input_type -> apex.replay.v1.InsertRequest
+	3,  // 18: apex.replay.v1.Replay.Sample:input_type -> apex.replay.v1.SampleRequest
+	13, // 19: apex.replay.v1.Replay.Fetch:input_type -> apex.replay.v1.FetchRequest
+	15, // 20: apex.replay.v1.Replay.Watch:input_type -> apex.replay.v1.WatchRequest
+	17, // 21: apex.replay.v1.Replay.Evaluated:input_type -> apex.replay.v1.EvaluatedRequest
+	19, // 22: apex.replay.v1.Replay.Info:input_type -> apex.replay.v1.InfoRequest
+	25, // 23: apex.replay.v1.Replay.Checkpoint:input_type -> apex.replay.v1.CheckpointRequest
+	27, // 24: apex.replay.v1.Replay.SetLimiter:input_type -> apex.replay.v1.SetLimiterRequest
+	28, // 25: apex.replay.v1.Params.Watch:input_type -> apex.replay.v1.ParamsRequest
+	28, // 26: apex.replay.v1.Params.Get:input_type -> apex.replay.v1.ParamsRequest
+	2,  // 27: apex.replay.v1.Replay.Insert:output_type -> apex.replay.v1.InsertAck
+	6,  // 28: apex.replay.v1.Replay.Sample:output_type -> apex.replay.v1.SampleReply
+	14, // 29: apex.replay.v1.Replay.Fetch:output_type -> apex.replay.v1.FetchReply
+	16, // 30: apex.replay.v1.Replay.Watch:output_type -> apex.replay.v1.WatchEvent
+	18, // 31: apex.replay.v1.Replay.Evaluated:output_type -> apex.replay.v1.EvaluatedReply
+	20, // 32: apex.replay.v1.Replay.Info:output_type -> apex.replay.v1.InfoReply
+	26, // 33: apex.replay.v1.Replay.Checkpoint:output_type -> apex.replay.v1.CheckpointReply
+	23, // 34: apex.replay.v1.Replay.SetLimiter:output_type -> apex.replay.v1.LimiterConfig
+	29, // 35: apex.replay.v1.Params.Watch:output_type -> apex.replay.v1.ParamsChunk
+	29, // 36: apex.replay.v1.Params.Get:output_type -> apex.replay.v1.ParamsChunk
+	27, // [27:37] is the sub-list for method output_type
+	17, // [17:27] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_replay_proto_init() }
@@ -2240,10 +2854,17 @@ func file_replay_proto_init() {
 	file_replay_proto_msgTypes[3].OneofWrappers = []any{
 		(*SampleRequest_Draw)(nil),
 		(*SampleRequest_WriteBack)(nil),
+		(*SampleRequest_ObserveEpisodes)(nil),
 	}
 	file_replay_proto_msgTypes[6].OneofWrappers = []any{
 		(*SampleReply_Batch)(nil),
 		(*SampleReply_Written)(nil),
+		(*SampleReply_Episodes)(nil),
+	}
+	file_replay_proto_msgTypes[9].OneofWrappers = []any{
+		(*EpisodeEvent_Finished)(nil),
+		(*EpisodeEvent_Dropped)(nil),
+		(*EpisodeEvent_Indexed)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2251,7 +2872,7 @@ func file_replay_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replay_proto_rawDesc), len(file_replay_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -73,7 +73,12 @@ type ReplayClient interface {
 	// Sample is the learner's long-lived stream: draws (answered by a
 	// Batch each, after the rate limiter admits them), priority write-backs
 	// and feature write-backs (answered by a WriteBackResult each), in the
-	// order sent. Roles: learner, admin.
+	// order sent. On a table whose stage keeps whole episodes (the ReF-ER
+	// methods: TableInfo.episodes set), ObserveEpisodes makes the stream the
+	// observer of the stage's episodes: it is answered by EpisodeEvents
+	// reporting every stored episode, and from then on each of the stream's
+	// Batches is preceded by EpisodeEvents carrying what the stage did since
+	// (see ObserveEpisodes). Roles: learner, admin.
 	Sample(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SampleRequest, SampleReply], error)
 	// Fetch returns stored items by key (found or not, per key). Roles:
 	// learner, admin.
@@ -220,7 +225,12 @@ type ReplayServer interface {
 	// Sample is the learner's long-lived stream: draws (answered by a
 	// Batch each, after the rate limiter admits them), priority write-backs
 	// and feature write-backs (answered by a WriteBackResult each), in the
-	// order sent. Roles: learner, admin.
+	// order sent. On a table whose stage keeps whole episodes (the ReF-ER
+	// methods: TableInfo.episodes set), ObserveEpisodes makes the stream the
+	// observer of the stage's episodes: it is answered by EpisodeEvents
+	// reporting every stored episode, and from then on each of the stream's
+	// Batches is preceded by EpisodeEvents carrying what the stage did since
+	// (see ObserveEpisodes). Roles: learner, admin.
 	Sample(grpc.BidiStreamingServer[SampleRequest, SampleReply]) error
 	// Fetch returns stored items by key (found or not, per key). Roles:
 	// learner, admin.
