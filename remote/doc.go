@@ -11,7 +11,9 @@
 // Client side: Dial, the insert Writer (a runtime.Sink with a window of
 // unacknowledged batches, resent after a break and stored once), the
 // learner's remote stage (Client.Method: a sampler.Method whose Selector,
-// Weighter, Features and Evaluated go to the server) and the actor hosts'
+// Weighter, Features, Evaluated and, for the ReF-ER methods, Episodes
+// go to the server; the ReF-ER controller follows the server stage's
+// episodes through the episode feed on the Sample stream) and the actor hosts'
 // ParamsSubscriber. cmd/apex's replay, learner and actor commands are
 // built from these and the runtime's ReplayCore, LearnerHost and
 // ActorHost.

@@ -59,9 +59,14 @@ const (
 // takes features, NERS) sends Q and targets instead; Evaluated (when the
 // stage has an evaluation hook) calls the Evaluated RPC; Stats reads the
 // server's method statistics (cached for a second, refreshed with a short
-// deadline). Selector.Priority and String are local's. Episodes is nil:
-// the ReF-ER methods' episode stage has no remote form, and Method refuses
-// a local method that has one.
+// deadline). Selector.Priority and String are local's. When the server's
+// stage keeps whole episodes (the ReF-ER methods: TableInfo.episodes),
+// Episodes is a remote sampler.EpisodeSource (its Buffer local's, its
+// Config and Slots the server stage's): its observer, the learner's
+// REFERController, hears the server stage's episode events inside each
+// Sample, in the order the stage made them (the episode feed; see
+// episodes.go); local must then be the same ReF-ER variant, and a local
+// twin with Episodes against a stage without (or the reverse) is refused.
 //
 // A broken stream is re-opened by the next call (up to 5 attempts with
 // backoff), and a call that finds the stream ended before its request

@@ -42,6 +42,12 @@ type sampleStream struct {
 // applied. A malformed message ends the stream with InvalidArgument,
 // naming what was wrong (counted); nothing of it is applied.
 //
+// ObserveEpisodes (a table whose stage keeps episodes, the ReF-ER
+// methods) makes the stream the episode feed's owner: answered by the
+// stored episodes, and from then on each of the stream's Batches is
+// preceded by the stage's episode events since the previous one
+// (server_episodes.go).
+//
 // A draw the limiter admitted counts as sampled there even when the
 // sampling then fails (a table holding fewer items than the draw asks,
 // FailedPrecondition): the limiter has no way to take samples back.

@@ -82,9 +82,11 @@ func SeededRemotely() LearnerOption {
 }
 
 // WithReplayBuffer builds the learner over buf, the buffer the method
-// samples (in process; needed by vracer, whose learner reads the
-// method's episodes from it). Without it the learner gets a small buffer
-// of the run's layout for its batches alone: a remote stage fills them.
+// samples (in process; needed by vracer, whose learner checks that the
+// method's episodes are buf's). Without it the learner gets the buffer of
+// the method's Episodes when it has some (a remote ReF-ER stage's local
+// buffer of the table's layout), else a small buffer of the run's layout
+// for its batches alone: a remote stage fills them.
 func WithReplayBuffer(buf *buffer.Buffer) LearnerOption {
 	return func(o *learnerOptions) { o.buf = buf }
 }

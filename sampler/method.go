@@ -52,7 +52,8 @@ type Method struct {
 	Loss model.Loss
 	// Episodes is set by the methods whose stage keeps whole episodes for
 	// a learner-side controller (the ReF-ER methods: the REFER stage,
-	// whose controller is learner.REFERController); nil for the others.
+	// whose controller is learner.REFERController; behind a network,
+	// remote.Client.Method's episode feed); nil for the others.
 	Episodes EpisodeSource
 	// Warnings are pairings NewMethod allowed but that are known to be
 	// biased (a prioritized stage with MSE and no importance weights,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/apexrl/apex/remote"
 )
 
 // proc is a process a test started: its command, its output file, and
@@ -174,5 +177,61 @@ func TestDistributedCartPole(t *testing.T) {
 	replay.stop(t)
 	if err, _ := replay.wait(0); err != nil {
 		t.Errorf("replay exited with %v:\n%s", err, replay.output())
+	}
+}
+
+// TestDistributedReFER: apex learner takes the ReF-ER methods (it refused
+// them before the episode feed): a replay server of Pendulum with refer
+// (V-RACER) or er (TD3 under ReF-ER), a learner and one actor host (its
+// actors record the behaviour columns) run to -steps and the learner
+// exits 0 with its results, having followed the server's episodes (the
+// server counts its episode-feed subscription). Every process is ended by its
+// own pid and every file removed (t.TempDir).
+func TestDistributedReFER(t *testing.T) {
+	bin := apexBinary(t)
+	for _, tc := range []struct{ sampler, algo string }{{"refer", "vracer"}, {"er", "td3"}} {
+		t.Run(tc.sampler+"-"+tc.algo, func(t *testing.T) {
+			dir := t.TempDir()
+			replayAddr := filepath.Join(dir, "replay.addr")
+			replay := startProc(t, dir, "replay", bin, "replay", "-listen=127.0.0.1:0", "-addr-file="+replayAddr,
+				"-env=Pendulum-v1", "-sampler="+tc.sampler, "-algo="+tc.algo, "-actors=2", "-batch=32", "-seed=3")
+			raddr := waitAddr(t, replay, replayAddr)
+			learnerAddr := filepath.Join(dir, "learner.addr")
+			out := filepath.Join(dir, "learner")
+			learner := startProc(t, dir, "learner", bin, "learner", "-replay="+raddr, "-listen=127.0.0.1:0", "-addr-file="+learnerAddr,
+				"-steps=300", "-duration=3m", "-stop-when-solved=false", "-progress=0", "-out="+out)
+			laddr := waitAddr(t, learner, learnerAddr)
+			startProc(t, dir, "actor", bin, "actor", "-replay="+raddr, "-learner="+laddr, "-progress=0")
+			err, exited := learner.wait(4 * time.Minute)
+			if !exited || err != nil {
+				t.Fatalf("the learner: exited %v, %v:\n%s", exited, err, learner.output())
+			}
+			var res struct {
+				StopReason   string `json:"stop_reason"`
+				LearnerSteps int64  `json:"learner_steps"`
+			}
+			raw, rerr := os.ReadFile(filepath.Join(out, "results.json"))
+			if rerr == nil {
+				rerr = json.Unmarshal(raw, &res)
+			}
+			if rerr != nil || res.StopReason != "steps" || res.LearnerSteps != 300 {
+				t.Fatalf("the learner's results (%v): %+v:\n%s", rerr, res, learner.output())
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := remote.Dial(ctx, raddr, remote.ClientOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			info, err := c.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tab := info.GetTables()[0]
+			if tab.GetEpisodes().GetVariant() != tc.sampler || tab.GetCounters().GetEpisodeSubscriptions() < 1 || tab.GetCounters().GetDraws() < 300 {
+				t.Errorf("the replay server's table: %v", tab)
+			}
+		})
 	}
 }
