@@ -525,3 +525,65 @@ func TestEpisodeEventsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestReferFeedFallsBehind: while another stream draws and the owner of
+// the feed does not, the events pile up to the feed's bound; past it the
+// owner loses the feed (its next draw fails with FailedPrecondition,
+// counted) and its client resubscribes on a new stream.
+func TestReferFeedFallsBehind(t *testing.T) {
+	checkLeaks(t)
+	r := newReferTwins(t, "refer", "vracer", 160)
+	rc, err := learner.NewREFERController(r.rm.Episodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.srv.stage.Lock()
+	r.srv.feed.limit = 20 // steps or events (2·capacity + 4096 by default)
+	r.srv.stage.Unlock()
+	data := rand.New(rand.NewPCG(9, 9))
+	r.play(data, 1, 6, 9)
+	rng := rand.New(rand.NewPCG(1, 1))
+	b, _ := r.rm.Episodes.Buffer().NewBatch(4)
+	if err := r.rm.Selector.Sample(rng, b); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	other, err := r.c.replay.Sample(ctx) // a second learner that does not observe
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12 {
+		r.play(data, uint64(100+10*i), 1, 9)
+		if err := other.Send(&replayv1.SampleRequest{Kind: &replayv1.SampleRequest_Draw{Draw: &replayv1.Draw{Id: uint64(i + 1), Batch: 2, Seed: uint64(i), Step: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := other.Recv(); err != nil || m.GetBatch() == nil {
+			t.Fatalf("the other stream's draw: %v, %v", m, err)
+		}
+	}
+	err = r.rm.Selector.Sample(rng, b)
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "fell behind") {
+		t.Fatalf("the owner's draw after falling behind: %v", err)
+	}
+	r.srv.stage.Lock()
+	r.srv.feed.limit = 2*160 + 4096 // the default again: the stored episodes' snapshot fits
+	r.srv.stage.Unlock()
+	if err := r.rm.Selector.Sample(rng, b); err != nil {
+		t.Fatalf("the draw after: %v", err)
+	}
+	if st, stage := rc.Stats(), r.srvM.Selector.(*sampler.REFER).Stats(); st.Steps != stage.Steps {
+		t.Errorf("after the resync the controller holds %d steps, the stage %d", st.Steps, stage.Steps)
+	}
+	if st := r.srv.Stats(); st.EpisodeFeedsLost != 1 || st.EpisodeSubscriptions != 2 {
+		t.Errorf("server stats %+v", st)
+	}
+	if st := r.c.Stats(); st.EpisodeResyncs != 1 {
+		t.Errorf("client stats %+v", st)
+	}
+	cancel()
+	r.cancel()
+	if err := r.w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -407,6 +407,8 @@ var replayMetrics = []statMetric[remote.ServerStats]{
 	{"apex_replay_write_backs_wrong_incarnation_total", "Write-backs dropped: drawn from an earlier incarnation of the server.", counter, func(s *remote.ServerStats) float64 { return float64(s.WriteBacksWrongIncarnation) }},
 	{"apex_replay_rejected_messages_total", "Requests refused (bad input, unknown table, missing deadline, ...).", counter, func(s *remote.ServerStats) float64 { return float64(s.RejectedMessages) }},
 	{"apex_replay_checkpoints_total", "Checkpoints written.", counter, func(s *remote.ServerStats) float64 { return float64(s.Checkpoints) }},
+	{"apex_replay_episode_subscriptions_total", "ReF-ER episode feeds subscribed (a learner following the stage's episodes; more than one: resyncs).", counter, func(s *remote.ServerStats) float64 { return float64(s.EpisodeSubscriptions) }},
+	{"apex_replay_episode_feeds_lost_total", "ReF-ER episode feeds lost: taken over by another stream or fallen behind.", counter, func(s *remote.ServerStats) float64 { return float64(s.EpisodeFeedsLost) }},
 	{"apex_replay_size", "Transitions stored now.", gauge, func(s *remote.ServerStats) float64 { return float64(s.Size) }},
 	{"apex_replay_writers", "Writers in the idempotency table.", gauge, func(s *remote.ServerStats) float64 { return float64(s.Writers) }},
 	{"apex_replay_insert_streams", "Open insert streams.", gauge, func(s *remote.ServerStats) float64 { return float64(s.InsertStreams) }},

@@ -758,9 +758,9 @@ func (*SampleReply_Episodes) isSampleReply_Kind() {}
 // drawing dropped; the Batch's keys are the rows the controller hears as
 // sampled. A later ObserveEpisodes (on any stream) takes the feed over:
 // the displaced stream's next draw fails with FailedPrecondition, as does
-// a draw whose feed fell more than the table's capacity of steps behind
-// (another stream drew while this one did not); the stream then ends and
-// a client re-subscribes on a new one. FailedPrecondition for a table
+// a draw whose feed piled up more than twice the table's capacity (plus
+// 4096) of steps or events (other streams drew while this one did not);
+// the stream then ends and a client re-subscribes on a new one. FailedPrecondition for a table
 // whose stage keeps no episodes.
 type ObserveEpisodes struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
