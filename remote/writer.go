@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -111,6 +112,13 @@ type WriterStats struct {
 	// it restored a checkpoint).
 	Incarnation  uint64
 	Incarnations uint64
+	// Adopted and Moved are a ShardedWriter's shard writer's: the batches
+	// it took over from a shard that died (included in Batches and Items)
+	// and the batches taken off it when its own shard died (re-placed on
+	// the live shards, no longer its own). For such a writer
+	// Batches == Acked + Pending + Lost + Moved. Zero for a Writer of its
+	// own.
+	Adopted, Moved uint64
 }
 
 var _ runtime.Sink = (*Writer)(nil)
@@ -119,7 +127,31 @@ var _ runtime.Sink = (*Writer)(nil)
 type wbatch struct {
 	req   *replayv1.InsertRequest
 	rows  int
-	sends int // times sent, over all streams
+	sends int    // times sent, over all streams of the writer that holds it
+	key   uint64 // a ShardedWriter's placement key ((writer, episode) hashed); 0 for a Writer of its own
+}
+
+// errShardDetached is what a ShardedWriter's shard writer answers while
+// its shard is dead: the batch is placed on another shard.
+var errShardDetached = errors.New("remote: the replay shard is down")
+
+// Modes of a ShardedWriter's shard writer (a Writer of its own stays
+// modeActive).
+const (
+	modeActive   = iota // sends, reconnects when resumed
+	modePaused          // its stream broke: no new stream until the ShardedWriter decides (resume or detach); Inserts wait
+	modeDetached        // its shard is dead: its batches were moved; new batches are refused with errShardDetached
+)
+
+// writerHooks connect a shard writer to its ShardedWriter. Both are
+// called without the writer's lock held.
+type writerHooks struct {
+	// broke reports a stream error: the writer has paused (it opens no new
+	// stream until resume or detach). It must not block.
+	broke func(err error)
+	// acked reports one acknowledged batch (a window place freed). It must
+	// not block.
+	acked func()
 }
 
 // Writer streams transitions into a replay server's table (the Insert
@@ -178,6 +210,14 @@ type Writer struct {
 	err     error // set when the writer gives up: every later call returns it
 	acks    int   // acknowledgements on the current stream
 	stats   WriterStats
+
+	// A ShardedWriter's shard writer only (hooks nil for a Writer of its
+	// own, which stays modeActive and reconnects by itself):
+	hooks        *writerHooks
+	mode         int                // modeActive, modePaused or modeDetached
+	serving      bool               // serve is running (a stream may be open)
+	streamCancel context.CancelFunc // ends the current stream; nil when none
+	progressAt   time.Time          // the last acknowledgement, stream opened, or batch into an empty window
 }
 
 // NewWriter starts a writer with id (1-128 bytes, unique to this writer,
@@ -185,6 +225,17 @@ type Writer struct {
 // runs until Close. An error names a bad id, a missing layout or a closed
 // client.
 func (c *Client) NewWriter(id string, opts WriterOptions) (*Writer, error) {
+	w, err := c.newWriter(id, opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	go w.run()
+	return w, nil
+}
+
+// newWriter builds a writer without starting its goroutine; hooks, when
+// not nil, make it a ShardedWriter's shard writer.
+func (c *Client) newWriter(id string, opts WriterOptions, hooks *writerHooks) (*Writer, error) {
 	if len(id) == 0 || len(id) > 128 {
 		return nil, fmt.Errorf("remote: writer id %q: want 1-128 bytes, got %d", id, len(id))
 	}
@@ -205,8 +256,8 @@ func (c *Client) NewWriter(id string, opts WriterOptions) (*Writer, error) {
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		changed: make(chan struct{}),
 		pending: make([]*wbatch, 0, opts.Window),
+		hooks:   hooks,
 	}
-	go w.run()
 	return w, nil
 }
 
@@ -224,7 +275,7 @@ func (w *Writer) Insert(t *buffer.Transitions) error {
 		return w.state()
 	}
 	if n <= w.maxRows {
-		return w.insertRows(t, n)
+		return w.insertRows(t, n, 0)
 	}
 	for _, col := range columnLens(t) {
 		if col%n != 0 {
@@ -234,23 +285,24 @@ func (w *Writer) Insert(t *buffer.Transitions) error {
 	for lo := 0; lo < n; lo += w.maxRows {
 		hi := min(n, lo+w.maxRows)
 		sub := rowRange(t, lo, hi, n)
-		if err := w.insertRows(&sub, hi-lo); err != nil {
+		if err := w.insertRows(&sub, hi-lo, 0); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// insertRows encodes t (rows rows) into a free message and adds it to the
-// window, waiting for space.
-func (w *Writer) insertRows(t *buffer.Transitions, rows int) error {
+// insertRows encodes t (rows rows, at most maxRows) into a free message
+// and adds it to the window with placement key key, waiting for space. A
+// detached shard writer refuses it with errShardDetached (nothing taken).
+func (w *Writer) insertRows(t *buffer.Transitions, rows int, key uint64) error {
 	req, err := w.reserve()
 	if err != nil {
 		return err
 	}
 	if err := EncodeTransitions(req.Data, w.opts.Layout, t); err != nil {
 		w.mu.Lock()
-		w.free = append(w.free, req)
+		w.freeLocked(req)
 		w.mu.Unlock()
 		return fmt.Errorf("remote: writer %q: %w", w.id, err)
 	}
@@ -259,16 +311,25 @@ func (w *Writer) insertRows(t *buffer.Transitions, rows int) error {
 	if w.err != nil {
 		return w.err
 	}
+	if w.mode == modeDetached {
+		w.freeLocked(req)
+		return errShardDetached
+	}
 	w.nextSeq++
 	req.Seq = w.nextSeq
-	w.pending = append(w.pending, &wbatch{req: req, rows: rows})
+	if len(w.pending) == 0 {
+		w.progressAt = time.Now()
+	}
+	w.pending = append(w.pending, &wbatch{req: req, rows: rows, key: key})
 	w.stats.Batches++
 	w.stats.Items += uint64(rows)
 	w.broadcastLocked()
 	return nil
 }
 
-// reserve waits for window space and returns a message to encode into.
+// reserve waits for window space and returns a message to encode into. A
+// shard writer waits while paused and refuses with errShardDetached once
+// detached.
 func (w *Writer) reserve() (*replayv1.InsertRequest, error) {
 	for waited := false; ; waited = true {
 		w.mu.Lock()
@@ -276,7 +337,11 @@ func (w *Writer) reserve() (*replayv1.InsertRequest, error) {
 			w.mu.Unlock()
 			return nil, err
 		}
-		if len(w.pending) < w.opts.Window {
+		if w.mode == modeDetached {
+			w.mu.Unlock()
+			return nil, errShardDetached
+		}
+		if len(w.pending) < w.opts.Window && w.mode == modeActive {
 			var req *replayv1.InsertRequest
 			if k := len(w.free); k > 0 {
 				req, w.free = w.free[k-1], w.free[:k-1]
@@ -379,6 +444,14 @@ func (w *Writer) broadcastLocked() {
 	w.changed = make(chan struct{})
 }
 
+// freeLocked keeps req for reuse, at most Window of them (a shard writer
+// may be handed more by adoption; the rest go to the collector).
+func (w *Writer) freeLocked(req *replayv1.InsertRequest) {
+	if len(w.free) < w.opts.Window {
+		w.free = append(w.free, req)
+	}
+}
+
 // fail gives up: the pending batches are lost, err becomes every later
 // call's error, the stream is aborted. The first failure wins.
 func (w *Writer) fail(err error) {
@@ -437,6 +510,28 @@ func (w *Writer) run() {
 		if err == nil || w.ctx.Err() != nil {
 			return
 		}
+		if w.hooks != nil {
+			// A shard writer does not retry by itself: it pauses and its
+			// ShardedWriter probes the shard, then resumes it (the same
+			// shard, resending) or detaches it (moving its batches).
+			w.mu.Lock()
+			report := w.mode == modeActive // not a stream the ShardedWriter ended itself
+			if report {
+				w.stats.Errors++
+				w.stats.LastError = err.Error()
+				w.mode = modePaused
+				w.broadcastLocked()
+			}
+			w.mu.Unlock()
+			if w.c.isClosed() {
+				w.fail(ErrClientClosed)
+				return
+			}
+			if report {
+				w.hooks.broke(err)
+			}
+			continue
+		}
 		w.mu.Lock()
 		w.stats.Errors++
 		w.stats.LastError = err.Error()
@@ -473,7 +568,7 @@ func (w *Writer) run() {
 func (w *Writer) waitWork() bool {
 	for {
 		w.mu.Lock()
-		ok, stop := len(w.pending) > 0, w.err != nil || w.closing && len(w.pending) == 0
+		ok, stop := len(w.pending) > 0 && w.mode == modeActive, w.err != nil || w.closing && len(w.pending) == 0
 		ch := w.changed
 		w.mu.Unlock()
 		if ok || stop {
@@ -495,6 +590,19 @@ func (w *Writer) waitWork() bool {
 func (w *Writer) serve() (progress bool, err error) {
 	ctx, cancel := context.WithCancel(w.ctx)
 	defer cancel()
+	w.mu.Lock()
+	if w.mode != modeActive {
+		w.mu.Unlock()
+		return false, errShardDetached
+	}
+	w.serving, w.streamCancel, w.progressAt = true, cancel, time.Now()
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.serving, w.streamCancel = false, nil
+		w.broadcastLocked()
+		w.mu.Unlock()
+	}()
 	st, err := w.c.replay.Insert(ctx)
 	if err != nil {
 		return false, fmt.Errorf("open the insert stream: %w", err)
@@ -520,6 +628,11 @@ func (w *Writer) serve() (progress bool, err error) {
 			cancel()
 			<-recvDone
 			return madeProgress(), w.err
+		case w.mode != modeActive:
+			w.mu.Unlock()
+			cancel()
+			<-recvDone
+			return madeProgress(), errShardDetached
 		case w.sent < len(w.pending):
 			b := w.pending[w.sent]
 			w.sent++
@@ -586,6 +699,9 @@ func (w *Writer) recv(st grpc.BidiStreamingClient[replayv1.InsertRequest, replay
 			cancel()
 			return err
 		}
+		if w.hooks != nil {
+			w.hooks.acked()
+		}
 	}
 }
 
@@ -609,7 +725,8 @@ func (w *Writer) ack(a *replayv1.InsertAck) error {
 	w.pending = w.pending[:len(w.pending)-1]
 	w.sent--
 	w.acks++
-	w.free = append(w.free, b.req)
+	w.progressAt = time.Now()
+	w.freeLocked(b.req)
 	w.stats.Acked++
 	w.stats.AckedItems += uint64(b.rows)
 	if a.GetDuplicate() {
@@ -692,4 +809,89 @@ func cutAll(fs [][]float32, lo, hi, n int) [][]float32 {
 		out[i] = cut(f, lo, hi, n)
 	}
 	return out
+}
+
+// The ShardedWriter's side of a shard writer. Each call takes the
+// writer's lock briefly; detach also waits for the writer's stream to end.
+
+// detach marks the writer's shard dead: it ends the stream (if one is
+// open), waits until serve has returned, and takes every unacknowledged
+// batch out of the window (counted in Moved), oldest first, for the
+// ShardedWriter to place on other shards. Until resume, new batches are
+// refused with errShardDetached. Batches the dead shard stored without
+// acknowledging them are sent again elsewhere: they may then be stored
+// twice, once on each shard.
+func (w *Writer) detach() []*wbatch {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.mode = modeDetached
+	if w.streamCancel != nil {
+		w.streamCancel()
+	}
+	w.broadcastLocked()
+	for w.serving {
+		ch := w.changed
+		w.mu.Unlock()
+		<-ch
+		w.mu.Lock()
+	}
+	out := slices.Clone(w.pending)
+	clear(w.pending)
+	w.pending, w.sent = w.pending[:0], 0
+	w.stats.Moved += uint64(len(out))
+	w.broadcastLocked()
+	return out
+}
+
+// resume lets a paused or detached writer send again: a paused one
+// re-opens its stream and resends its window in order (the server
+// acknowledges what it had stored as duplicates); a detached one, whose
+// window is empty, takes new batches again (its sequence numbers go on
+// from where they were, so a restarted shard that restored its writer
+// table from a checkpoint never mistakes them for old ones).
+func (w *Writer) resume() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mode != modeActive {
+		w.mode = modeActive
+		w.broadcastLocked()
+	}
+}
+
+// adopt appends batches taken from a dead shard's writer to the window
+// (beyond Window if need be: the ShardedWriter bounds the total), each
+// numbered anew in this writer's sequence. It refuses them all with
+// errShardDetached unless the writer is active, and with its error once
+// it has failed or is closing.
+func (w *Writer) adopt(bs []*wbatch) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.stateLocked(); err != nil {
+		return err
+	}
+	if w.mode != modeActive {
+		return errShardDetached
+	}
+	if len(w.pending) == 0 {
+		w.progressAt = time.Now()
+	}
+	for _, b := range bs {
+		w.nextSeq++
+		b.req.Seq, b.sends = w.nextSeq, 0
+		w.pending = append(w.pending, b)
+		w.stats.Batches++
+		w.stats.Items += uint64(b.rows)
+		w.stats.Adopted++
+	}
+	w.broadcastLocked()
+	return nil
+}
+
+// progress reports the writer's mode, its unacknowledged batches and the
+// time of its last progress (an acknowledgement, a stream opened or a
+// batch into an empty window).
+func (w *Writer) progress() (mode, pending int, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mode, len(w.pending), w.progressAt
 }
