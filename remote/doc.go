@@ -10,6 +10,10 @@
 // learner's parameter service (NewParamsServer, NewParamsGRPCServer).
 // Client side: Dial, the insert Writer (a runtime.Sink with a window of
 // unacknowledged batches, resent after a break and stored once), the
+// ShardedWriter over a fleet of shards (ResolveShards, DialShard,
+// FleetConfig: a Writer per shard, episodes placed whole by rendezvous
+// hashing of (writer, episode) over the live shards, a dead shard's window
+// moved to the others and the shard taken back when it answers), the
 // learner's remote stage (Client.Method: a sampler.Method whose Selector,
 // Weighter, Features, Evaluated and, for the ReF-ER methods, Episodes
 // go to the server; the ReF-ER controller follows the server stage's
@@ -21,5 +25,7 @@
 // The package's pure parts (columns, keys) start no goroutines and
 // allocate nothing per row; the server runs one goroutine per stream that
 // gRPC hands it (plus one reader) and ends every one of them on shutdown;
-// a Writer and a ParamsSubscriber each own one goroutine, ended by Close.
+// a Writer and a ParamsSubscriber each own one goroutine, ended by Close;
+// a ShardedWriter owns two per shard (its writer's and a monitor), ended by
+// Close.
 package remote

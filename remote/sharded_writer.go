@@ -109,6 +109,42 @@ type ShardedWriterStats struct {
 	Shards []ShardWriterStats
 }
 
+// Sum adds the shards' writer counters into one WriterStats, as one
+// Writer would report them (a view for metrics that do not split by
+// shard): Lost and LostItems are the whole writer's (the orphans' too),
+// Pending includes the orphans, LastError and Incarnation are the latest
+// shard's that has one, Incarnations counts every shard's changes.
+// Batches counts the shards' (adopted batches once more), so it is not
+// Insert's count: use ShardedWriterStats.Batches for that.
+func (s ShardedWriterStats) Sum() WriterStats {
+	var t WriterStats
+	for _, sh := range s.Shards {
+		w := sh.WriterStats
+		t.Batches += w.Batches
+		t.Items += w.Items
+		t.Acked += w.Acked
+		t.AckedItems += w.AckedItems
+		t.Duplicates += w.Duplicates
+		t.Resent += w.Resent
+		t.Reconnects += w.Reconnects
+		t.Errors += w.Errors
+		t.Pending += w.Pending
+		t.Blocked += w.Blocked
+		t.Incarnations += w.Incarnations
+		t.Adopted += w.Adopted
+		t.Moved += w.Moved
+		if w.LastError != "" {
+			t.LastError = w.LastError
+		}
+		if w.Incarnation != 0 {
+			t.Incarnation = w.Incarnation
+		}
+	}
+	t.Pending += s.Orphans
+	t.Lost, t.LostItems = s.Lost, s.LostItems
+	return t
+}
+
 // ShardWriterStats are one shard's counters in ShardedWriterStats. The
 // embedded WriterStats are its writer's: Acked and AckedItems are the
 // batches and items the shard stored, Resent the batches sent again to it

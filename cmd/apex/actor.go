@@ -21,7 +21,7 @@ import (
 	"github.com/apexrl/apex/runtime"
 )
 
-const actorUsage = `usage: apex actor -replay=HOST:PORT -learner=HOST:PORT [flags]
+const actorUsage = `usage: apex actor -replay=HOST:PORT[,HOST:PORT...] -learner=HOST:PORT [flags]
 
 An actor host of a distributed run: one process running its share of the
 run's actors (the replay server's -actors, split over -hosts hosts; this is
@@ -33,6 +33,17 @@ for the server's acknowledgements, at most -stop-grace) and exits 0. It exits
 1 when the replay server stays unreachable or does not take the completed
 batches in time: the unacknowledged batches are reported lost.
 
+Against a fleet of replay shards (-replay lists several, or names a DNS
+name with several addresses) the host keeps one insert stream per shard
+and places each episode whole on one shard (rendezvous hashing of the
+host's writer id and the episode over the live shards). Every shard must
+serve the same run configuration. A shard that dies is noticed within
+-shard-probe-timeout of its stream's error (or -shard-ack-timeout plus
+that when it goes silent): its unacknowledged batches move to the live
+shards; it is probed with backoff and takes new episodes again when it
+answers. The host exits 1 when every shard stays down for
+-shard-down-timeout.
+
 flags:
 `
 
@@ -40,12 +51,15 @@ flags:
 func runActor(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("apex actor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	replayAddr := fs.String("replay", "127.0.0.1:7700", "the apex replay server's host:port")
+	replayAddr := fs.String("replay", "127.0.0.1:7700", "the apex replay server's host:port, or a fleet's shards: a comma-separated list (a DNS name expands to every address it resolves to)")
 	learnerAddr := fs.String("learner", "127.0.0.1:7701", "the apex learner's parameter service host:port")
 	hosts := fs.Int("hosts", 1, "actor hosts the run's actors are split over")
 	hostIdx := fs.Int("host", 0, "this host's index in [0, -hosts): it runs the host-th contiguous block of the run's actors")
 	grace := fs.Duration("stop-grace", 5*time.Second, "after SIGINT/SIGTERM, how long completed batches may wait to be stored (the server's limiter holds inserts while no learner samples); what is still unacknowledged then is reported lost")
-	window := fs.Int("window", 0, "insert batches in flight without acknowledgement (0: remote.DefaultWindow)")
+	window := fs.Int("window", 0, "insert batches in flight without acknowledgement, per replay shard (0: remote.DefaultWindow)")
+	ackTimeout := fs.Duration("shard-ack-timeout", remote.DefaultAckTimeout, "with several replay shards: how long a shard may hold batches without acknowledging any before it is probed (dead if the probe fails)")
+	probeTimeout := fs.Duration("shard-probe-timeout", remote.DefaultProbeTimeout, "with several replay shards: the deadline of one probe (an Info call) of a shard")
+	downTimeout := fs.Duration("shard-down-timeout", remote.DefaultAllDownTimeout, "with several replay shards: how long every shard may be down before the host gives up (exit 1, the batches it held reported lost)")
 	df := addDialFlags(fs, "tls-", false)
 	progressEvery := fs.Duration("progress", 5*time.Second, "time between progress records (0: none)")
 	obs := addObsFlags(fs, true)
@@ -71,6 +85,8 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 		return usageErr(fmt.Errorf("-host must be in [0, %d) (-hosts), got %d", *hosts, *hostIdx))
 	case *window < 0:
 		return usageErr(fmt.Errorf("-window must not be negative, got %d", *window))
+	case *ackTimeout <= 0 || *probeTimeout <= 0 || *downTimeout <= 0:
+		return usageErr(fmt.Errorf("-shard-ack-timeout, -shard-probe-timeout and -shard-down-timeout must be positive, got %v, %v, %v", *ackTimeout, *probeTimeout, *downTimeout))
 	}
 	if err := checkCounts(fs, []string{"progress"}); err != nil {
 		return usageErr(err)
@@ -88,12 +104,12 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 
 	dialCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	rc, err := remote.Dial(dialCtx, *replayAddr, copts)
+	fleet, err := dialReplayFleet(dialCtx, *replayAddr, copts)
 	if err != nil {
 		return usageErr(fmt.Errorf("-replay %s: %w", *replayAddr, err))
 	}
-	defer rc.Close()
-	cfg, err := rc.Config(dialCtx)
+	defer fleet.Close()
+	cfg, cfgJSON, err := fleet.config(dialCtx)
 	if err != nil {
 		fmt.Fprintf(stderr, "apex actor: the replay server at %s: %v\n", *replayAddr, err)
 		return 1
@@ -138,7 +154,7 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 	if metrics != nil {
 		defer metrics.Close(metricsShutdownTimeout)
 	}
-	log.Info("actor host", "replay", *replayAddr, "learner", *learnerAddr, "actors", n, "first_actor", first, "of", cfg.Actors)
+	log.Info("actor host", "replay", *replayAddr, "shards", len(fleet.clients), "learner", *learnerAddr, "actors", n, "first_actor", first, "of", cfg.Actors)
 	if err := sub.WaitVersion(ctx, 0); err != nil {
 		if ctx.Err() != nil {
 			return 0
@@ -149,8 +165,17 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 	var nonce [4]byte
 	_, _ = rand.Read(nonce[:])
 	host, _ := os.Hostname()
+	// The host's writer id: made once, so it stays the same across
+	// reconnections (and on every shard), which makes resends idempotent.
 	id := fmt.Sprintf("%s/actor-host-%d/%s", host, *hostIdx, hex.EncodeToString(nonce[:]))
-	w, err := rc.NewWriter(id, remote.WriterOptions{Layout: layout, Window: *window})
+	wopts := remote.WriterOptions{Layout: layout, Window: *window}
+	var w insertSink
+	if len(fleet.clients) == 1 {
+		w, err = fleet.clients[0].NewWriter(id, wopts)
+	} else {
+		w, err = remote.NewShardedWriter(fleet.clients, id, remote.ShardedWriterOptions{WriterOptions: wopts,
+			AckTimeout: *ackTimeout, ProbeTimeout: *probeTimeout, AllDownTimeout: *downTimeout, Config: cfgJSON})
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "apex actor: %v\n", err)
 		return 1
@@ -160,7 +185,7 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 		w.Close(context.Background())
 		return usageErr(err)
 	}
-	ao.writer.Store(w)
+	ao.writer.Store(&w)
 	ao.host.Store(ah)
 	done := make(chan struct{})
 	var printer sync.WaitGroup
@@ -195,9 +220,9 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 	}
 	close(done)
 	printer.Wait()
-	ws := w.Stats()
+	ws := summarize(w)
 	st := ah.Stats()
-	log.Info("done", "env_steps", st.EnvSteps, "episodes", st.Episodes, "batches_acked", ws.Acked, "lost", ws.Lost, "resent", ws.Resent)
+	log.Info("done", append([]any{"env_steps", st.EnvSteps, "episodes", st.Episodes, "batches_acked", ws.acked, "lost", ws.lost, "resent", ws.resent}, ws.shardAttrs()...)...)
 	if err := errors.Join(runErr, closeErr); err != nil {
 		fmt.Fprintf(stderr, "apex actor: %v\n", err)
 		return 1
@@ -205,8 +230,67 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// insertSink is an actor host's insert path: a remote.Writer (one replay
+// server) or a remote.ShardedWriter (a fleet of shards).
+type insertSink interface {
+	runtime.Sink
+	Close(ctx context.Context) error
+}
+
+// sinkSummary is what an actor host logs of its insert path.
+type sinkSummary struct {
+	acked, lost, resent, reconnects uint64
+	pending                         int
+	sharded                         bool
+	live, shards                    int
+	deaths, rejoins, moved          uint64
+}
+
+// writerStats is w's counters as one Writer's (a ShardedWriter's summed
+// over its shards: ShardedWriterStats.Sum).
+func writerStats(w insertSink) remote.WriterStats {
+	switch w := w.(type) {
+	case *remote.Writer:
+		return w.Stats()
+	case *remote.ShardedWriter:
+		return w.Stats().Sum()
+	}
+	return remote.WriterStats{}
+}
+
+// summarize reads w's counters (a ShardedWriter's summed over its shards).
+func summarize(w insertSink) sinkSummary {
+	switch w := w.(type) {
+	case *remote.Writer:
+		s := w.Stats()
+		return sinkSummary{acked: s.Acked, lost: s.Lost, resent: s.Resent, reconnects: s.Reconnects, pending: s.Pending}
+	case *remote.ShardedWriter:
+		s := w.Stats()
+		out := sinkSummary{lost: s.Lost, pending: s.Orphans, sharded: true, live: s.Live, shards: len(s.Shards)}
+		for _, sh := range s.Shards {
+			out.acked += sh.Acked
+			out.resent += sh.Resent + sh.Adopted
+			out.reconnects += sh.Reconnects
+			out.pending += sh.Pending
+			out.deaths += sh.Deaths
+			out.rejoins += sh.Rejoins
+			out.moved += sh.Moved
+		}
+		return out
+	}
+	return sinkSummary{}
+}
+
+// shardAttrs are the fleet's log attributes (none for one server).
+func (s sinkSummary) shardAttrs() []any {
+	if !s.sharded {
+		return nil
+	}
+	return []any{"shards_live", s.live, "shards", s.shards, "shard_deaths", s.deaths, "shard_rejoins", s.rejoins, "batches_moved", s.moved}
+}
+
 // actorProgress logs the host's rates every period until done closes.
-func actorProgress(h *runtime.ActorHost, w *remote.Writer, log *slog.Logger, period time.Duration, done <-chan struct{}) {
+func actorProgress(h *runtime.ActorHost, w insertSink, log *slog.Logger, period time.Duration, done <-chan struct{}) {
 	if period <= 0 {
 		return
 	}
@@ -220,10 +304,10 @@ func actorProgress(h *runtime.ActorHost, w *remote.Writer, log *slog.Logger, per
 		case <-t.C:
 		}
 		st, now := h.Stats(), time.Now()
-		ws := w.Stats()
+		ws := summarize(w)
 		rate := float64(st.EnvSteps-last.EnvSteps) / now.Sub(lastT).Seconds()
-		log.Info("progress", "env_steps", st.EnvSteps, "env_steps_per_s", round1(rate), "episodes", st.Episodes,
-			"batches_acked", ws.Acked, "in_flight", ws.Pending, "reconnects", ws.Reconnects)
+		log.Info("progress", append([]any{"env_steps", st.EnvSteps, "env_steps_per_s", round1(rate), "episodes", st.Episodes,
+			"batches_acked", ws.acked, "in_flight", ws.pending, "reconnects", ws.reconnects}, ws.shardAttrs()...)...)
 		last, lastT = st, now
 	}
 }
@@ -233,7 +317,7 @@ func actorProgress(h *runtime.ActorHost, w *remote.Writer, log *slog.Logger, per
 // when the newest parameter version arrived.
 type actorObs struct {
 	sub     *remote.ParamsSubscriber
-	writer  atomic.Pointer[remote.Writer]
+	writer  atomic.Pointer[insertSink]
 	host    atomic.Pointer[runtime.ActorHost]
 	arrived atomic.Int64 // UnixNano the newest version arrived; 0 before the first
 }
@@ -254,7 +338,7 @@ func (o *actorObs) watchParams(ctx context.Context) {
 func (o *actorObs) snapshot() actorSnapshot {
 	s := actorSnapshot{Params: o.sub.Stats()}
 	if w := o.writer.Load(); w != nil {
-		s.Writer = w.Stats()
+		s.Writer = writerStats(*w)
 	}
 	if h := o.host.Load(); h != nil {
 		s.Host = h.Stats()

@@ -25,6 +25,8 @@ func TestDistributedUsageErrors(t *testing.T) {
 		{[]string{"actor", "-hosts=2", "-host=2"}, "-host must be in [0, 2)"},
 		{[]string{"actor", "-hosts=0"}, "-hosts must be >= 1"},
 		{[]string{"actor", "-window=-1"}, "-window must not be negative"},
+		{[]string{"actor", "-shard-ack-timeout=0s"}, "must be positive"},
+		{[]string{"actor", "-replay=127.0.0.1:7700,"}, "an empty entry"},
 		{[]string{"actor", "-token-file=/nonexistent/token"}, "-token-file"},
 	} {
 		var out, errb bytes.Buffer
