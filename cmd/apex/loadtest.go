@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -87,6 +88,16 @@ func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 	fs.DurationVar(&cfg.Warmup, "warmup", def.Warmup, "unmeasured load first (>= 0); measuring also waits for the first answered draw")
 	fs.DurationVar(&cfg.Duration, "duration", def.Duration, "measured window (> 0)")
 	fs.Uint64Var(&cfg.Seed, "seed", def.Seed, "seed of the synthetic transitions, the priorities and the draws")
+	fc := fleetConfig{}
+	fs.IntVar(&fc.shards, "shards", 0, "fleet mode: start this many apex replay shards (0: one server, the mode above); -streams simulated actors then run over -actor-hosts processes and the learner in a process of its own")
+	fs.IntVar(&fc.hosts, "actor-hosts", 4, "fleet mode: actor-host processes the simulated actors are spread over")
+	fs.Float64Var(&fc.sampleRate, "sample-rate", 0, "fleet mode: pace the learner to this many sampled transitions/s (0: full speed)")
+	fs.IntVar(&fc.capacity, "capacity", 1<<19, "fleet mode: each shard's capacity (acknowledged inserts lost are counted while a shard is not full)")
+	fs.BoolVar(&fc.chaos, "chaos", false, "fleet mode: kill one shard by its pid (SIGKILL) at -chaos-at into the measured window and restart it on the same port from its checkpoint folder -chaos-down later")
+	fs.IntVar(&fc.chaosShard, "chaos-shard", 0, "fleet mode: the shard -chaos kills")
+	fs.DurationVar(&fc.chaosAt, "chaos-at", 0, "fleet mode: when -chaos kills the shard, into the measured window (0: a third of -duration)")
+	fs.DurationVar(&fc.chaosDown, "chaos-down", time.Second, "fleet mode: how long the killed shard stays down")
+	fs.DurationVar(&fc.ckptEvery, "checkpoint-every", time.Second, "fleet mode: the shards' -checkpoint-every (a restarted shard restores the last one)")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this file (- for stdout, instead of the table)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load test's own process to this file")
 	fs.Usage = func() {
@@ -102,6 +113,27 @@ func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageErr("invalid flags: %v", err)
+	}
+	fleet := fc.shards > 0
+	if fleet {
+		if fc.chaosAt == 0 {
+			fc.chaosAt = cfg.Duration / 3
+		}
+		fc.lt, fc.replayArgs = cfg, strings.Fields(*replayArgs)
+		if err := fc.validate(); err != nil {
+			return usageErr("invalid flags: %v", err)
+		}
+		if *server != "" || cfg.Conns != 0 {
+			return usageErr("-server and -conns do not apply with -shards (fleet mode starts its own shards)")
+		}
+	} else {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for _, name := range []string{"actor-hosts", "sample-rate", "capacity", "chaos", "chaos-shard", "chaos-at", "chaos-down", "checkpoint-every"} {
+			if set[name] {
+				return usageErr("-%s applies with -shards only (fleet mode)", name)
+			}
+		}
 	}
 	if *server != "" {
 		host, port, err := net.SplitHostPort(*server)
@@ -140,6 +172,9 @@ func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 		return 1
 	}
 
+	if fleet {
+		return runLoadtestFleet(ctx, fc, *jsonPath, *cpuProfile, fs, stdout, failed, cfg.Progress)
+	}
 	addr := *server
 	if addr == "" {
 		srv, err := startReplay(ctx, strings.Fields(*replayArgs), cfg.Progress)
@@ -213,6 +248,11 @@ type replayProc struct {
 	exited chan struct{} // closed when it has exited (err then set)
 	err    error
 	log    *os.File
+	// removeDir: stop removes dir.
+	removeDir bool
+	// killed: the fleet load test killed it on purpose (its exit status
+	// is no failure).
+	killed bool
 }
 
 // replayStartLimit bounds the wait for the server's address file.
@@ -223,28 +263,45 @@ const replayStartLimit = 60 * time.Second
 // address file) and waits until it serves. On error nothing is left
 // running and the folder is removed.
 func startReplay(ctx context.Context, extra []string, progress func(string)) (*replayProc, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("finding this program to start apex replay: %w", err)
-	}
 	dir, err := os.MkdirTemp("", "apex-loadtest-")
 	if err != nil {
 		return nil, err
 	}
-	logf, err := os.Create(filepath.Join(dir, "replay.log"))
+	args := append(slices.Clone(loadtestReplayArgs), extra...)
+	return startReplayIn(ctx, dir, "127.0.0.1:0", "replay", args, true, progress)
+}
+
+// startReplayIn starts this binary's apex replay -listen=listen with args
+// in the folder dir (its working folder; its log and address file are
+// name.log and name.addr there) and waits until it serves. stop removes
+// dir when removeDir. On error nothing is left running (and dir is
+// removed when removeDir).
+func startReplayIn(ctx context.Context, dir, listen, name string, args []string, removeDir bool, progress func(string)) (*replayProc, error) {
+	exe, err := os.Executable()
 	if err != nil {
-		os.RemoveAll(dir)
+		if removeDir {
+			os.RemoveAll(dir)
+		}
+		return nil, fmt.Errorf("finding this program to start apex replay: %w", err)
+	}
+	logf, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		if removeDir {
+			os.RemoveAll(dir)
+		}
 		return nil, err
 	}
-	addrFile := filepath.Join(dir, "replay.addr")
-	args := append([]string{"replay", "-listen=127.0.0.1:0", "-addr-file=" + addrFile}, loadtestReplayArgs...)
-	args = append(args, extra...)
-	p := &replayProc{cmd: exec.Command(exe, args...), dir: dir, exited: make(chan struct{}), log: logf}
+	addrFile := filepath.Join(dir, name+".addr")
+	os.Remove(addrFile)
+	args = append([]string{"replay", "-listen=" + listen, "-addr-file=" + addrFile}, args...)
+	p := &replayProc{cmd: exec.Command(exe, args...), dir: dir, exited: make(chan struct{}), log: logf, removeDir: removeDir}
 	p.cmd.Dir, p.cmd.Stdout, p.cmd.Stderr = dir, logf, logf
 	progress("starting apex " + strings.Join(args, " "))
 	if err := p.cmd.Start(); err != nil {
 		logf.Close()
-		os.RemoveAll(dir)
+		if removeDir {
+			os.RemoveAll(dir)
+		}
 		return nil, fmt.Errorf("starting apex replay: %w", err)
 	}
 	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
@@ -302,6 +359,9 @@ func (p *replayProc) stop() error {
 		err = fmt.Errorf("apex replay (pid %d) exited with %v; the end of its log:\n%s", p.cmd.Process.Pid, p.err, b)
 	}
 	p.log.Close()
+	if !p.removeDir {
+		return err
+	}
 	return errors.Join(err, os.RemoveAll(p.dir))
 }
 
@@ -331,4 +391,49 @@ func loadtestDialOptions(addr string, copts remote.ClientOptions) ([]grpc.DialOp
 		dopts = append(dopts, grpc.WithPerRPCCredentials(b))
 	}
 	return dopts, nil
+}
+
+// runLoadtestFleet runs the fleet mode and writes its report (the table on
+// stdout, JSON to jsonPath; - for JSON on stdout).
+func runLoadtestFleet(ctx context.Context, fc fleetConfig, jsonPath, cpuProfile string, fs *flag.FlagSet, stdout io.Writer,
+	failed func(error) int, say func(string)) int {
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			return failed(err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	rep, err := runFleet(ctx, fc, say)
+	if err != nil {
+		return failed(err)
+	}
+	out := struct {
+		*fleetReport
+		Machine runtime.MachineInfo `json:"machine"`
+		Flags   map[string]string   `json:"flags"`
+	}{rep, runtime.Machine(), map[string]string{}}
+	fs.VisitAll(func(f *flag.Flag) { out.Flags[f.Name] = f.Value.String() })
+	js, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return failed(err)
+	}
+	js = append(js, '\n')
+	switch jsonPath {
+	case "-":
+		_, err = stdout.Write(js)
+	case "":
+		err = rep.writeText(stdout)
+	default:
+		if err = rep.writeText(stdout); err == nil {
+			err = os.WriteFile(jsonPath, js, 0o644)
+		}
+	}
+	if err != nil {
+		return failed(err)
+	}
+	return 0
 }

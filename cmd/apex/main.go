@@ -33,6 +33,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runBench(args[1:], stdout, stderr)
 	case "loadtest":
 		return runLoadtest(args[1:], stdout, stderr)
+	case loadtestPartCmd: // hidden: a fleet load test's child process
+		return runLoadtestPart(args[1:], stdout, stderr)
 	case "experiment":
 		return runExperiment(args[1:], stdout, stderr)
 	case "methods":

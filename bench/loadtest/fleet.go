@@ -1,0 +1,613 @@
+package loadtest
+
+// The parts of a fleet load test (`apex loadtest -shards=N`): an actor
+// host of many simulated actors inserting over the shards, and a sampling
+// learner drawing from them. `apex loadtest` runs each in its own process
+// (a hidden role of the same binary) next to N apex replay processes; the
+// parts report their counters as snapshots, which the orchestrator turns
+// into rates, phases and the report.
+//
+// Interim insert and sample paths: until remote.ShardedWriter and
+// remote.ShardedMethod are on main, simulated actor g inserts through the
+// host's remote.Writer of shard g mod N (one writer per shard per host; a
+// dead shard's actors wait for it, as a single-server writer does, instead
+// of being re-placed), and the learner keeps one Sample stream per shard
+// whose draws each take a whole batch from that shard (paced draws go to
+// whichever live shard claims the next slot; no mass weighting). Both are
+// load generators, not samplers: the figures measure the servers'
+// throughput, latency and recovery, not the weights' exactness.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
+	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/internal/meter"
+	"github.com/apexrl/apex/remote"
+	"google.golang.org/grpc"
+)
+
+// ActorsConfig is one actor host's share of a fleet load test.
+type ActorsConfig struct {
+	// Table names the shards' table (empty: their only table).
+	Table string
+	// Actors is the simulated actors on this host (1..MaxStreams); First
+	// the fleet-wide index of its first one, Total the fleet's actors
+	// (pacing staggers the actors over the fleet).
+	Actors, First, Total int
+	// InsertBatch is the transitions per batch (1..MaxBatch); Window the
+	// batches each shard's writer keeps unacknowledged (1..MaxWindow).
+	InsertBatch, Window int
+	// InsertRate paces this host's actors to this many transitions/s in
+	// all (0: as fast as the writers take them).
+	InsertRate float64
+	// Seed seeds the synthetic transitions; Nonce makes the writer ids
+	// unique to this run.
+	Seed, Nonce uint64
+}
+
+func (c ActorsConfig) validate(shards int) error {
+	switch {
+	case shards < 1 || shards > remote.MaxShards:
+		return fmt.Errorf("loadtest: %d shards, want 1..%d", shards, remote.MaxShards)
+	case c.Actors < 1 || c.Actors > MaxStreams:
+		return fmt.Errorf("loadtest: %d actors, want 1..%d", c.Actors, MaxStreams)
+	case c.First < 0 || c.Total < c.First+c.Actors:
+		return fmt.Errorf("loadtest: actors %d..%d of %d", c.First, c.First+c.Actors, c.Total)
+	case c.InsertBatch < 1 || c.InsertBatch > MaxBatch:
+		return fmt.Errorf("loadtest: insert batch %d, want 1..%d", c.InsertBatch, MaxBatch)
+	case c.Window < 1 || c.Window > MaxWindow:
+		return fmt.Errorf("loadtest: window %d, want 1..%d", c.Window, MaxWindow)
+	case !(c.InsertRate >= 0):
+		return fmt.Errorf("loadtest: insert rate %v, want >= 0", c.InsertRate)
+	}
+	return nil
+}
+
+// ShardInserts are one shard's insert counters on one host.
+type ShardInserts struct {
+	AckedItems   uint64 `json:"acked_items"`
+	AckedBatches uint64 `json:"acked_batches"`
+	LostItems    uint64 `json:"lost_items"`
+	Resent       uint64 `json:"resent"`
+	Duplicates   uint64 `json:"duplicates"`
+	Reconnects   uint64 `json:"reconnects"`
+	Incarnations uint64 `json:"incarnations"`
+	Pending      int    `json:"pending"`
+}
+
+// Actors is a running actor host: Actors goroutines, each a simulated
+// actor inserting paced batches through its shard's writer.
+type Actors struct {
+	cfg     ActorsConfig
+	writers []*remote.Writer
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	errMu   sync.Mutex
+	err     error
+}
+
+// StartActors starts an actor host over clients (one per shard, in shard
+// order). Writer options: reconnects every 50-200 ms without giving up (a
+// killed shard comes back). Stop ends it.
+func StartActors(clients []*remote.Client, cfg ActorsConfig) (*Actors, error) {
+	if err := cfg.validate(len(clients)); err != nil {
+		return nil, err
+	}
+	batches, err := rawBatches(cfg.InsertBatch, 16, cfg.Seed+uint64(cfg.First))
+	if err != nil {
+		return nil, err
+	}
+	a := &Actors{cfg: cfg, stop: make(chan struct{})}
+	for s, c := range clients {
+		w, err := c.NewWriter(fmt.Sprintf("loadtest-%016x-a%d-s%d", cfg.Nonce, cfg.First, s), remote.WriterOptions{
+			Layout: Layout, Table: cfg.Table, Window: cfg.Window,
+			MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MaxAttempts: -1})
+		if err != nil {
+			for _, w := range a.writers {
+				w.Close(context.Background())
+			}
+			return nil, err
+		}
+		a.writers = append(a.writers, w)
+	}
+	var every time.Duration
+	if cfg.InsertRate > 0 {
+		every = time.Duration(float64(time.Second) * float64(cfg.Actors*cfg.InsertBatch) / cfg.InsertRate)
+	}
+	start := time.Now()
+	for i := range cfg.Actors {
+		g := cfg.First + i
+		w := a.writers[g%len(a.writers)]
+		a.wg.Go(func() {
+			var pace *time.Timer
+			due := start
+			if every > 0 {
+				due = start.Add(every * time.Duration(g) / time.Duration(cfg.Total))
+				pace = time.NewTimer(0)
+				defer pace.Stop()
+			}
+			for k := 0; ; k++ {
+				if pace != nil {
+					if d := time.Until(due); d > 0 {
+						pace.Reset(d)
+						select {
+						case <-pace.C:
+						case <-a.stop:
+							return
+						}
+					} else if d < -time.Second {
+						due = time.Now() // behind by over a second (a dead shard): no burst to catch up
+					}
+					due = due.Add(every)
+				}
+				select {
+				case <-a.stop:
+					return
+				default:
+				}
+				if err := w.Insert(batches[(g+k)%len(batches)]); err != nil {
+					select {
+					case <-a.stop: // Stop's Close ended the wait
+					default:
+						a.errMu.Lock()
+						a.err = errors.Join(a.err, fmt.Errorf("loadtest: actor %d: %w", g, err))
+						a.errMu.Unlock()
+					}
+					return
+				}
+			}
+		})
+	}
+	return a, nil
+}
+
+// Stats snapshots the host's per-shard insert counters. Safe for
+// concurrent use.
+func (a *Actors) Stats() []ShardInserts {
+	out := make([]ShardInserts, len(a.writers))
+	for i, w := range a.writers {
+		s := w.Stats()
+		out[i] = ShardInserts{AckedItems: s.AckedItems, AckedBatches: s.Acked, LostItems: s.LostItems, Resent: s.Resent,
+			Duplicates: s.Duplicates, Reconnects: s.Reconnects, Incarnations: s.Incarnations, Pending: s.Pending}
+	}
+	return out
+}
+
+// Stop stops the actors, waits up to ctx for the writers to have every
+// batch acknowledged (what is not is counted lost) and closes them. It
+// returns the first failure of an actor or a writer. Call once.
+func (a *Actors) Stop(ctx context.Context) error {
+	close(a.stop)
+	var errs []error
+	var closing sync.WaitGroup
+	closed := make([]error, len(a.writers))
+	for i, w := range a.writers {
+		closing.Go(func() { closed[i] = w.Close(ctx) }) // also ends an Insert waiting for window space
+	}
+	closing.Wait()
+	a.wg.Wait()
+	for i, err := range closed {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("loadtest: shard %d's writer: %w", i, err))
+		}
+	}
+	a.errMu.Lock()
+	defer a.errMu.Unlock()
+	return errors.Join(append([]error{a.err}, errs...)...)
+}
+
+// rawBatches makes n distinct batches of rows random CartPole transitions
+// with random priorities in (0, 1], for a remote.Writer to encode.
+func rawBatches(rows, n int, seed uint64) ([]*buffer.Transitions, error) {
+	rng := rand.New(rand.NewPCG(seed, 0x10ad))
+	out := make([]*buffer.Transitions, n)
+	for i := range out {
+		t := &buffer.Transitions{}
+		for range rows {
+			for range ObsDim {
+				t.Obs = append(t.Obs, float32(rng.NormFloat64()))
+				t.NextObs = append(t.NextObs, float32(rng.NormFloat64()))
+			}
+			t.Action = append(t.Action, int32(rng.IntN(2)))
+			t.Reward = append(t.Reward, 1)
+			d := float32(0.99)
+			if rng.IntN(50) == 0 {
+				d = 0
+			}
+			t.Discount = append(t.Discount, d)
+			t.Priority = append(t.Priority, 1-rng.Float64())
+		}
+		out[i] = t
+	}
+	return out, nil
+}
+
+// LearnerConfig is the fleet load test's sampling learner.
+type LearnerConfig struct {
+	Table string
+	// SampleBatch is the rows per draw (1..MaxBatch); SampleInflight the
+	// draws each shard's stream keeps in flight (1..MaxInflight).
+	SampleBatch, SampleInflight int
+	// SampleRate paces the draws to this many rows/s over all shards (0:
+	// every stream as fast as its shard answers).
+	SampleRate float64
+	Seed       uint64
+}
+
+// ShardSamples are the learner's counters for one shard.
+type ShardSamples struct {
+	Draws uint64 `json:"draws"`
+	// Sampled counts rows whose write-back the shard answered; Applied,
+	// Stale and WrongIncarnation split them as the shard reported.
+	Sampled          uint64 `json:"sampled"`
+	Applied          uint64 `json:"applied"`
+	Stale            uint64 `json:"stale"`
+	WrongIncarnation uint64 `json:"wrong_incarnation"`
+	// Probes counts write-backs of a batch drawn from an earlier
+	// incarnation, sent on purpose after a reconnect to a restarted shard;
+	// StaleApplied the rows of such write-backs the shard applied (must be
+	// 0: a stale write applied).
+	Probes       uint64 `json:"probes"`
+	StaleApplied uint64 `json:"stale_applied"`
+	Reconnects   uint64 `json:"reconnects"`
+	Incarnation  uint64 `json:"incarnation"`
+	LastError    string `json:"last_error,omitempty"`
+}
+
+// RTT is a phase's draw round trips.
+type RTT struct {
+	Count uint64  `json:"count"`
+	P50US float64 `json:"p50_us"`
+	P90US float64 `json:"p90_us"`
+	P99US float64 `json:"p99_us"`
+	MaxUS float64 `json:"max_us"`
+}
+
+// Learner is a running fleet learner: one Sample stream per shard,
+// re-opened (every 100 ms) while its shard is down.
+type Learner struct {
+	cfg    LearnerConfig
+	ctx    context.Context
+	cancel context.CancelFunc
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	shards []*learnerShard
+
+	next  atomic.Int64 // UnixNano the next paced draw is due
+	every time.Duration
+
+	histMu sync.Mutex
+	phase  string
+	hists  map[string]*meter.Histogram // by phase, and "measured": every phase but "warmup"
+}
+
+type learnerShard struct {
+	mu sync.Mutex
+	st ShardSamples
+	// last is the newest batch drawn (its keys and incarnation), written
+	// back again as a probe after a reconnect to another incarnation.
+	lastKeys []uint64
+	lastInc  uint64
+}
+
+// StartLearner starts the learner over conns (one per shard, in shard
+// order); its round trips count in phase "warmup" until Phase names
+// another. Stop ends it.
+func StartLearner(conns []*grpc.ClientConn, cfg LearnerConfig) (*Learner, error) {
+	switch {
+	case len(conns) < 1 || len(conns) > remote.MaxShards:
+		return nil, fmt.Errorf("loadtest: %d shards, want 1..%d", len(conns), remote.MaxShards)
+	case cfg.SampleBatch < 1 || cfg.SampleBatch > MaxBatch:
+		return nil, fmt.Errorf("loadtest: sample batch %d, want 1..%d", cfg.SampleBatch, MaxBatch)
+	case cfg.SampleInflight < 1 || cfg.SampleInflight > MaxInflight:
+		return nil, fmt.Errorf("loadtest: draws in flight %d, want 1..%d", cfg.SampleInflight, MaxInflight)
+	case !(cfg.SampleRate >= 0):
+		return nil, fmt.Errorf("loadtest: sample rate %v, want >= 0", cfg.SampleRate)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Learner{cfg: cfg, ctx: ctx, cancel: cancel, stop: make(chan struct{}), phase: "warmup",
+		hists: map[string]*meter.Histogram{}}
+	if cfg.SampleRate > 0 {
+		l.every = time.Duration(float64(time.Second) * float64(cfg.SampleBatch) / cfg.SampleRate)
+		l.next.Store(time.Now().UnixNano())
+	}
+	for i, c := range conns {
+		s := &learnerShard{}
+		l.shards = append(l.shards, s)
+		client := replayv1.NewReplayClient(c)
+		l.wg.Go(func() { l.runShard(client, s, i) })
+	}
+	return l, nil
+}
+
+// Phase starts recording round trips under name (a later call with the
+// same name goes on adding to it).
+func (l *Learner) Phase(name string) {
+	l.histMu.Lock()
+	defer l.histMu.Unlock()
+	l.phase = name
+}
+
+func (l *Learner) record(d time.Duration) {
+	l.histMu.Lock()
+	defer l.histMu.Unlock()
+	h := l.hists[l.phase]
+	if h == nil {
+		h = &meter.Histogram{}
+		l.hists[l.phase] = h
+	}
+	h.Record(d)
+	if l.phase != "warmup" {
+		m := l.hists["measured"]
+		if m == nil {
+			m = &meter.Histogram{}
+			l.hists["measured"] = m
+		}
+		m.Record(d)
+	}
+}
+
+// RTTs returns each phase's round trips so far, by phase name.
+func (l *Learner) RTTs() map[string]RTT {
+	l.histMu.Lock()
+	defer l.histMu.Unlock()
+	out := map[string]RTT{}
+	for name, h := range l.hists {
+		out[name] = RTT{Count: h.Count(), P50US: us(h.Quantile(0.5)), P90US: us(h.Quantile(0.9)), P99US: us(h.Quantile(0.99)), MaxUS: us(h.Max())}
+	}
+	return out
+}
+
+// Stats snapshots the per-shard counters. Safe for concurrent use.
+func (l *Learner) Stats() []ShardSamples {
+	out := make([]ShardSamples, len(l.shards))
+	for i, s := range l.shards {
+		s.mu.Lock()
+		out[i] = s.st
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// Stop ends the streams (those waiting for a shard's answer are
+// cancelled after grace) and waits for them.
+func (l *Learner) Stop(grace time.Duration) {
+	close(l.stop)
+	t := time.AfterFunc(grace, l.cancel)
+	l.wg.Wait()
+	t.Stop()
+	l.cancel()
+}
+
+func (l *Learner) stopped() bool {
+	select {
+	case <-l.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// runShard keeps a Sample stream open to shard i until Stop, re-opening
+// it 100 ms after a failure.
+func (l *Learner) runShard(client replayv1.ReplayClient, s *learnerShard, i int) {
+	rng := rand.New(rand.NewPCG(l.cfg.Seed, uint64(i)))
+	for first := true; !l.stopped(); first = false {
+		if !first {
+			s.mu.Lock()
+			s.st.Reconnects++
+			s.mu.Unlock()
+		}
+		if err := l.stream(client, s, rng); err != nil && !l.stopped() {
+			s.mu.Lock()
+			s.st.LastError = err.Error()
+			s.mu.Unlock()
+			select {
+			case <-l.stop:
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// claim waits for the next paced draw slot (at once when unpaced) and
+// reports false when the learner stops first. A learner behind by over a
+// second (every shard was down) restarts its schedule instead of
+// bursting.
+func (l *Learner) claim() bool {
+	if l.every == 0 {
+		return !l.stopped()
+	}
+	now := time.Now().UnixNano()
+	var due int64
+	for {
+		n := l.next.Load()
+		due = max(n, now-int64(time.Second))
+		if l.next.CompareAndSwap(n, due+int64(l.every)) {
+			break
+		}
+	}
+	if d := time.Duration(due - now); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-l.stop:
+			return false
+		}
+	}
+	return !l.stopped()
+}
+
+// stream runs one Sample stream: SampleInflight draws in flight, each
+// answered batch written back with random priorities and replaced by a
+// new draw; after a reconnect to another incarnation, the previous
+// incarnation's last batch is written back once as a probe.
+func (l *Learner) stream(client replayv1.ReplayClient, s *learnerShard, rng *rand.Rand) error {
+	ctx, cancel := context.WithCancel(l.ctx)
+	defer cancel()
+	st, err := client.Sample(ctx)
+	if err != nil {
+		return err
+	}
+	n, k := l.cfg.SampleBatch, l.cfg.SampleInflight
+	sent := make([]atomic.Int64, k)
+	got := make(chan answer, 2*k+2)
+	var recv sync.WaitGroup
+	defer recv.Wait()
+	defer cancel()
+	probeID := probeBase
+	recv.Go(func() {
+		for {
+			rep, err := st.Recv()
+			now := time.Now().UnixNano()
+			if err != nil {
+				select {
+				case got <- answer{err: err}:
+				case <-ctx.Done():
+				}
+				return
+			}
+			switch m := rep.GetKind().(type) {
+			case *replayv1.SampleReply_Batch:
+				b := m.Batch
+				if uint64(len(b.GetKeys())) != uint64(n) {
+					select {
+					case got <- answer{err: fmt.Errorf("draw %d answered with %d keys, want %d", b.GetId(), len(b.GetKeys()), n)}:
+					case <-ctx.Done():
+					}
+					return
+				}
+				l.record(time.Duration(now - sent[b.GetId()%uint64(k)].Load()))
+				select {
+				case got <- answer{b: b}:
+				case <-ctx.Done():
+					return
+				}
+			case *replayv1.SampleReply_Written:
+				w := m.Written
+				rows := uint64(w.GetApplied() + w.GetStale() + w.GetWrongIncarnation())
+				s.mu.Lock()
+				if w.GetId() >= probeBase {
+					s.st.StaleApplied += uint64(w.GetApplied())
+					s.st.WrongIncarnation += uint64(w.GetWrongIncarnation())
+					s.st.Stale += uint64(w.GetStale())
+				} else {
+					s.st.Sampled += rows
+					s.st.Applied += uint64(w.GetApplied())
+					s.st.Stale += uint64(w.GetStale())
+					s.st.WrongIncarnation += uint64(w.GetWrongIncarnation())
+				}
+				s.mu.Unlock()
+			}
+		}
+	})
+	prios := make([]float64, 4*n)
+	for i := range prios {
+		prios[i] = rng.ExpFloat64()
+	}
+	var id uint64
+	draw := &replayv1.Draw{Table: l.cfg.Table, Batch: uint32(n)}
+	sendDraw := func() error {
+		if !l.claim() {
+			return errStopped
+		}
+		id++
+		draw.Id, draw.Seed, draw.Step = id, rng.Uint64(), id
+		sent[id%uint64(k)].Store(time.Now().UnixNano())
+		return st.Send(&replayv1.SampleRequest{Kind: &replayv1.SampleRequest_Draw{Draw: draw}})
+	}
+	wb := &replayv1.WriteBack{Table: l.cfg.Table}
+	wreq := &replayv1.SampleRequest{Kind: &replayv1.SampleRequest_WriteBack{WriteBack: wb}}
+	inflight := 0
+	for range k {
+		if err := sendDraw(); err != nil {
+			return closeStream(ctx, st, got, err)
+		}
+		inflight++
+	}
+	for inflight > 0 {
+		var a answer
+		select {
+		case a = <-got:
+		case <-l.stop:
+			return closeStream(ctx, st, got, errStopped)
+		}
+		if a.err != nil {
+			return a.err
+		}
+		inflight--
+		b := a.b
+		s.mu.Lock()
+		s.st.Draws++
+		probe := s.lastInc != 0 && s.lastInc != b.GetIncarnation()
+		oldKeys, oldInc := s.lastKeys, s.lastInc
+		s.lastKeys, s.lastInc = append(s.lastKeys[:0:0], b.GetKeys()...), b.GetIncarnation()
+		s.st.Incarnation = b.GetIncarnation()
+		if probe {
+			s.st.Probes++
+		}
+		s.mu.Unlock()
+		if probe {
+			// A write-back of the previous incarnation's batch: the
+			// restarted shard must drop it (wrong incarnation).
+			probeID++
+			pw := &replayv1.WriteBack{Table: l.cfg.Table, Id: probeID, Incarnation: oldInc, Keys: oldKeys, AbsTd: prios[:len(oldKeys)]}
+			if err := st.Send(&replayv1.SampleRequest{Kind: &replayv1.SampleRequest_WriteBack{WriteBack: pw}}); err != nil {
+				return err
+			}
+		}
+		off := rng.IntN(len(prios) - n + 1)
+		wb.Id, wb.Incarnation, wb.Keys, wb.AbsTd = b.GetId(), b.GetIncarnation(), b.GetKeys(), prios[off:off+n]
+		if err := st.Send(wreq); err != nil {
+			return err
+		}
+		if err := sendDraw(); err != nil {
+			return closeStream(ctx, st, got, err)
+		}
+		inflight++
+	}
+	return nil
+}
+
+var errStopped = errors.New("loadtest: stopped")
+
+// probeBase is the first id of the probe write-backs (draw ids stay
+// below it).
+const probeBase = uint64(1) << 63
+
+// answer is a stream's next batch, or the error that ended it.
+type answer struct {
+	b   *replayv1.Batch
+	err error
+}
+
+// closeStream ends the sending side after a stop (why is errStopped; any
+// other error is returned as is) and waits for the receiver to see the
+// stream end, so the shard answers the write-backs sent; Stop's grace
+// cancels a shard that does not answer.
+func closeStream(ctx context.Context, st grpc.BidiStreamingClient[replayv1.SampleRequest, replayv1.SampleReply], got <-chan answer, why error) error {
+	if !errors.Is(why, errStopped) {
+		return why
+	}
+	if err := st.CloseSend(); err != nil {
+		return nil
+	}
+	for {
+		select {
+		case a := <-got:
+			if a.err != nil {
+				return nil
+			}
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
