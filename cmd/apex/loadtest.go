@@ -54,6 +54,30 @@ client-key.pem, ca.pem) and -token-file (the learner's token: the load
 test inserts and samples); an address beyond loopback needs them (or
 -insecure).
 
+Fleet mode (-shards=N): Ape-X's set-up over processes of this binary.
+It starts N apex replay shards (-capacity each, no rate limiter), then
+-actor-hosts actor-host processes that share -streams simulated actors
+(each inserting batches of -insert-batch over its host's shard writers,
+paced to -insert-rate in all) and one learner process that keeps
+-sample-inflight draws of -sample-batch rows in flight per shard and
+writes back every row (paced to -sample-rate in all; 0: full speed). The
+report gives inserts/s and samples/s per shard and in total, the draws'
+round trips, the CPU seconds of every process, acknowledged inserts lost
+(the writers' acknowledged rows against what each shard holds at the
+end) and stale writes applied. -chaos kills shard -chaos-shard by its pid
+(SIGKILL) at -chaos-at into the measured window and restarts it on its
+port from its checkpoint folder after -chaos-down (a new incarnation);
+the learner then sends a write-back of the killed incarnation's last batch
+on purpose, which must not be applied, and the report adds the learner's
+rate before, during and after the loss and the time to full rate after
+the restart. Every process is ended by its pid and the folder removed.
+Until remote.ShardedWriter and remote.ShardedMethod land, simulated actor
+g inserts on shard g mod N through its host's single-shard writer of that
+shard, and each draw takes a whole batch from one shard.
+
+Ape-X's rate: apex loadtest -shards=2 -actor-hosts=4 -streams=360 -insert-batch=50 -insert-rate=12500 -sample-rate=9700
+A shard kill: apex loadtest -shards=2 -streams=360 -insert-batch=50 -insert-rate=12500 -sample-rate=9700 -duration=20s -chaos
+
 Typical: apex loadtest -json=loadtest.json
 Fewer actors: apex loadtest -streams=8 -duration=5s
 Draw latency at a set insert load: apex loadtest -insert-rate=1e6 -sample-inflight=1
@@ -97,7 +121,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 	fs.IntVar(&fc.chaosShard, "chaos-shard", 0, "fleet mode: the shard -chaos kills")
 	fs.DurationVar(&fc.chaosAt, "chaos-at", 0, "fleet mode: when -chaos kills the shard, into the measured window (0: a third of -duration)")
 	fs.DurationVar(&fc.chaosDown, "chaos-down", time.Second, "fleet mode: how long the killed shard stays down")
-	fs.DurationVar(&fc.ckptEvery, "checkpoint-every", time.Second, "fleet mode: the shards' -checkpoint-every (a restarted shard restores the last one)")
+	fs.DurationVar(&fc.ckptEvery, "checkpoint-every", time.Second, "fleet mode with -chaos: the shards' -checkpoint-every (the restarted shard restores the last one; without -chaos the shards write no checkpoints)")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this file (- for stdout, instead of the table)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load test's own process to this file")
 	fs.Usage = func() {

@@ -328,8 +328,10 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 	}()
 	replayArgs := func(s *fleetShard, restore bool) []string {
 		a := []string{"-env=CartPole-v1", "-sampler=per", fmt.Sprintf("-capacity=%d", c.capacity), "-rate-limit=false",
-			fmt.Sprintf("-min-replay=%d", c.lt.SampleBatch), "-checkpoint-dir=" + filepath.Join(s.dir, "ckpt"),
-			"-checkpoint-every=" + c.ckptEvery.String()}
+			fmt.Sprintf("-min-replay=%d", c.lt.SampleBatch)}
+		if c.chaos { // checkpoints only where a shard is restarted from one
+			a = append(a, "-checkpoint-dir="+filepath.Join(s.dir, "ckpt"), "-checkpoint-every="+c.ckptEvery.String())
+		}
 		if restore {
 			a = append(a, "-restore="+filepath.Join(s.dir, "ckpt", "replay.ckpt"))
 		}
