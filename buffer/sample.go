@@ -39,7 +39,12 @@ const wideAfter = 64
 // first call with a given dst. Safe for concurrent use with every other
 // method.
 func (b *Buffer) Sample(rng *rand.Rand, dst *Batch) error {
-	total, err := b.sampleRefs(rng, dst, true)
+	return b.sampleRows(rng, dst, nil)
+}
+
+// sampleRows is Sample, or SampleAt when at is not nil.
+func (b *Buffer) sampleRows(rng *rand.Rand, dst *Batch, at []float64) error {
+	total, err := b.sampleRefs(rng, dst, true, at)
 	if err != nil {
 		return err
 	}
@@ -89,7 +94,7 @@ func (b *Buffer) Sample(rng *rand.Rand, dst *Batch) error {
 // with a given dst. Safe for concurrent use with every other method; a
 // descent that meets a node changed under it clamps to a valid child.
 func (b *Buffer) SampleRefs(rng *rand.Rand, dst *Batch) error {
-	total, err := b.sampleRefs(rng, dst, false)
+	total, err := b.sampleRefs(rng, dst, false, nil)
 	if err != nil {
 		return err
 	}
@@ -116,12 +121,17 @@ func (b *Buffer) SampleRefs(rng *rand.Rand, dst *Batch) error {
 
 // sampleRefs runs the batched descent and sets dst.Size, Total and MinProb;
 // rows whose descent failed have sc.ok false. It returns the total in units.
-func (b *Buffer) sampleRefs(rng *rand.Rand, dst *Batch, data bool) (uint64, error) {
+// With at (SampleAt's positions, checked) the targets are at[j]·total
+// instead of stratified draws.
+func (b *Buffer) sampleRefs(rng *rand.Rand, dst *Batch, data bool, at []float64) (uint64, error) {
 	if err := checkArgs(rng, dst); err != nil {
 		return 0, err
 	}
 	n := dst.Len()
 	size, err := b.checkSample(n)
+	if at != nil {
+		size, err = b.checkSampleAt(at, n)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -130,15 +140,22 @@ func (b *Buffer) sampleRefs(rng *rand.Rand, dst *Batch, data bool) (uint64, erro
 	}
 	sc := &dst.scr
 	sc.size(n, len(b.stripes))
+	sc.at = at
 	total := b.stripeMasses(sc.roots)
 	if total == 0 {
 		return 0, fmt.Errorf("%w: %d items stored, all with priority 0", ErrZeroMass, size)
 	}
-	// Stratified targets, ascending, mapped to stripes in one merge pass.
+	// Stratified targets (or the given positions), ascending, mapped to
+	// stripes in one merge pass.
 	st := newStrata(total, n)
 	s, cum := 0, uint64(0)
 	for j := range n {
-		u := st.next(rng)
+		var u uint64
+		if at != nil {
+			u = position(at[j], total)
+		} else {
+			u = st.next(rng)
+		}
 		for s < len(sc.roots)-1 && u >= cum+sc.roots[s] {
 			cum += sc.roots[s]
 			s++
@@ -268,12 +285,16 @@ func mulDiv(a, b, c uint64) uint64 {
 // instead: the stratum is then covered by slots being written (an inserter
 // was descheduled between claiming slots and removing their mass), and the
 // row should not wait on the scheduler. Such rows are counted in
-// Stats.StratumFallbacks.
+// Stats.StratumFallbacks. A SampleAt row re-descends at its own position
+// (the tree re-read) before that fallback.
 func (b *Buffer) redraw(rng *rand.Rand, sc *scratch, j int, total uint64, n, tries int) {
 	var u uint64
-	if tries < wideAfter {
+	switch {
+	case tries < wideAfter && sc.at != nil: // SampleAt: the same position, re-read
+		u = position(sc.at[j], total)
+	case tries < wideAfter:
 		u = stratum(rng, total, j, n)
-	} else {
+	default:
 		if tries == wideAfter {
 			b.c.fallbacks.Add(1)
 		}
@@ -478,11 +499,22 @@ func (b *Buffer) scan(sc *scratch, i, k int, rng *rand.Rand) {
 // being written are re-drawn. Errors as Sample, except that zero total
 // priority is allowed. O(B·(Stripes + item size)). Safe for concurrent use.
 func (b *Buffer) SampleUniform(rng *rand.Rand, dst *Batch) error {
+	return b.sampleUniform(rng, dst, nil)
+}
+
+// sampleUniform is SampleUniform, or SampleUniformAt when at is not nil.
+func (b *Buffer) sampleUniform(rng *rand.Rand, dst *Batch, at []float64) error {
 	if err := checkArgs(rng, dst); err != nil {
 		return err
 	}
 	n := dst.Len()
-	if _, err := b.checkSample(n); err != nil {
+	var err error
+	if at != nil {
+		_, err = b.checkSampleAt(at, n)
+	} else {
+		_, err = b.checkSample(n)
+	}
+	if err != nil {
 		return err
 	}
 	if err := b.checkBatch(dst, true); err != nil {
@@ -509,7 +541,12 @@ func (b *Buffer) SampleUniform(rng *rand.Rand, dst *Batch) error {
 	for j := range n {
 		tries := 0
 		for {
-			r := rng.Uint64N(claimed)
+			var r uint64
+			if at != nil && tries < wideAfter { // SampleUniformAt: the same position, re-read
+				r = position(at[j], claimed)
+			} else {
+				r = rng.Uint64N(claimed)
+			}
 			s := 0
 			for r >= sc.roots[s] {
 				r -= sc.roots[s]

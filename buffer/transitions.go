@@ -225,6 +225,7 @@ type scratch struct {
 	slot  []int32  // global slot per row
 	word  []uint64 // leaf word chosen per row
 	ok    []bool
+	at    []float64          // SampleAt's positions during its call (nil otherwise)
 	rows  []int32            // rows selectRows moves at one level
 	base  []int              // per row, the first node of its group at the level being descended
 	pre   [fanout]uint64     // prefix sums of the group being scanned

@@ -165,6 +165,7 @@ type stage struct {
 	keys        []uint64
 	req         replayv1.SampleRequest
 	ep          *episodes // the episode source (nil: the stage keeps none)
+	openTries   int       // attempts to open the stream per call (0: streamOpenAttempts)
 
 	statsMu sync.Mutex
 	stats   map[string]float64
@@ -408,12 +409,22 @@ func (s *stage) roundTrip(req *replayv1.SampleRequest, timeout time.Duration) (*
 // timeout, until events reports done or another reply comes, which is
 // returned. An events error (a malformed message) breaks the stream.
 func (s *stage) exchange(req *replayv1.SampleRequest, timeout time.Duration, events func(*replayv1.EpisodeEvents) (done bool, err error)) (*replayv1.SampleReply, error) {
+	if err := s.send(req); err != nil {
+		return nil, err
+	}
+	return s.recv(timeout, events)
+}
+
+// send is exchange's first half: req sent on the stream (opened, or
+// re-opened once found ended before req went out). A failure leaves the
+// stream closed.
+func (s *stage) send(req *replayv1.SampleRequest) error {
 	var err error
 	for tries := 0; ; tries++ {
 		if err := s.open(); err != nil {
-			return nil, err
+			return err
 		}
-		if err = s.stream.Send(req); err != io.EOF || tries == streamOpenAttempts {
+		if err = s.stream.Send(req); err != io.EOF || tries == s.attempts() {
 			break
 		}
 		_, rerr := s.stream.Recv() // why the stream had ended
@@ -423,8 +434,15 @@ func (s *stage) exchange(req *replayv1.SampleRequest, timeout time.Duration, eve
 		_, err = s.stream.Recv()
 	}
 	if err != nil {
-		return nil, s.broken(err)
+		return s.broken(err)
 	}
+	return nil
+}
+
+// recv is exchange's second half: the next reply (after the episode
+// events handed to events, when not nil), waiting at most timeout (0: no
+// limit). A failure leaves the stream closed.
+func (s *stage) recv(timeout time.Duration, events func(*replayv1.EpisodeEvents) (done bool, err error)) (*replayv1.SampleReply, error) {
 	var timer *time.Timer
 	var timedOut atomic.Bool
 	if timeout > 0 {
@@ -452,6 +470,14 @@ func (s *stage) exchange(req *replayv1.SampleRequest, timeout time.Duration, eve
 		return nil, s.broken(err)
 	}
 	return reply, nil
+}
+
+// attempts is how many times a call tries to open the stream.
+func (s *stage) attempts() int {
+	if s.openTries > 0 {
+		return s.openTries
+	}
+	return streamOpenAttempts
 }
 
 // broken closes the stream (the next call re-opens it) and returns err.
@@ -484,7 +510,7 @@ func (s *stage) open() error {
 			return nil
 		}
 		cancel()
-		if attempt == streamOpenAttempts || s.ctx.Err() != nil {
+		if attempt >= s.attempts() || s.ctx.Err() != nil {
 			return fmt.Errorf("open the sample stream (%d attempts): %w", attempt, err)
 		}
 		t := time.NewTimer(backoff)

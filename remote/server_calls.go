@@ -156,7 +156,8 @@ func (s *Server) Info(ctx context.Context, _ *replayv1.InfoRequest) (*replayv1.I
 		Name: s.t.Name, Method: m.String(), Capacity: uint64(b.Capacity()), Size: uint64(b.Size()),
 		Total: b.TotalPriority(), MaxPriority: b.MaxPriority(), Limiter: s.limiterConfig(),
 		Counters: s.wireCounters(), Features: m.Features != nil, Evaluated: m.Evaluated != nil,
-		Episodes: s.episodeConfig(),
+		Episodes:   s.episodeConfig(),
+		Positional: m.Positional != nil,
 	}
 	if m.Stats != nil {
 		ti.MethodStats = m.Stats()

@@ -23,6 +23,7 @@ type sampleStream struct {
 	out    replayv1.Batch
 	data   replayv1.Columns
 	wrote  replayv1.WriteBackResult
+	fleet  fleetStream // positional draws and tallies (server_fleet.go)
 
 	// The episode feed (server_episodes.go), guarded by Server.stage but
 	// feedOut, which the handler owns between taking it and sending it.
@@ -82,6 +83,8 @@ func (s *Server) Sample(stream grpc.BidiStreamingServer[replayv1.SampleRequest, 
 			if err = s.observeEpisodes(k.ObserveEpisodes, st, stream); err == nil {
 				continue // answered by the feed's messages
 			}
+		case *replayv1.SampleRequest_Tally:
+			reply, err = s.tally(k.Tally, st)
 		default:
 			err = s.reject(codes.InvalidArgument, "remote: sample: a request with neither a draw nor a write-back (nor an observe-episodes)")
 		}
@@ -114,7 +117,7 @@ func (s *Server) draw(ctx context.Context, d *replayv1.Draw, st *sampleStream) (
 	switch {
 	case n < 1:
 		return nil, s.reject(codes.InvalidArgument, "remote: draw %d: batch %d (want >= 1)", d.Id, d.Batch)
-	case n > s.cfg.Capacity:
+	case n > s.cfg.Capacity && len(d.At) == 0: // positions may repeat items
 		return nil, s.reject(codes.InvalidArgument, "remote: draw %d: batch %d exceeds the table's capacity %d", d.Id, n, s.cfg.Capacity)
 	case s.drawBytes(n) > replayv1.MaxMessageBytes:
 		return nil, s.reject(codes.InvalidArgument, "remote: draw %d: a batch of %d rows needs about %d bytes, above the %d-byte message limit (MaxMessageBytes): draw at most %d rows",
@@ -122,7 +125,10 @@ func (s *Server) draw(ctx context.Context, d *replayv1.Draw, st *sampleStream) (
 	case d.Step == 0:
 		return nil, s.reject(codes.InvalidArgument, "remote: draw %d: step 0 (the learner step a draw serves is 1-based)", d.Id)
 	}
-	if lim := s.t.Limiter; lim != nil {
+	if err := s.checkFleetDraw(d); err != nil {
+		return nil, err
+	}
+	if lim := s.t.Limiter; lim != nil && d.Fleet == nil { // a fleet's learner held the draw
 		wctx := ctx
 		if d.NoWait {
 			c, cancel := context.WithCancel(ctx)
@@ -156,7 +162,7 @@ func (s *Server) draw(ctx context.Context, d *replayv1.Draw, st *sampleStream) (
 		s.stage.Unlock()
 		return nil, err
 	}
-	err := st.reseed.SampleSeed(d.Seed, b)
+	err := s.sampleDraw(st, d, b)
 	s.feedAfterDraw(st)
 	if err == nil && m.Weighter != nil {
 		if werr := m.Weighter.Weights(b, int64(d.Step-1)); werr != nil {
@@ -179,6 +185,7 @@ func (s *Server) draw(ctx context.Context, d *replayv1.Draw, st *sampleStream) (
 		out.Weight = append(out.Weight, b.Weight...)
 	}
 	out.Size, out.Total, out.MinProb = uint64(b.Size), b.Total, b.MinProb
+	out.Mass, out.Inserted = st.fleet.mass, s.limiterInserted()
 	if err := EncodeBatch(&st.data, s.cfg, b, n); err != nil {
 		return nil, s.reject(codes.Internal, "remote: draw %d: %v", d.Id, err)
 	}

@@ -56,8 +56,12 @@ type RateLimiter struct {
 	// by CommitInsert or AbortInsert: they count toward the ratio but not
 	// toward MinSizeToSample. Invariant: 0 <= pending <= inserted.
 	pending int64
-	wake    chan struct{} // closed (and replaced) whenever the counters move
-	stats   RateLimiterStats
+	// others is the items inserted into the other shards of a fleet, as
+	// its learner last reported them (SetFleetCounts); 0 for a limiter
+	// that is not a fleet's shard. It counts toward the insert side only.
+	others int64
+	wake   chan struct{} // closed (and replaced) whenever the counters move
+	stats  RateLimiterStats
 }
 
 // RateLimiterStats counts what the limiter did.
@@ -138,7 +142,17 @@ func (r *RateLimiter) diffLocked() float64 {
 }
 
 func (r *RateLimiter) canInsertLocked() bool {
-	return r.inserted < r.cfg.MinSizeToSample || r.diffLocked()+r.cfg.SamplesPerInsert <= r.maxDiff
+	ins := r.inserted + r.others
+	return ins < r.cfg.MinSizeToSample || float64(ins)*r.cfg.SamplesPerInsert-float64(r.sampled)+r.cfg.SamplesPerInsert <= r.maxDiff
+}
+
+// AdmitsSample reports whether a limiter configured with c whose counts
+// are inserted items (all stored) and sampled items admits a batch of
+// samples now (its first item fits, as AwaitSample admits): what a
+// fleet's learner checks against the counts of all its shards. O(1).
+func (c RateLimiterConfig) AdmitsSample(inserted, sampled int64) bool {
+	minDiff := c.SamplesPerInsert*float64(c.MinSizeToSample) - c.ErrorBuffer
+	return inserted >= c.MinSizeToSample && float64(inserted)*c.SamplesPerInsert-float64(sampled)-1 >= minDiff
 }
 
 // canSampleLocked: learning has started (MinSizeToSample items stored,
@@ -291,6 +305,39 @@ func (r *RateLimiter) awaitOp(ctx context.Context, n int, op limiterOp) error {
 			return fmt.Errorf("%w: %s of %d items waited %v (inserted %d, sampled %d)", ErrRateLimited, side, n, timeoutCfg, ins, smp)
 		}
 	}
+}
+
+// SetFleetCounts makes the limiter the insert side of one shard of a
+// fleet whose learner enforces the ratio over all shards (Reverb's
+// SampleToInsertRatio on the fleet's counts): sampled is the items sampled
+// over every shard, othersInserted the items inserted into the other
+// shards, both as the learner knows them. From then on inserts are
+// admitted while (Inserted + othersInserted)·SamplesPerInsert − sampled
+// is within the bound, so actors wait for a slow learner whichever shard
+// it samples from; the sample side is the learner's (a fleet's draws do
+// not call AwaitSample). A later call replaces both counts (the learner's
+// are authoritative: a restarted learner's may be lower). Waiting inserts
+// are woken to re-check. Negative counts are an error. O(1); safe for
+// concurrent use.
+func (r *RateLimiter) SetFleetCounts(othersInserted, sampled int64) error {
+	if othersInserted < 0 || sampled < 0 {
+		return fmt.Errorf("runtime: rate limiter: fleet counts %d inserted elsewhere, %d sampled (want >= 0)", othersInserted, sampled)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.others, r.sampled = othersInserted, sampled
+	close(r.wake)
+	r.wake = make(chan struct{})
+	return nil
+}
+
+// Counts returns the items inserted into this limiter's table (reserved
+// ones included) and the items sampled (a fleet shard's: the fleet's, as
+// SetFleetCounts set them). O(1); safe for concurrent use.
+func (r *RateLimiter) Counts() (inserted, sampled int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inserted, r.sampled
 }
 
 // Stats returns a snapshot of the counters. O(1).

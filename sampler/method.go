@@ -77,6 +77,11 @@ type Method struct {
 	// loads into the method rebuilt from the same configuration. Not
 	// concurrently with the learner's calls.
 	State Stateful
+	// Positional, if not nil, draws at positions the caller gives, as
+	// fractions of the stage's mass (proportional PER, LAP, uniform, PAL):
+	// what exact sampling across replay shards needs (remote.ShardedMethod).
+	// Same goroutine as Sample, except Mass (any).
+	Positional Positional
 	// Stats, if not nil, snapshots the method's own counters, one value
 	// per Stat of its Spec, keyed by Stat.Name (a new map each call).
 	// Safe for concurrent use.

@@ -48,7 +48,7 @@ func lapSpec() Spec {
 			if err != nil {
 				return Method{}, err
 			}
-			return Method{Selector: l}, nil
+			return Method{Selector: l, Positional: proportionalAt{buf}}, nil
 		},
 	}
 }

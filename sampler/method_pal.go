@@ -23,7 +23,7 @@ func palSpec() Spec {
 			if err != nil {
 				return Method{}, err
 			}
-			return Method{Selector: p, Weighter: p, Normalizer: p}, nil
+			return Method{Selector: p, Weighter: p, Normalizer: p, Positional: uniformAt{buf}}, nil
 		},
 	}
 }

@@ -20,7 +20,7 @@ func perSpec() Spec {
 			if err != nil {
 				return Method{}, err
 			}
-			return Method{Selector: p, Weighter: p}, nil
+			return Method{Selector: p, Weighter: p, Positional: proportionalAt{buf}}, nil
 		},
 	}
 }

@@ -12,7 +12,7 @@ func uniformSpec() Spec {
 		Learners: []string{"dqn", "td3", "sac"},
 		Build: func(buf *buffer.Buffer, _ MethodConfig) (Method, error) {
 			u := NewUniform(buf)
-			return Method{Selector: u, Weighter: u}, nil
+			return Method{Selector: u, Weighter: u, Positional: uniformAt{buf}}, nil
 		},
 	}
 }

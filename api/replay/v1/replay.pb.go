@@ -366,6 +366,7 @@ type SampleRequest struct {
 	//	*SampleRequest_Draw
 	//	*SampleRequest_WriteBack
 	//	*SampleRequest_ObserveEpisodes
+	//	*SampleRequest_Tally
 	Kind          isSampleRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -435,6 +436,15 @@ func (x *SampleRequest) GetObserveEpisodes() *ObserveEpisodes {
 	return nil
 }
 
+func (x *SampleRequest) GetTally() *Tally {
+	if x != nil {
+		if x, ok := x.Kind.(*SampleRequest_Tally); ok {
+			return x.Tally
+		}
+	}
+	return nil
+}
+
 type isSampleRequest_Kind interface {
 	isSampleRequest_Kind()
 }
@@ -451,11 +461,17 @@ type SampleRequest_ObserveEpisodes struct {
 	ObserveEpisodes *ObserveEpisodes `protobuf:"bytes,3,opt,name=observe_episodes,json=observeEpisodes,proto3,oneof"`
 }
 
+type SampleRequest_Tally struct {
+	Tally *Tally `protobuf:"bytes,10,opt,name=tally,proto3,oneof"`
+}
+
 func (*SampleRequest_Draw) isSampleRequest_Kind() {}
 
 func (*SampleRequest_WriteBack) isSampleRequest_Kind() {}
 
 func (*SampleRequest_ObserveEpisodes) isSampleRequest_Kind() {}
+
+func (*SampleRequest_Tally) isSampleRequest_Kind() {}
 
 // Draw asks for one batch from the table's stage.
 type Draw struct {
@@ -474,7 +490,19 @@ type Draw struct {
 	Step uint64 `protobuf:"varint,5,opt,name=step,proto3" json:"step,omitempty"`
 	// no_wait fails the draw with ResourceExhausted instead of waiting while
 	// the rate limiter does not admit it.
-	NoWait        bool `protobuf:"varint,6,opt,name=no_wait,json=noWait,proto3" json:"no_wait,omitempty"`
+	NoWait bool `protobuf:"varint,6,opt,name=no_wait,json=noWait,proto3" json:"no_wait,omitempty"`
+	// at, when set, draws row j at position at[j] of the stage's mass (a
+	// fraction in [0, 1), ascending; batch must be len(at)) instead of by the
+	// stage's own sampling (sampler.Positional): a learner sampling across
+	// shards hands each shard its share of a batch's stratified targets.
+	// Rows may outnumber the table's items. FailedPrecondition for a stage
+	// that cannot draw at positions (TableInfo.positional unset).
+	At []float64 `protobuf:"fixed64,7,rep,packed,name=at,proto3" json:"at,omitempty"`
+	// fleet, when set, says the table is one shard of a fleet whose learner
+	// enforces the sample-to-insert ratio over all shards: the draw is not
+	// held by this shard's limiter (the learner held it against the fleet's
+	// counts), and the limiter takes the fleet's counts for its insert side.
+	Fleet         *FleetCounts `protobuf:"bytes,8,opt,name=fleet,proto3" json:"fleet,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -551,6 +579,240 @@ func (x *Draw) GetNoWait() bool {
 	return false
 }
 
+func (x *Draw) GetAt() []float64 {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *Draw) GetFleet() *FleetCounts {
+	if x != nil {
+		return x.Fleet
+	}
+	return nil
+}
+
+// FleetCounts are a fleet's rate-limiter counts as its learner knows them:
+// the items sampled over all shards (the draw's own rows included) and the
+// items inserted into the other shards. A shard's limiter then admits
+// inserts while (its own inserted + others_inserted)·samples_per_insert −
+// sampled stays within its bound, so actors wait for a slow learner
+// whichever shards the learner samples from.
+type FleetCounts struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Sampled        uint64                 `protobuf:"varint,1,opt,name=sampled,proto3" json:"sampled,omitempty"`
+	OthersInserted uint64                 `protobuf:"varint,2,opt,name=others_inserted,json=othersInserted,proto3" json:"others_inserted,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *FleetCounts) Reset() {
+	*x = FleetCounts{}
+	mi := &file_replay_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FleetCounts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FleetCounts) ProtoMessage() {}
+
+func (x *FleetCounts) ProtoReflect() protoreflect.Message {
+	mi := &file_replay_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FleetCounts.ProtoReflect.Descriptor instead.
+func (*FleetCounts) Descriptor() ([]byte, []int) {
+	return file_replay_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FleetCounts) GetSampled() uint64 {
+	if x != nil {
+		return x.Sampled
+	}
+	return 0
+}
+
+func (x *FleetCounts) GetOthersInserted() uint64 {
+	if x != nil {
+		return x.OthersInserted
+	}
+	return 0
+}
+
+// Tally hands a shard the fleet's counts (as a Draw's fleet does) without
+// drawing, and asks for the shard's own: a learner sends it to every live
+// shard while it waits on the fleet's limiter and to learn the shards'
+// masses before drawing. Answered by a Tallied.
+type Tally struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	// id is echoed in the reply.
+	Id uint64 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	// fleet, when set, is installed as a Draw's fleet is.
+	Fleet         *FleetCounts `protobuf:"bytes,3,opt,name=fleet,proto3" json:"fleet,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tally) Reset() {
+	*x = Tally{}
+	mi := &file_replay_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tally) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tally) ProtoMessage() {}
+
+func (x *Tally) ProtoReflect() protoreflect.Message {
+	mi := &file_replay_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tally.ProtoReflect.Descriptor instead.
+func (*Tally) Descriptor() ([]byte, []int) {
+	return file_replay_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Tally) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *Tally) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Tally) GetFleet() *FleetCounts {
+	if x != nil {
+		return x.Fleet
+	}
+	return nil
+}
+
+// Tallied describes the table at the tally: its limiter's own counts (0
+// without a limiter) and the stage's mass, size and smallest probability.
+type Tallied struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Incarnation uint64                 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Inserted    uint64                 `protobuf:"varint,3,opt,name=inserted,proto3" json:"inserted,omitempty"`
+	Sampled     uint64                 `protobuf:"varint,4,opt,name=sampled,proto3" json:"sampled,omitempty"`
+	// mass is the stage's positional mass (sampler.Positional.Mass), or the
+	// total priority for a stage without one.
+	Mass          float64 `protobuf:"fixed64,5,opt,name=mass,proto3" json:"mass,omitempty"`
+	Size          uint64  `protobuf:"varint,6,opt,name=size,proto3" json:"size,omitempty"`
+	MinProb       float64 `protobuf:"fixed64,7,opt,name=min_prob,json=minProb,proto3" json:"min_prob,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tallied) Reset() {
+	*x = Tallied{}
+	mi := &file_replay_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tallied) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tallied) ProtoMessage() {}
+
+func (x *Tallied) ProtoReflect() protoreflect.Message {
+	mi := &file_replay_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tallied.ProtoReflect.Descriptor instead.
+func (*Tallied) Descriptor() ([]byte, []int) {
+	return file_replay_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Tallied) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Tallied) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *Tallied) GetInserted() uint64 {
+	if x != nil {
+		return x.Inserted
+	}
+	return 0
+}
+
+func (x *Tallied) GetSampled() uint64 {
+	if x != nil {
+		return x.Sampled
+	}
+	return 0
+}
+
+func (x *Tallied) GetMass() float64 {
+	if x != nil {
+		return x.Mass
+	}
+	return 0
+}
+
+func (x *Tallied) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *Tallied) GetMinProb() float64 {
+	if x != nil {
+		return x.MinProb
+	}
+	return 0
+}
+
 // WriteBack is a learner's feedback on a drawn batch: absolute TD errors
 // (abs_td) for the stage's Update, or Q(s, a) and targets for a stage that
 // scores from features (NERS), one value per key.
@@ -571,7 +833,7 @@ type WriteBack struct {
 
 func (x *WriteBack) Reset() {
 	*x = WriteBack{}
-	mi := &file_replay_proto_msgTypes[5]
+	mi := &file_replay_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -583,7 +845,7 @@ func (x *WriteBack) String() string {
 func (*WriteBack) ProtoMessage() {}
 
 func (x *WriteBack) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[5]
+	mi := &file_replay_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -596,7 +858,7 @@ func (x *WriteBack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteBack.ProtoReflect.Descriptor instead.
 func (*WriteBack) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{5}
+	return file_replay_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WriteBack) GetTable() string {
@@ -655,6 +917,7 @@ type SampleReply struct {
 	//	*SampleReply_Batch
 	//	*SampleReply_Written
 	//	*SampleReply_Episodes
+	//	*SampleReply_Tallied
 	Kind          isSampleReply_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -662,7 +925,7 @@ type SampleReply struct {
 
 func (x *SampleReply) Reset() {
 	*x = SampleReply{}
-	mi := &file_replay_proto_msgTypes[6]
+	mi := &file_replay_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +937,7 @@ func (x *SampleReply) String() string {
 func (*SampleReply) ProtoMessage() {}
 
 func (x *SampleReply) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[6]
+	mi := &file_replay_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +950,7 @@ func (x *SampleReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleReply.ProtoReflect.Descriptor instead.
 func (*SampleReply) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{6}
+	return file_replay_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SampleReply) GetKind() isSampleReply_Kind {
@@ -724,6 +987,15 @@ func (x *SampleReply) GetEpisodes() *EpisodeEvents {
 	return nil
 }
 
+func (x *SampleReply) GetTallied() *Tallied {
+	if x != nil {
+		if x, ok := x.Kind.(*SampleReply_Tallied); ok {
+			return x.Tallied
+		}
+	}
+	return nil
+}
+
 type isSampleReply_Kind interface {
 	isSampleReply_Kind()
 }
@@ -740,11 +1012,17 @@ type SampleReply_Episodes struct {
 	Episodes *EpisodeEvents `protobuf:"bytes,3,opt,name=episodes,proto3,oneof"`
 }
 
+type SampleReply_Tallied struct {
+	Tallied *Tallied `protobuf:"bytes,10,opt,name=tallied,proto3,oneof"`
+}
+
 func (*SampleReply_Batch) isSampleReply_Kind() {}
 
 func (*SampleReply_Written) isSampleReply_Kind() {}
 
 func (*SampleReply_Episodes) isSampleReply_Kind() {}
+
+func (*SampleReply_Tallied) isSampleReply_Kind() {}
 
 // ObserveEpisodes makes the stream the one observer of the table's episode
 // stage (what sampler.EpisodeSource.Observe does in process; a learner's
@@ -772,7 +1050,7 @@ type ObserveEpisodes struct {
 
 func (x *ObserveEpisodes) Reset() {
 	*x = ObserveEpisodes{}
-	mi := &file_replay_proto_msgTypes[7]
+	mi := &file_replay_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +1062,7 @@ func (x *ObserveEpisodes) String() string {
 func (*ObserveEpisodes) ProtoMessage() {}
 
 func (x *ObserveEpisodes) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[7]
+	mi := &file_replay_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +1075,7 @@ func (x *ObserveEpisodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveEpisodes.ProtoReflect.Descriptor instead.
 func (*ObserveEpisodes) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{7}
+	return file_replay_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ObserveEpisodes) GetTable() string {
@@ -831,7 +1109,7 @@ type EpisodeEvents struct {
 
 func (x *EpisodeEvents) Reset() {
 	*x = EpisodeEvents{}
-	mi := &file_replay_proto_msgTypes[8]
+	mi := &file_replay_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +1121,7 @@ func (x *EpisodeEvents) String() string {
 func (*EpisodeEvents) ProtoMessage() {}
 
 func (x *EpisodeEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[8]
+	mi := &file_replay_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +1134,7 @@ func (x *EpisodeEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpisodeEvents.ProtoReflect.Descriptor instead.
 func (*EpisodeEvents) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{8}
+	return file_replay_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EpisodeEvents) GetId() uint64 {
@@ -901,7 +1179,7 @@ type EpisodeEvent struct {
 
 func (x *EpisodeEvent) Reset() {
 	*x = EpisodeEvent{}
-	mi := &file_replay_proto_msgTypes[9]
+	mi := &file_replay_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1191,7 @@ func (x *EpisodeEvent) String() string {
 func (*EpisodeEvent) ProtoMessage() {}
 
 func (x *EpisodeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[9]
+	mi := &file_replay_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1204,7 @@ func (x *EpisodeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpisodeEvent.ProtoReflect.Descriptor instead.
 func (*EpisodeEvent) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{9}
+	return file_replay_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EpisodeEvent) GetKind() isEpisodeEvent_Kind {
@@ -1015,7 +1293,7 @@ type EpisodePart struct {
 
 func (x *EpisodePart) Reset() {
 	*x = EpisodePart{}
-	mi := &file_replay_proto_msgTypes[10]
+	mi := &file_replay_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1305,7 @@ func (x *EpisodePart) String() string {
 func (*EpisodePart) ProtoMessage() {}
 
 func (x *EpisodePart) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[10]
+	mi := &file_replay_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1318,7 @@ func (x *EpisodePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpisodePart.ProtoReflect.Descriptor instead.
 func (*EpisodePart) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{10}
+	return file_replay_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EpisodePart) GetHandle() int32 {
@@ -1118,17 +1396,24 @@ type Batch struct {
 	// empty when the stage has none (all 1).
 	Weight []float64 `protobuf:"fixed64,5,rep,packed,name=weight,proto3" json:"weight,omitempty"`
 	// size, total and min_prob describe the table when the batch was drawn.
-	Size          uint64   `protobuf:"varint,6,opt,name=size,proto3" json:"size,omitempty"`
-	Total         float64  `protobuf:"fixed64,7,opt,name=total,proto3" json:"total,omitempty"`
-	MinProb       float64  `protobuf:"fixed64,8,opt,name=min_prob,json=minProb,proto3" json:"min_prob,omitempty"`
-	Data          *Columns `protobuf:"bytes,9,opt,name=data,proto3" json:"data,omitempty"`
+	Size    uint64   `protobuf:"varint,6,opt,name=size,proto3" json:"size,omitempty"`
+	Total   float64  `protobuf:"fixed64,7,opt,name=total,proto3" json:"total,omitempty"`
+	MinProb float64  `protobuf:"fixed64,8,opt,name=min_prob,json=minProb,proto3" json:"min_prob,omitempty"`
+	Data    *Columns `protobuf:"bytes,9,opt,name=data,proto3" json:"data,omitempty"`
+	// mass is the mass the rows' probabilities are shares of: a positional
+	// draw's (Draw.at) as the stage scaled the positions to it, the total
+	// priority otherwise.
+	Mass float64 `protobuf:"fixed64,10,opt,name=mass,proto3" json:"mass,omitempty"`
+	// inserted is the table's rate limiter's own count of inserted items
+	// (0 without a limiter): what a fleet's learner sums over the shards.
+	Inserted      uint64 `protobuf:"varint,11,opt,name=inserted,proto3" json:"inserted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_replay_proto_msgTypes[11]
+	mi := &file_replay_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1425,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[11]
+	mi := &file_replay_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1438,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{11}
+	return file_replay_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Batch) GetId() uint64 {
@@ -1219,6 +1504,20 @@ func (x *Batch) GetData() *Columns {
 	return nil
 }
 
+func (x *Batch) GetMass() float64 {
+	if x != nil {
+		return x.Mass
+	}
+	return 0
+}
+
+func (x *Batch) GetInserted() uint64 {
+	if x != nil {
+		return x.Inserted
+	}
+	return 0
+}
+
 type WriteBackResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1234,7 +1533,7 @@ type WriteBackResult struct {
 
 func (x *WriteBackResult) Reset() {
 	*x = WriteBackResult{}
-	mi := &file_replay_proto_msgTypes[12]
+	mi := &file_replay_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1545,7 @@ func (x *WriteBackResult) String() string {
 func (*WriteBackResult) ProtoMessage() {}
 
 func (x *WriteBackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[12]
+	mi := &file_replay_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1558,7 @@ func (x *WriteBackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteBackResult.ProtoReflect.Descriptor instead.
 func (*WriteBackResult) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{12}
+	return file_replay_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WriteBackResult) GetId() uint64 {
@@ -1301,7 +1600,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_replay_proto_msgTypes[13]
+	mi := &file_replay_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1612,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[13]
+	mi := &file_replay_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1625,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{13}
+	return file_replay_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FetchRequest) GetTable() string {
@@ -1363,7 +1662,7 @@ type FetchReply struct {
 
 func (x *FetchReply) Reset() {
 	*x = FetchReply{}
-	mi := &file_replay_proto_msgTypes[14]
+	mi := &file_replay_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1674,7 @@ func (x *FetchReply) String() string {
 func (*FetchReply) ProtoMessage() {}
 
 func (x *FetchReply) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[14]
+	mi := &file_replay_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1687,7 @@ func (x *FetchReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchReply.ProtoReflect.Descriptor instead.
 func (*FetchReply) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{14}
+	return file_replay_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FetchReply) GetIncarnation() uint64 {
@@ -1423,7 +1722,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_replay_proto_msgTypes[15]
+	mi := &file_replay_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1734,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[15]
+	mi := &file_replay_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1747,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{15}
+	return file_replay_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchRequest) GetTable() string {
@@ -1486,7 +1785,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_replay_proto_msgTypes[16]
+	mi := &file_replay_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1797,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[16]
+	mi := &file_replay_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1810,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{16}
+	return file_replay_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchEvent) GetIncarnation() uint64 {
@@ -1587,7 +1886,7 @@ type EvaluatedRequest struct {
 
 func (x *EvaluatedRequest) Reset() {
 	*x = EvaluatedRequest{}
-	mi := &file_replay_proto_msgTypes[17]
+	mi := &file_replay_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1898,7 @@ func (x *EvaluatedRequest) String() string {
 func (*EvaluatedRequest) ProtoMessage() {}
 
 func (x *EvaluatedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[17]
+	mi := &file_replay_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1911,7 @@ func (x *EvaluatedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvaluatedRequest.ProtoReflect.Descriptor instead.
 func (*EvaluatedRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{17}
+	return file_replay_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EvaluatedRequest) GetTable() string {
@@ -1637,7 +1936,7 @@ type EvaluatedReply struct {
 
 func (x *EvaluatedReply) Reset() {
 	*x = EvaluatedReply{}
-	mi := &file_replay_proto_msgTypes[18]
+	mi := &file_replay_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1948,7 @@ func (x *EvaluatedReply) String() string {
 func (*EvaluatedReply) ProtoMessage() {}
 
 func (x *EvaluatedReply) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[18]
+	mi := &file_replay_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1961,7 @@ func (x *EvaluatedReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvaluatedReply.ProtoReflect.Descriptor instead.
 func (*EvaluatedReply) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{18}
+	return file_replay_proto_rawDescGZIP(), []int{21}
 }
 
 type InfoRequest struct {
@@ -1673,7 +1972,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_replay_proto_msgTypes[19]
+	mi := &file_replay_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +1984,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[19]
+	mi := &file_replay_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1997,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{19}
+	return file_replay_proto_rawDescGZIP(), []int{22}
 }
 
 type InfoReply struct {
@@ -1718,7 +2017,7 @@ type InfoReply struct {
 
 func (x *InfoReply) Reset() {
 	*x = InfoReply{}
-	mi := &file_replay_proto_msgTypes[20]
+	mi := &file_replay_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +2029,7 @@ func (x *InfoReply) String() string {
 func (*InfoReply) ProtoMessage() {}
 
 func (x *InfoReply) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[20]
+	mi := &file_replay_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +2042,7 @@ func (x *InfoReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoReply.ProtoReflect.Descriptor instead.
 func (*InfoReply) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{20}
+	return file_replay_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *InfoReply) GetIncarnation() uint64 {
@@ -1795,14 +2094,17 @@ type TableInfo struct {
 	// controller (the ReF-ER methods): their configuration, defaults filled
 	// in (sampler.REFERConfig). The Sample stream's ObserveEpisodes follows
 	// them.
-	Episodes      *EpisodeConfig `protobuf:"bytes,12,opt,name=episodes,proto3" json:"episodes,omitempty"`
+	Episodes *EpisodeConfig `protobuf:"bytes,12,opt,name=episodes,proto3" json:"episodes,omitempty"`
+	// positional is set when the stage draws at given positions of its mass
+	// (Draw.at; sampler.Method.Positional): exact sampling across shards.
+	Positional    bool `protobuf:"varint,20,opt,name=positional,proto3" json:"positional,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TableInfo) Reset() {
 	*x = TableInfo{}
-	mi := &file_replay_proto_msgTypes[21]
+	mi := &file_replay_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +2116,7 @@ func (x *TableInfo) String() string {
 func (*TableInfo) ProtoMessage() {}
 
 func (x *TableInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[21]
+	mi := &file_replay_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +2129,7 @@ func (x *TableInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableInfo.ProtoReflect.Descriptor instead.
 func (*TableInfo) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{21}
+	return file_replay_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TableInfo) GetName() string {
@@ -1914,6 +2216,13 @@ func (x *TableInfo) GetEpisodes() *EpisodeConfig {
 	return nil
 }
 
+func (x *TableInfo) GetPositional() bool {
+	if x != nil {
+		return x.Positional
+	}
+	return false
+}
+
 // EpisodeConfig is a ReF-ER method's configuration as its stage runs it
 // (sampler.REFERConfig with the defaults filled in).
 type EpisodeConfig struct {
@@ -1938,7 +2247,7 @@ type EpisodeConfig struct {
 
 func (x *EpisodeConfig) Reset() {
 	*x = EpisodeConfig{}
-	mi := &file_replay_proto_msgTypes[22]
+	mi := &file_replay_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2259,7 @@ func (x *EpisodeConfig) String() string {
 func (*EpisodeConfig) ProtoMessage() {}
 
 func (x *EpisodeConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[22]
+	mi := &file_replay_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2272,7 @@ func (x *EpisodeConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpisodeConfig.ProtoReflect.Descriptor instead.
 func (*EpisodeConfig) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{22}
+	return file_replay_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EpisodeConfig) GetVariant() string {
@@ -2065,7 +2374,7 @@ type LimiterConfig struct {
 
 func (x *LimiterConfig) Reset() {
 	*x = LimiterConfig{}
-	mi := &file_replay_proto_msgTypes[23]
+	mi := &file_replay_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2386,7 @@ func (x *LimiterConfig) String() string {
 func (*LimiterConfig) ProtoMessage() {}
 
 func (x *LimiterConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[23]
+	mi := &file_replay_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2399,7 @@ func (x *LimiterConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimiterConfig.ProtoReflect.Descriptor instead.
 func (*LimiterConfig) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{23}
+	return file_replay_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LimiterConfig) GetSamplesPerInsert() float64 {
@@ -2136,7 +2445,7 @@ type Counters struct {
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_replay_proto_msgTypes[24]
+	mi := &file_replay_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2457,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[24]
+	mi := &file_replay_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2470,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{24}
+	return file_replay_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Counters) GetInsertedBatches() uint64 {
@@ -2256,7 +2565,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_replay_proto_msgTypes[25]
+	mi := &file_replay_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2577,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[25]
+	mi := &file_replay_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2590,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{25}
+	return file_replay_proto_rawDescGZIP(), []int{28}
 }
 
 type CheckpointReply struct {
@@ -2296,7 +2605,7 @@ type CheckpointReply struct {
 
 func (x *CheckpointReply) Reset() {
 	*x = CheckpointReply{}
-	mi := &file_replay_proto_msgTypes[26]
+	mi := &file_replay_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2308,7 +2617,7 @@ func (x *CheckpointReply) String() string {
 func (*CheckpointReply) ProtoMessage() {}
 
 func (x *CheckpointReply) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[26]
+	mi := &file_replay_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2321,7 +2630,7 @@ func (x *CheckpointReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointReply.ProtoReflect.Descriptor instead.
 func (*CheckpointReply) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{26}
+	return file_replay_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CheckpointReply) GetPath() string {
@@ -2355,7 +2664,7 @@ type SetLimiterRequest struct {
 
 func (x *SetLimiterRequest) Reset() {
 	*x = SetLimiterRequest{}
-	mi := &file_replay_proto_msgTypes[27]
+	mi := &file_replay_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2676,7 @@ func (x *SetLimiterRequest) String() string {
 func (*SetLimiterRequest) ProtoMessage() {}
 
 func (x *SetLimiterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[27]
+	mi := &file_replay_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2689,7 @@ func (x *SetLimiterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimiterRequest.ProtoReflect.Descriptor instead.
 func (*SetLimiterRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{27}
+	return file_replay_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetLimiterRequest) GetTable() string {
@@ -2409,7 +2718,7 @@ type ParamsRequest struct {
 
 func (x *ParamsRequest) Reset() {
 	*x = ParamsRequest{}
-	mi := &file_replay_proto_msgTypes[28]
+	mi := &file_replay_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2730,7 @@ func (x *ParamsRequest) String() string {
 func (*ParamsRequest) ProtoMessage() {}
 
 func (x *ParamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[28]
+	mi := &file_replay_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2743,7 @@ func (x *ParamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParamsRequest.ProtoReflect.Descriptor instead.
 func (*ParamsRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{28}
+	return file_replay_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ParamsRequest) GetHaveVersion() uint64 {
@@ -2469,7 +2778,7 @@ type ParamsChunk struct {
 
 func (x *ParamsChunk) Reset() {
 	*x = ParamsChunk{}
-	mi := &file_replay_proto_msgTypes[29]
+	mi := &file_replay_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2790,7 @@ func (x *ParamsChunk) String() string {
 func (*ParamsChunk) ProtoMessage() {}
 
 func (x *ParamsChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[29]
+	mi := &file_replay_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2803,7 @@ func (x *ParamsChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParamsChunk.ProtoReflect.Descriptor instead.
 func (*ParamsChunk) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{29}
+	return file_replay_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ParamsChunk) GetVersion() uint64 {
@@ -2568,20 +2877,39 @@ const file_replay_proto_rawDesc = "" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12 \n" +
 	"\vincarnation\x18\x03 \x01(\x04R\vincarnation\x12\x12\n" +
-	"\x04size\x18\x04 \x01(\x04R\x04size\"\xcd\x01\n" +
+	"\x04size\x18\x04 \x01(\x04R\x04size\"\xfc\x01\n" +
 	"\rSampleRequest\x12*\n" +
 	"\x04draw\x18\x01 \x01(\v2\x14.apex.replay.v1.DrawH\x00R\x04draw\x12:\n" +
 	"\n" +
 	"write_back\x18\x02 \x01(\v2\x19.apex.replay.v1.WriteBackH\x00R\twriteBack\x12L\n" +
-	"\x10observe_episodes\x18\x03 \x01(\v2\x1f.apex.replay.v1.ObserveEpisodesH\x00R\x0fobserveEpisodesB\x06\n" +
-	"\x04kind\"\x83\x01\n" +
+	"\x10observe_episodes\x18\x03 \x01(\v2\x1f.apex.replay.v1.ObserveEpisodesH\x00R\x0fobserveEpisodes\x12-\n" +
+	"\x05tally\x18\n" +
+	" \x01(\v2\x15.apex.replay.v1.TallyH\x00R\x05tallyB\x06\n" +
+	"\x04kind\"\xc6\x01\n" +
 	"\x04Draw\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05batch\x18\x03 \x01(\rR\x05batch\x12\x12\n" +
 	"\x04seed\x18\x04 \x01(\x04R\x04seed\x12\x12\n" +
 	"\x04step\x18\x05 \x01(\x04R\x04step\x12\x17\n" +
-	"\ano_wait\x18\x06 \x01(\bR\x06noWait\"\xa4\x01\n" +
+	"\ano_wait\x18\x06 \x01(\bR\x06noWait\x12\x0e\n" +
+	"\x02at\x18\a \x03(\x01R\x02at\x121\n" +
+	"\x05fleet\x18\b \x01(\v2\x1b.apex.replay.v1.FleetCountsR\x05fleet\"P\n" +
+	"\vFleetCounts\x12\x18\n" +
+	"\asampled\x18\x01 \x01(\x04R\asampled\x12'\n" +
+	"\x0fothers_inserted\x18\x02 \x01(\x04R\x0eothersInserted\"`\n" +
+	"\x05Tally\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x121\n" +
+	"\x05fleet\x18\x03 \x01(\v2\x1b.apex.replay.v1.FleetCountsR\x05fleet\"\xb4\x01\n" +
+	"\aTallied\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x1a\n" +
+	"\binserted\x18\x03 \x01(\x04R\binserted\x12\x18\n" +
+	"\asampled\x18\x04 \x01(\x04R\asampled\x12\x12\n" +
+	"\x04mass\x18\x05 \x01(\x01R\x04mass\x12\x12\n" +
+	"\x04size\x18\x06 \x01(\x04R\x04size\x12\x19\n" +
+	"\bmin_prob\x18\a \x01(\x01R\aminProb\"\xa4\x01\n" +
 	"\tWriteBack\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12 \n" +
@@ -2589,11 +2917,13 @@ const file_replay_proto_rawDesc = "" +
 	"\x04keys\x18\x04 \x03(\x06R\x04keys\x12\x15\n" +
 	"\x06abs_td\x18\x05 \x03(\x01R\x05absTd\x12\f\n" +
 	"\x01q\x18\x06 \x03(\x01R\x01q\x12\x16\n" +
-	"\x06target\x18\a \x03(\x01R\x06target\"\xbe\x01\n" +
+	"\x06target\x18\a \x03(\x01R\x06target\"\xf3\x01\n" +
 	"\vSampleReply\x12-\n" +
 	"\x05batch\x18\x01 \x01(\v2\x15.apex.replay.v1.BatchH\x00R\x05batch\x12;\n" +
 	"\awritten\x18\x02 \x01(\v2\x1f.apex.replay.v1.WriteBackResultH\x00R\awritten\x12;\n" +
-	"\bepisodes\x18\x03 \x01(\v2\x1d.apex.replay.v1.EpisodeEventsH\x00R\bepisodesB\x06\n" +
+	"\bepisodes\x18\x03 \x01(\v2\x1d.apex.replay.v1.EpisodeEventsH\x00R\bepisodes\x123\n" +
+	"\atallied\x18\n" +
+	" \x01(\v2\x17.apex.replay.v1.TalliedH\x00R\atalliedB\x06\n" +
 	"\x04kind\"7\n" +
 	"\x0fObserveEpisodes\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x0e\n" +
@@ -2619,7 +2949,7 @@ const file_replay_proto_rawDesc = "" +
 	"\x06reward\x18\x06 \x03(\x02R\x06reward\x12\x1a\n" +
 	"\bdiscount\x18\a \x03(\x02R\bdiscount\x12\x1c\n" +
 	"\ttruncated\x18\b \x01(\bR\ttruncated\x12\x14\n" +
-	"\x05vboot\x18\t \x01(\x02R\x05vboot\"\xeb\x01\n" +
+	"\x05vboot\x18\t \x01(\x02R\x05vboot\"\x9b\x02\n" +
 	"\x05Batch\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x12\n" +
@@ -2629,7 +2959,10 @@ const file_replay_proto_rawDesc = "" +
 	"\x04size\x18\x06 \x01(\x04R\x04size\x12\x14\n" +
 	"\x05total\x18\a \x01(\x01R\x05total\x12\x19\n" +
 	"\bmin_prob\x18\b \x01(\x01R\aminProb\x12+\n" +
-	"\x04data\x18\t \x01(\v2\x17.apex.replay.v1.ColumnsR\x04data\"~\n" +
+	"\x04data\x18\t \x01(\v2\x17.apex.replay.v1.ColumnsR\x04data\x12\x12\n" +
+	"\x04mass\x18\n" +
+	" \x01(\x01R\x04mass\x12\x1a\n" +
+	"\binserted\x18\v \x01(\x04R\binserted\"~\n" +
 	"\x0fWriteBackResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aapplied\x18\x02 \x01(\rR\aapplied\x12\x14\n" +
@@ -2670,7 +3003,7 @@ const file_replay_proto_rawDesc = "" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
 	"\x06config\x18\x03 \x01(\fR\x06config\x121\n" +
-	"\x06tables\x18\x04 \x03(\v2\x19.apex.replay.v1.TableInfoR\x06tables\"\x93\x04\n" +
+	"\x06tables\x18\x04 \x03(\v2\x19.apex.replay.v1.TableInfoR\x06tables\"\xb3\x04\n" +
 	"\tTableInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x1a\n" +
@@ -2684,7 +3017,10 @@ const file_replay_proto_rawDesc = "" +
 	"\bfeatures\x18\n" +
 	" \x01(\bR\bfeatures\x12\x1c\n" +
 	"\tevaluated\x18\v \x01(\bR\tevaluated\x129\n" +
-	"\bepisodes\x18\f \x01(\v2\x1d.apex.replay.v1.EpisodeConfigR\bepisodes\x1a>\n" +
+	"\bepisodes\x18\f \x01(\v2\x1d.apex.replay.v1.EpisodeConfigR\bepisodes\x12\x1e\n" +
+	"\n" +
+	"positional\x18\x14 \x01(\bR\n" +
+	"positional\x1a>\n" +
 	"\x10MethodStatsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xcb\x02\n" +
@@ -2767,83 +3103,90 @@ func file_replay_proto_rawDescGZIP() []byte {
 	return file_replay_proto_rawDescData
 }
 
-var file_replay_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_replay_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_replay_proto_goTypes = []any{
 	(*Columns)(nil),           // 0: apex.replay.v1.Columns
 	(*InsertRequest)(nil),     // 1: apex.replay.v1.InsertRequest
 	(*InsertAck)(nil),         // 2: apex.replay.v1.InsertAck
 	(*SampleRequest)(nil),     // 3: apex.replay.v1.SampleRequest
 	(*Draw)(nil),              // 4: apex.replay.v1.Draw
-	(*WriteBack)(nil),         // 5: apex.replay.v1.WriteBack
-	(*SampleReply)(nil),       // 6: apex.replay.v1.SampleReply
-	(*ObserveEpisodes)(nil),   // 7: apex.replay.v1.ObserveEpisodes
-	(*EpisodeEvents)(nil),     // 8: apex.replay.v1.EpisodeEvents
-	(*EpisodeEvent)(nil),      // 9: apex.replay.v1.EpisodeEvent
-	(*EpisodePart)(nil),       // 10: apex.replay.v1.EpisodePart
-	(*Batch)(nil),             // 11: apex.replay.v1.Batch
-	(*WriteBackResult)(nil),   // 12: apex.replay.v1.WriteBackResult
-	(*FetchRequest)(nil),      // 13: apex.replay.v1.FetchRequest
-	(*FetchReply)(nil),        // 14: apex.replay.v1.FetchReply
-	(*WatchRequest)(nil),      // 15: apex.replay.v1.WatchRequest
-	(*WatchEvent)(nil),        // 16: apex.replay.v1.WatchEvent
-	(*EvaluatedRequest)(nil),  // 17: apex.replay.v1.EvaluatedRequest
-	(*EvaluatedReply)(nil),    // 18: apex.replay.v1.EvaluatedReply
-	(*InfoRequest)(nil),       // 19: apex.replay.v1.InfoRequest
-	(*InfoReply)(nil),         // 20: apex.replay.v1.InfoReply
-	(*TableInfo)(nil),         // 21: apex.replay.v1.TableInfo
-	(*EpisodeConfig)(nil),     // 22: apex.replay.v1.EpisodeConfig
-	(*LimiterConfig)(nil),     // 23: apex.replay.v1.LimiterConfig
-	(*Counters)(nil),          // 24: apex.replay.v1.Counters
-	(*CheckpointRequest)(nil), // 25: apex.replay.v1.CheckpointRequest
-	(*CheckpointReply)(nil),   // 26: apex.replay.v1.CheckpointReply
-	(*SetLimiterRequest)(nil), // 27: apex.replay.v1.SetLimiterRequest
-	(*ParamsRequest)(nil),     // 28: apex.replay.v1.ParamsRequest
-	(*ParamsChunk)(nil),       // 29: apex.replay.v1.ParamsChunk
-	nil,                       // 30: apex.replay.v1.TableInfo.MethodStatsEntry
+	(*FleetCounts)(nil),       // 5: apex.replay.v1.FleetCounts
+	(*Tally)(nil),             // 6: apex.replay.v1.Tally
+	(*Tallied)(nil),           // 7: apex.replay.v1.Tallied
+	(*WriteBack)(nil),         // 8: apex.replay.v1.WriteBack
+	(*SampleReply)(nil),       // 9: apex.replay.v1.SampleReply
+	(*ObserveEpisodes)(nil),   // 10: apex.replay.v1.ObserveEpisodes
+	(*EpisodeEvents)(nil),     // 11: apex.replay.v1.EpisodeEvents
+	(*EpisodeEvent)(nil),      // 12: apex.replay.v1.EpisodeEvent
+	(*EpisodePart)(nil),       // 13: apex.replay.v1.EpisodePart
+	(*Batch)(nil),             // 14: apex.replay.v1.Batch
+	(*WriteBackResult)(nil),   // 15: apex.replay.v1.WriteBackResult
+	(*FetchRequest)(nil),      // 16: apex.replay.v1.FetchRequest
+	(*FetchReply)(nil),        // 17: apex.replay.v1.FetchReply
+	(*WatchRequest)(nil),      // 18: apex.replay.v1.WatchRequest
+	(*WatchEvent)(nil),        // 19: apex.replay.v1.WatchEvent
+	(*EvaluatedRequest)(nil),  // 20: apex.replay.v1.EvaluatedRequest
+	(*EvaluatedReply)(nil),    // 21: apex.replay.v1.EvaluatedReply
+	(*InfoRequest)(nil),       // 22: apex.replay.v1.InfoRequest
+	(*InfoReply)(nil),         // 23: apex.replay.v1.InfoReply
+	(*TableInfo)(nil),         // 24: apex.replay.v1.TableInfo
+	(*EpisodeConfig)(nil),     // 25: apex.replay.v1.EpisodeConfig
+	(*LimiterConfig)(nil),     // 26: apex.replay.v1.LimiterConfig
+	(*Counters)(nil),          // 27: apex.replay.v1.Counters
+	(*CheckpointRequest)(nil), // 28: apex.replay.v1.CheckpointRequest
+	(*CheckpointReply)(nil),   // 29: apex.replay.v1.CheckpointReply
+	(*SetLimiterRequest)(nil), // 30: apex.replay.v1.SetLimiterRequest
+	(*ParamsRequest)(nil),     // 31: apex.replay.v1.ParamsRequest
+	(*ParamsChunk)(nil),       // 32: apex.replay.v1.ParamsChunk
+	nil,                       // 33: apex.replay.v1.TableInfo.MethodStatsEntry
 }
 var file_replay_proto_depIdxs = []int32{
 	0,  // 0: apex.replay.v1.InsertRequest.data:type_name -> apex.replay.v1.Columns
 	4,  // 1: apex.replay.v1.SampleRequest.draw:type_name -> apex.replay.v1.Draw
-	5,  // 2: apex.replay.v1.SampleRequest.write_back:type_name -> apex.replay.v1.WriteBack
-	7,  // 3: apex.replay.v1.SampleRequest.observe_episodes:type_name -> apex.replay.v1.ObserveEpisodes
-	11, // 4: apex.replay.v1.SampleReply.batch:type_name -> apex.replay.v1.Batch
-	12, // 5: apex.replay.v1.SampleReply.written:type_name -> apex.replay.v1.WriteBackResult
-	8,  // 6: apex.replay.v1.SampleReply.episodes:type_name -> apex.replay.v1.EpisodeEvents
-	9,  // 7: apex.replay.v1.EpisodeEvents.events:type_name -> apex.replay.v1.EpisodeEvent
-	10, // 8: apex.replay.v1.EpisodeEvent.finished:type_name -> apex.replay.v1.EpisodePart
-	0,  // 9: apex.replay.v1.Batch.data:type_name -> apex.replay.v1.Columns
-	0,  // 10: apex.replay.v1.FetchReply.data:type_name -> apex.replay.v1.Columns
-	21, // 11: apex.replay.v1.InfoReply.tables:type_name -> apex.replay.v1.TableInfo
-	23, // 12: apex.replay.v1.TableInfo.limiter:type_name -> apex.replay.v1.LimiterConfig
-	24, // 13: apex.replay.v1.TableInfo.counters:type_name -> apex.replay.v1.Counters
-	30, // 14: apex.replay.v1.TableInfo.method_stats:type_name -> apex.replay.v1.TableInfo.MethodStatsEntry
-	22, // 15: apex.replay.v1.TableInfo.episodes:type_name -> apex.replay.v1.EpisodeConfig
-	23, // 16: apex.replay.v1.SetLimiterRequest.limiter:type_name -> apex.replay.v1.LimiterConfig
-	1,  // 17: apex.replay.v1.Replay.Insert:input_type -> apex.replay.v1.InsertRequest
-	3,  // 18: apex.replay.v1.Replay.Sample:input_type -> apex.replay.v1.SampleRequest
-	13, // 19: apex.replay.v1.Replay.Fetch:input_type -> apex.replay.v1.FetchRequest
-	15, // 20: apex.replay.v1.Replay.Watch:input_type -> apex.replay.v1.WatchRequest
-	17, // 21: apex.replay.v1.Replay.Evaluated:input_type -> apex.replay.v1.EvaluatedRequest
-	19, // 22: apex.replay.v1.Replay.Info:input_type -> apex.replay.v1.InfoRequest
-	25, // 23: apex.replay.v1.Replay.Checkpoint:input_type -> apex.replay.v1.CheckpointRequest
-	27, // 24: apex.replay.v1.Replay.SetLimiter:input_type -> apex.replay.v1.SetLimiterRequest
-	28, // 25: apex.replay.v1.Params.Watch:input_type -> apex.replay.v1.ParamsRequest
-	28, // 26: apex.replay.v1.Params.Get:input_type -> apex.replay.v1.ParamsRequest
-	2,  // 27: apex.replay.v1.Replay.Insert:output_type -> apex.replay.v1.InsertAck
-	6,  // 28: apex.replay.v1.Replay.Sample:output_type -> apex.replay.v1.SampleReply
-	14, // 29: apex.replay.v1.Replay.Fetch:output_type -> apex.replay.v1.FetchReply
-	16, // 30: apex.replay.v1.Replay.Watch:output_type -> apex.replay.v1.WatchEvent
-	18, // 31: apex.replay.v1.Replay.Evaluated:output_type -> apex.replay.v1.EvaluatedReply
-	20, // 32: apex.replay.v1.Replay.Info:output_type -> apex.replay.v1.InfoReply
-	26, // 33: apex.replay.v1.Replay.Checkpoint:output_type -> apex.replay.v1.CheckpointReply
-	23, // 34: apex.replay.v1.Replay.SetLimiter:output_type -> apex.replay.v1.LimiterConfig
-	29, // 35: apex.replay.v1.Params.Watch:output_type -> apex.replay.v1.ParamsChunk
-	29, // 36: apex.replay.v1.Params.Get:output_type -> apex.replay.v1.ParamsChunk
-	27, // [27:37] is the sub-list for method output_type
-	17, // [17:27] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	8,  // 2: apex.replay.v1.SampleRequest.write_back:type_name -> apex.replay.v1.WriteBack
+	10, // 3: apex.replay.v1.SampleRequest.observe_episodes:type_name -> apex.replay.v1.ObserveEpisodes
+	6,  // 4: apex.replay.v1.SampleRequest.tally:type_name -> apex.replay.v1.Tally
+	5,  // 5: apex.replay.v1.Draw.fleet:type_name -> apex.replay.v1.FleetCounts
+	5,  // 6: apex.replay.v1.Tally.fleet:type_name -> apex.replay.v1.FleetCounts
+	14, // 7: apex.replay.v1.SampleReply.batch:type_name -> apex.replay.v1.Batch
+	15, // 8: apex.replay.v1.SampleReply.written:type_name -> apex.replay.v1.WriteBackResult
+	11, // 9: apex.replay.v1.SampleReply.episodes:type_name -> apex.replay.v1.EpisodeEvents
+	7,  // 10: apex.replay.v1.SampleReply.tallied:type_name -> apex.replay.v1.Tallied
+	12, // 11: apex.replay.v1.EpisodeEvents.events:type_name -> apex.replay.v1.EpisodeEvent
+	13, // 12: apex.replay.v1.EpisodeEvent.finished:type_name -> apex.replay.v1.EpisodePart
+	0,  // 13: apex.replay.v1.Batch.data:type_name -> apex.replay.v1.Columns
+	0,  // 14: apex.replay.v1.FetchReply.data:type_name -> apex.replay.v1.Columns
+	24, // 15: apex.replay.v1.InfoReply.tables:type_name -> apex.replay.v1.TableInfo
+	26, // 16: apex.replay.v1.TableInfo.limiter:type_name -> apex.replay.v1.LimiterConfig
+	27, // 17: apex.replay.v1.TableInfo.counters:type_name -> apex.replay.v1.Counters
+	33, // 18: apex.replay.v1.TableInfo.method_stats:type_name -> apex.replay.v1.TableInfo.MethodStatsEntry
+	25, // 19: apex.replay.v1.TableInfo.episodes:type_name -> apex.replay.v1.EpisodeConfig
+	26, // 20: apex.replay.v1.SetLimiterRequest.limiter:type_name -> apex.replay.v1.LimiterConfig
+	1,  // 21: apex.replay.v1.Replay.Insert:input_type -> apex.replay.v1.InsertRequest
+	3,  // 22: apex.replay.v1.Replay.Sample:input_type -> apex.replay.v1.SampleRequest
+	16, // 23: apex.replay.v1.Replay.Fetch:input_type -> apex.replay.v1.FetchRequest
+	18, // 24: apex.replay.v1.Replay.Watch:input_type -> apex.replay.v1.WatchRequest
+	20, // 25: apex.replay.v1.Replay.Evaluated:input_type -> apex.replay.v1.EvaluatedRequest
+	22, // 26: apex.replay.v1.Replay.Info:input_type -> apex.replay.v1.InfoRequest
+	28, // 27: apex.replay.v1.Replay.Checkpoint:input_type -> apex.replay.v1.CheckpointRequest
+	30, // 28: apex.replay.v1.Replay.SetLimiter:input_type -> apex.replay.v1.SetLimiterRequest
+	31, // 29: apex.replay.v1.Params.Watch:input_type -> apex.replay.v1.ParamsRequest
+	31, // 30: apex.replay.v1.Params.Get:input_type -> apex.replay.v1.ParamsRequest
+	2,  // 31: apex.replay.v1.Replay.Insert:output_type -> apex.replay.v1.InsertAck
+	9,  // 32: apex.replay.v1.Replay.Sample:output_type -> apex.replay.v1.SampleReply
+	17, // 33: apex.replay.v1.Replay.Fetch:output_type -> apex.replay.v1.FetchReply
+	19, // 34: apex.replay.v1.Replay.Watch:output_type -> apex.replay.v1.WatchEvent
+	21, // 35: apex.replay.v1.Replay.Evaluated:output_type -> apex.replay.v1.EvaluatedReply
+	23, // 36: apex.replay.v1.Replay.Info:output_type -> apex.replay.v1.InfoReply
+	29, // 37: apex.replay.v1.Replay.Checkpoint:output_type -> apex.replay.v1.CheckpointReply
+	26, // 38: apex.replay.v1.Replay.SetLimiter:output_type -> apex.replay.v1.LimiterConfig
+	32, // 39: apex.replay.v1.Params.Watch:output_type -> apex.replay.v1.ParamsChunk
+	32, // 40: apex.replay.v1.Params.Get:output_type -> apex.replay.v1.ParamsChunk
+	31, // [31:41] is the sub-list for method output_type
+	21, // [21:31] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_replay_proto_init() }
@@ -2855,13 +3198,15 @@ func file_replay_proto_init() {
 		(*SampleRequest_Draw)(nil),
 		(*SampleRequest_WriteBack)(nil),
 		(*SampleRequest_ObserveEpisodes)(nil),
+		(*SampleRequest_Tally)(nil),
 	}
-	file_replay_proto_msgTypes[6].OneofWrappers = []any{
+	file_replay_proto_msgTypes[9].OneofWrappers = []any{
 		(*SampleReply_Batch)(nil),
 		(*SampleReply_Written)(nil),
 		(*SampleReply_Episodes)(nil),
+		(*SampleReply_Tallied)(nil),
 	}
-	file_replay_proto_msgTypes[9].OneofWrappers = []any{
+	file_replay_proto_msgTypes[12].OneofWrappers = []any{
 		(*EpisodeEvent_Finished)(nil),
 		(*EpisodeEvent_Dropped)(nil),
 		(*EpisodeEvent_Indexed)(nil),
@@ -2872,7 +3217,7 @@ func file_replay_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replay_proto_rawDesc), len(file_replay_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

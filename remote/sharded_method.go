@@ -1,0 +1,1101 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
+	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/runtime"
+	"github.com/apexrl/apex/sampler"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ShardSampling is how a learner samples a batch across replay shards
+// (ShardOptions.Sampling; `apex learner -shard-sampling`).
+type ShardSampling uint8
+
+const (
+	// ShardExact spreads each batch's stratified targets over all live
+	// shards by their masses: row j's target u_j, drawn in the j-th of B
+	// equal slices of M = Σ M_s, goes to the shard whose prefix-sum range
+	// holds it, as the fraction (u_j − M_<s)/M_s of that shard's mass,
+	// which the shard scales to its mass at draw time. A row's probability
+	// is (M_s/M)·p_i/M_s,now: the learner's view of the masses picks the
+	// shard, the shard's tree the row. The method must draw at positions
+	// (sampler.Method.Positional: per, lap, pal, uniform).
+	ShardExact ShardSampling = iota
+	// ShardOne draws each batch from one shard, chosen with probability
+	// M_s/M; a row's probability is (M_s/M)·P_s(i), its shard-local
+	// probability times the shard's. One round trip per batch whatever
+	// the number of shards; any method but TER's (whose weights need its
+	// own last sample) and the ReF-ER methods'. For rank-based PER each
+	// shard ranks its own items: the mixture approximates one global
+	// ranking (exactly so when the shards' priority distributions match),
+	// and the weights are exact for the mixture actually sampled.
+	ShardOne
+)
+
+// String is the mode's flag value: "exact" or "one".
+func (m ShardSampling) String() string {
+	switch m {
+	case ShardExact:
+		return "exact"
+	case ShardOne:
+		return "one"
+	}
+	return fmt.Sprintf("ShardSampling(%d)", uint8(m))
+}
+
+// ParseShardSampling reads a -shard-sampling value ("exact" or "one").
+func ParseShardSampling(s string) (ShardSampling, error) {
+	switch s {
+	case "exact":
+		return ShardExact, nil
+	case "one":
+		return ShardOne, nil
+	}
+	return 0, fmt.Errorf("remote: shard sampling %q: want exact or one", s)
+}
+
+// Defaults of ShardOptions.
+const (
+	DefaultShardDeadline = time.Second
+	DefaultProbeMin      = 50 * time.Millisecond
+	DefaultProbeMax      = 500 * time.Millisecond
+)
+
+// Bounds of the learner's wait on the fleet's rate limiter: it asks every
+// live shard for its counts, sleeping from gateMinSleep doubling to
+// gateMaxSleep between rounds while nothing changes.
+const (
+	gateMinSleep = time.Millisecond
+	gateMaxSleep = 16 * time.Millisecond
+)
+
+// ShardOptions configure ShardedMethod. The zero value samples exactly
+// with the default deadlines.
+type ShardOptions struct {
+	// Sampling is ShardExact (the default) or ShardOne.
+	Sampling ShardSampling
+	// Deadline bounds a shard's answer to a draw, a write-back or a tally
+	// (DefaultShardDeadline, 1 s, when 0). A shard that misses it, or
+	// whose stream breaks, is down: left out of the masses (the batch is
+	// re-planned over the others), its pending write-backs dropped and
+	// counted, and probed until it answers again.
+	Deadline time.Duration
+	// ProbeMin and ProbeMax bound the backoff between probes of a down
+	// shard (50 ms and 500 ms when 0): a restarted shard rejoins within
+	// about ProbeMax of answering.
+	ProbeMin, ProbeMax time.Duration
+	// Counters, if not nil, is where the stage counts what it does; read
+	// it with Snapshot from any goroutine.
+	Counters *ShardCounters
+}
+
+func (o *ShardOptions) fill() error {
+	if o.Sampling > ShardOne {
+		return fmt.Errorf("remote: sharded method: unknown sampling mode %d", o.Sampling)
+	}
+	if o.Deadline < 0 || o.ProbeMin < 0 || o.ProbeMax < 0 {
+		return fmt.Errorf("remote: sharded method: negative deadline or probe backoff (%v, %v, %v)", o.Deadline, o.ProbeMin, o.ProbeMax)
+	}
+	if o.Deadline == 0 {
+		o.Deadline = DefaultShardDeadline
+	}
+	if o.ProbeMin == 0 {
+		o.ProbeMin = DefaultProbeMin
+	}
+	if o.ProbeMax == 0 {
+		o.ProbeMax = max(DefaultProbeMax, o.ProbeMin)
+	}
+	if o.ProbeMax < o.ProbeMin {
+		return fmt.Errorf("remote: sharded method: ProbeMax %v below ProbeMin %v", o.ProbeMax, o.ProbeMin)
+	}
+	if o.Counters == nil {
+		o.Counters = &ShardCounters{}
+	}
+	return nil
+}
+
+// ShardStats is a snapshot of a sharded stage's counters.
+type ShardStats struct {
+	// Draws and Rows count the batches and rows drawn.
+	Draws, Rows uint64
+	// Replans counts batches planned again without a shard that failed
+	// during the draw.
+	Replans uint64
+	// GateWaits counts draws that waited on the fleet's rate limiter, and
+	// GateWait is the time they waited in total.
+	GateWaits uint64
+	GateWait  time.Duration
+	// WriteBacks counts write-back calls; Applied and Stale the values
+	// the shards applied and dropped (overwritten slots, an earlier
+	// incarnation); Dropped the values the learner dropped unsent because
+	// their shard was down or had restarted since the draw (never
+	// applied), also counted in Stale of the call's result.
+	WriteBacks, Applied, Stale, Dropped uint64
+	// Shards are the shards' states, in the order of the clients.
+	Shards []ShardState
+}
+
+// ShardState is one shard as the learner sees it.
+type ShardState struct {
+	// Target is the address the shard's client dialed.
+	Target string
+	// Up is false while the shard is left out (down, being probed).
+	Up bool
+	// Incarnation is the shard's latest known incarnation.
+	Incarnation uint64
+	// Mass, Size and MinProb are from the shard's latest reply.
+	Mass    float64
+	Size    int
+	MinProb float64
+	// Inserted is the items the fleet's limiter counts for the shard over
+	// all its incarnations.
+	Inserted int64
+	// Rows counts the rows drawn from the shard; Dropped the write-back
+	// values dropped for it; Downs the times it went down; Rejoins the
+	// times it came back (with a new incarnation or the same).
+	Rows, Dropped, Downs, Rejoins uint64
+}
+
+// ShardCounters collects a sharded stage's counters. Safe for concurrent
+// use; the zero value is ready.
+type ShardCounters struct {
+	mu sync.Mutex
+	st ShardStats
+}
+
+// Snapshot returns a copy of the counters. O(shards).
+func (c *ShardCounters) Snapshot() ShardStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.st
+	out.Shards = append([]ShardState(nil), c.st.Shards...)
+	return out
+}
+
+func (c *ShardCounters) update(f func(*ShardStats)) {
+	c.mu.Lock()
+	f(&c.st)
+	c.mu.Unlock()
+}
+
+// shard is one replay server as the learner's goroutine keeps it.
+type shard struct {
+	i      int
+	target string
+	st     *stage // the Sample stream (openTries 1: a failure marks the shard down)
+
+	up          bool
+	incarnation uint64
+	mass        float64
+	size        int
+	minProb     float64
+	reported    int64  // the limiter's own inserted count, as last reported
+	sampledSeen uint64 // the limiter's sampled count, as last tallied
+	base        int64  // added to reported: continuity over incarnations
+	nextProbe   time.Time
+	backoff     time.Duration
+	probe       atomic.Pointer[replayv1.InfoReply] // set by a successful probe
+	probing     atomic.Bool
+
+	// The latest plan.
+	rows   int       // rows planned on the shard
+	first  int       // its first row in the batch
+	at     []float64 // positions, exact mode
+	q      float64   // the shard's probability under the plan (M_s/M)
+	reply  *replayv1.Batch
+	drawn  uint64 // the incarnation the latest batch's rows were drawn under
+	failed error
+	fleet  replayv1.FleetCounts // reused
+}
+
+// counted is the items the fleet's limiter counts for s.
+func (s *shard) counted() int64 { return s.base + s.reported }
+
+// sharded is the learner's stage over a fleet of shards.
+type sharded struct {
+	ctx    context.Context
+	local  sampler.Method
+	opts   ShardOptions
+	table  string
+	shards []*shard
+	// lim is the fleet's limiter configuration (nil: no ratio limit).
+	lim *runtime.RateLimiterConfig
+
+	sampled  uint64 // the fleet's sampled items
+	steps    uint64 // draws that succeeded, priorSteps included
+	rowShard []int32
+	live     []*shard     // plan's scratch
+	refs     []buffer.Ref // the latest batch's, in order
+	cols     replayv1.Columns
+	keys     []uint64
+	td       []float64
+}
+
+// ShardedMethod returns the learner's replay method over a fleet of replay
+// shards (one apex replay each, started with the same run configuration):
+// a sampler.Method whose Selector draws each batch across the shards and
+// writes back to the shards the rows came from, whose Weighter is the
+// local twin's over the batch's fleet-wide Prob, Size and MinProb (so the
+// importance weights are exact for the distribution actually sampled),
+// and whose Loss, Normalizer, Name and Warnings are local's (local is the
+// method built in the learner's process from the fleet's configuration,
+// as for Client.Method). priorSteps is the learner steps already taken.
+//
+// The learner keeps each shard's mass, size, smallest probability and
+// inserted count from every reply. opts.Sampling picks the exact mode
+// (ShardExact: each batch's stratified targets spread over the shards by
+// their masses, Draw.at; needs a positional method) or one shard per
+// batch (ShardOne, with probability M_s/M). Each row's Prob is the
+// probability of the procedure run: (M_s/M)·P_s(i) with the learner's
+// view of M_s choosing the shard and the shard's tree (as it is at the
+// draw) the row; Size is Σ N_s, MinProb min_s (M_s/M)·P_s,min, Total M.
+//
+// Write-backs go to the shards the latest batch's rows came from (the
+// stage keeps each row's shard): refs must be the latest batch's, in
+// order. Values for a shard that is down, or has restarted since the draw
+// (a new incarnation), are dropped, counted in the result's Stale and in
+// ShardStats.Dropped, never sent; a shard refuses keys of its earlier
+// incarnations itself. A shard that fails (stream broken, or no answer
+// within opts.Deadline) is down: the batch is planned again over the
+// others, and the shard is probed with backoff (ProbeMin doubling to
+// ProbeMax) by a goroutine that ends with ctx; once it answers it rejoins
+// with its masses and, if it restarted, its new incarnation.
+//
+// The fleet's sample-to-insert ratio (the shards' common limiter
+// configuration) is enforced on the fleet's counts: the learner counts
+// the items it samples and sums the items the shards report inserted
+// (over each shard's incarnations), holds a draw until the fleet's counts
+// admit it, and hands every shard it talks to those counts
+// (Draw.fleet, Tally.fleet), so each shard's limiter blocks its inserts on
+// the fleet's balance rather than its own. A down shard keeps its
+// inserted count in the sum (what it stored was stored); its limiter, on
+// restart, is standalone until the learner's first message.
+//
+// Refused: no clients, a local method that is invalid or has an episode
+// stage (ReF-ER), a local Weighter that cannot weigh a batch from its
+// Prob, Size and MinProb alone (TER's), shards whose table runs another
+// method, shards that serve different run configurations or limiters
+// (the error names them), and, in exact mode, a method that cannot draw
+// at positions.
+//
+// Cost per draw: a tally round only while the limiter holds the draw,
+// then one round trip to each shard the batch touches (in parallel),
+// their rows decoded into dst in one pass; O(B + shards) planning.
+// Concurrency: Sample, Update, UpdateFeatures and Weights are called by
+// one goroutine (the learner's); Priority, Evaluated and Stats from any.
+// ctx bounds the stage's life (streams and probes): cancel it when done.
+func ShardedMethod(ctx context.Context, clients []*Client, local sampler.Method, priorSteps uint64, opts ShardOptions) (sampler.Method, error) {
+	if err := opts.fill(); err != nil {
+		return sampler.Method{}, err
+	}
+	if len(clients) == 0 {
+		return sampler.Method{}, errors.New("remote: sharded method: no shards")
+	}
+	if err := local.Validate(); err != nil {
+		return sampler.Method{}, fmt.Errorf("remote: sharded method: the local twin: %w", err)
+	}
+	if local.Episodes != nil {
+		return sampler.Method{}, fmt.Errorf("remote: sharded method %q: the ReF-ER methods' episode stage has no remote form: run them in one process with apex train", local.Name)
+	}
+	if local.Weighter != nil {
+		if err := checkBatchWeighter(local.Weighter); err != nil {
+			return sampler.Method{}, fmt.Errorf("remote: sharded method %q: its weights depend on more than the batch's probabilities (%v): it cannot sample across shards; run one replay server", local.Name, err)
+		}
+	}
+	s := &sharded{ctx: ctx, local: local, opts: opts, steps: priorSteps}
+	infos := make([]*replayv1.InfoReply, len(clients))
+	for i, c := range clients {
+		if c == nil {
+			return sampler.Method{}, fmt.Errorf("remote: sharded method: client %d is nil", i)
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return sampler.Method{}, fmt.Errorf("remote: sharded method %q: shard %s: %w", local.Name, c.conn.Target(), err)
+		}
+		if err := checkShardTable(info, local, opts.Sampling); err != nil {
+			return sampler.Method{}, fmt.Errorf("remote: sharded method %q: shard %s: %w", local.Name, c.conn.Target(), err)
+		}
+		infos[i] = info
+	}
+	if err := sameRunConfig(clients, infos); err != nil {
+		return sampler.Method{}, err
+	}
+	tab := infos[0].GetTables()[0]
+	s.table = tab.GetName()
+	if l := tab.GetLimiter(); l.GetSamplesPerInsert() > 0 {
+		s.lim = &runtime.RateLimiterConfig{SamplesPerInsert: l.GetSamplesPerInsert(), MinSizeToSample: int64(l.GetMinSizeToSample()), ErrorBuffer: l.GetErrorBuffer()}
+	}
+	for i, c := range clients {
+		sh := &shard{i: i, target: c.conn.Target(), incarnation: infos[i].GetIncarnation(), up: true, backoff: opts.ProbeMin,
+			st: &stage{c: c, ctx: ctx, table: s.table, local: local, openTries: 1, incarnation: infos[i].GetIncarnation()}}
+		s.shards = append(s.shards, sh)
+	}
+	opts.Counters.update(func(st *ShardStats) {
+		st.Shards = make([]ShardState, len(s.shards))
+		for i, sh := range s.shards {
+			st.Shards[i] = ShardState{Target: sh.target, Up: true, Incarnation: sh.incarnation}
+		}
+	})
+	// Learn the masses and counts; a learner resuming takes the fleet's
+	// sampled count from the shards (the largest any was told).
+	s.tallyRound(false)
+	for _, sh := range s.shards {
+		if sh.up {
+			s.sampled = max(s.sampled, sh.sampledSeen)
+		}
+	}
+	m := sampler.Method{
+		Name:       local.Name,
+		Selector:   s,
+		Weighter:   local.Weighter,
+		Normalizer: local.Normalizer,
+		Loss:       local.Loss,
+		Warnings:   local.Warnings,
+	}
+	if tab.GetFeatures() {
+		m.Features = s
+	}
+	if tab.GetEvaluated() {
+		m.Evaluated = s.evaluated
+	}
+	if local.Stats != nil {
+		m.Stats = s.methodStats
+	}
+	return m, nil
+}
+
+// checkBatchWeighter asks w to weigh a one-row batch described by its
+// fields alone: a Weighter that needs its own sampling state (TER's) fails.
+func checkBatchWeighter(w sampler.Weighter) error {
+	b := &buffer.Batch{Refs: make([]buffer.Ref, 1), Prob: []float64{1}, Size: 1, Total: 1, MinProb: 1}
+	return w.Weights(b, 0)
+}
+
+// checkShardTable checks one shard's Info against the local twin.
+func checkShardTable(info *replayv1.InfoReply, local sampler.Method, mode ShardSampling) error {
+	if len(info.GetTables()) != 1 {
+		return fmt.Errorf("the server has %d tables; a remote stage serves a one-table server", len(info.GetTables()))
+	}
+	tab := info.GetTables()[0]
+	if name, _, _ := strings.Cut(tab.GetMethod(), ":"); name != local.Name {
+		return fmt.Errorf("the server's table runs %q: build the local twin from the server's configuration (Client.Config)", tab.GetMethod())
+	}
+	if tab.GetFeatures() != (local.Features != nil) {
+		return fmt.Errorf("the server's stage takes feature write-backs: %t, the local twin: %t", tab.GetFeatures(), local.Features != nil)
+	}
+	if mode == ShardExact && !tab.GetPositional() {
+		return fmt.Errorf("method %q cannot draw at positions of its mass, which exact sampling across shards needs (per, lap, pal and uniform can): run the learner with -shard-sampling=one (one shard per batch, chosen by mass)", local.Name)
+	}
+	return nil
+}
+
+// sameRunConfig refuses shards that serve different run configurations or
+// limiters, naming them.
+func sameRunConfig(clients []*Client, infos []*replayv1.InfoReply) error {
+	ref := infos[0]
+	for i := 1; i < len(infos); i++ {
+		in := infos[i]
+		if !bytes.Equal(in.GetConfig(), ref.GetConfig()) {
+			return fmt.Errorf("remote: sharded method: shards %s and %s serve different run configurations: start every shard of a fleet with the same run flags",
+				clients[0].conn.Target(), clients[i].conn.Target())
+		}
+		a, b := ref.GetTables()[0], in.GetTables()[0]
+		la, lb := a.GetLimiter(), b.GetLimiter()
+		if a.GetName() != b.GetName() || a.GetMethod() != b.GetMethod() || la.GetSamplesPerInsert() != lb.GetSamplesPerInsert() ||
+			la.GetMinSizeToSample() != lb.GetMinSizeToSample() || la.GetErrorBuffer() != lb.GetErrorBuffer() {
+			return fmt.Errorf("remote: sharded method: shards %s and %s serve different tables or limiters (%s %q, limiter %v; %s %q, limiter %v): start every shard of a fleet with the same run flags",
+				clients[0].conn.Target(), clients[i].conn.Target(), a.GetName(), a.GetMethod(), la, b.GetName(), b.GetMethod(), lb)
+		}
+	}
+	return nil
+}
+
+var (
+	_ sampler.Selector       = (*sharded)(nil)
+	_ sampler.FeatureUpdater = (*sharded)(nil)
+)
+
+// fleetCounts are the fleet's counts for shard sh with sampled items in
+// total (nil without a limiter), in sh's reused message.
+func (s *sharded) fleetCounts(sh *shard, sampled uint64) *replayv1.FleetCounts {
+	if s.lim == nil {
+		return nil
+	}
+	others := s.inserted() - sh.reported
+	sh.fleet.Sampled, sh.fleet.OthersInserted = sampled, uint64(max(others, 0))
+	return &sh.fleet
+}
+
+// inserted is the fleet's inserted items.
+func (s *sharded) inserted() int64 {
+	var total int64
+	for _, sh := range s.shards {
+		total += sh.counted()
+	}
+	return total
+}
+
+// Sample draws a batch across the shards into dst.
+func (s *sharded) Sample(rng *rand.Rand, dst *buffer.Batch) error {
+	if rng == nil || dst == nil {
+		return fmt.Errorf("remote: sharded sample: %w: nil generator or batch", buffer.ErrNil)
+	}
+	n := dst.Len()
+	if n == 0 {
+		return fmt.Errorf("remote: sharded sample: %w: a batch of 0 rows", buffer.ErrBatchSize)
+	}
+	s.rejoin()
+	if err := s.gate(); err != nil {
+		return err
+	}
+	step := s.steps + 1
+	var lastErr error
+	for attempt := 0; attempt <= len(s.shards); attempt++ {
+		if attempt > 0 {
+			s.opts.Counters.update(func(st *ShardStats) { st.Replans++ })
+		}
+		if err := s.plan(rng, n); err != nil {
+			if lastErr != nil {
+				return fmt.Errorf("remote: sharded draw for step %d: %w (after: %v)", step, err, lastErr)
+			}
+			return fmt.Errorf("remote: sharded draw for step %d: %w", step, err)
+		}
+		err := s.drawPlanned(rng, step, n)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errShardDown) {
+			return fmt.Errorf("remote: sharded draw for step %d: %w", step, err)
+		}
+		lastErr = err
+		if attempt == len(s.shards) {
+			return fmt.Errorf("remote: sharded draw for step %d: %w", step, err)
+		}
+	}
+	if err := s.assemble(dst, n); err != nil {
+		return fmt.Errorf("remote: sharded draw for step %d: %w", step, err)
+	}
+	s.steps = step
+	s.sampled += uint64(n)
+	s.opts.Counters.update(func(st *ShardStats) {
+		st.Draws++
+		st.Rows += uint64(n)
+		for _, sh := range s.shards {
+			st.Shards[sh.i].Rows += uint64(sh.rows)
+		}
+		s.recordLocked(st)
+	})
+	return nil
+}
+
+// errShardDown marks a failure that took a shard down (the batch is
+// planned again without it).
+var errShardDown = errors.New("shard down")
+
+// plan chooses the shards of the next batch of n rows from the live
+// shards' masses: exact mode spreads n stratified targets over them (row
+// j's target uniform in the j-th of n equal slices of M = Σ M_s, sent to
+// the shard whose prefix-sum range holds it as a fraction of that shard's
+// mass), one mode picks one shard with probability M_s/M (positional
+// methods then get the shard's own stratification as positions). It sets
+// each shard's rows, first, at and q = M_s/M.
+func (s *sharded) plan(rng *rand.Rand, n int) error {
+	var mass float64
+	live := s.live[:0]
+	// A stage that cannot draw at positions draws without replacement's
+	// bound: in one mode a shard holding fewer items than the batch is
+	// left out of the choice.
+	minSize := 1
+	if s.opts.Sampling == ShardOne && s.local.Positional == nil {
+		minSize = n
+	}
+	for _, sh := range s.shards {
+		sh.rows, sh.first, sh.at, sh.q, sh.reply, sh.failed = 0, 0, sh.at[:0], 0, nil, nil
+		if sh.up && sh.mass > 0 && sh.size >= minSize {
+			mass += sh.mass
+			live = append(live, sh)
+		}
+	}
+	s.live = live
+	if len(live) == 0 || math.IsInf(mass, 0) {
+		return fmt.Errorf("%w: no live shard holds items with mass (%s)", buffer.ErrEmpty, s.describe())
+	}
+	below1 := math.Nextafter(1, 0)
+	if s.opts.Sampling == ShardOne {
+		u := rng.Float64() * mass
+		k := 0
+		for k < len(live)-1 && u >= live[k].mass {
+			u -= live[k].mass
+			k++
+		}
+		sh := live[k]
+		sh.rows, sh.q = n, sh.mass/mass
+		if s.local.Positional != nil {
+			for j := range n {
+				sh.at = append(sh.at, min((float64(j)+rng.Float64())/float64(n), below1))
+			}
+		}
+		return nil
+	}
+	k, cum := 0, 0.0
+	for j := range n {
+		u := (float64(j) + rng.Float64()) / float64(n) * mass
+		for k < len(live)-1 && u >= cum+live[k].mass {
+			cum += live[k].mass
+			k++
+		}
+		sh := live[k]
+		if sh.rows == 0 {
+			sh.first, sh.q = j, sh.mass/mass
+		}
+		f := min(max((u-cum)/sh.mass, 0), below1)
+		if len(sh.at) > 0 {
+			f = max(f, sh.at[len(sh.at)-1]) // ascending despite rounding
+		}
+		sh.at = append(sh.at, f)
+		sh.rows++
+	}
+	return nil
+}
+
+// drawPlanned sends the planned draws to their shards, then reads the
+// replies. A shard that fails is taken down (errShardDown).
+func (s *sharded) drawPlanned(rng *rand.Rand, step uint64, n int) error {
+	sampled := s.sampled + uint64(n)
+	for _, sh := range s.shards {
+		if sh.rows == 0 {
+			continue
+		}
+		st := sh.st
+		st.nextID++
+		d := &replayv1.Draw{Table: s.table, Id: st.nextID, Batch: uint32(sh.rows), Seed: rng.Uint64(), Step: step,
+			At: sh.at, Fleet: s.fleetCounts(sh, sampled)}
+		if len(sh.at) == 0 {
+			d.At = nil
+		}
+		st.req.Kind = &replayv1.SampleRequest_Draw{Draw: d}
+		if err := st.send(&st.req); err != nil {
+			sh.failed = err
+		}
+	}
+	var down []string
+	for _, sh := range s.shards {
+		if sh.rows == 0 {
+			continue
+		}
+		if sh.failed == nil {
+			reply, err := sh.st.recv(s.opts.Deadline, nil)
+			if err == nil {
+				b := reply.GetBatch()
+				if b == nil || b.GetId() != sh.st.nextID {
+					err = sh.st.broken(fmt.Errorf("draw %d: the reply is %s", sh.st.nextID, describe(reply)))
+				} else if err = checkShardBatch(b, sh.rows); err == nil {
+					sh.reply = b
+					s.observe(sh, b.GetIncarnation(), b.GetMass(), int(b.GetSize()), b.GetMinProb(), b.GetInserted())
+					sh.drawn = b.GetIncarnation()
+					continue
+				}
+			}
+			sh.failed = err
+		}
+		if isShardFailure(sh.failed) {
+			s.down(sh, sh.failed)
+			down = append(down, fmt.Sprintf("%s: %v", sh.target, sh.failed))
+			continue
+		}
+		return fmt.Errorf("shard %s: %w", sh.target, sh.failed)
+	}
+	if len(down) > 0 {
+		return fmt.Errorf("%w: %s", errShardDown, strings.Join(down, "; "))
+	}
+	return nil
+}
+
+// isShardFailure tells a shard's failure (its stream, its deadline, its
+// process, a table it cannot sample now) from an error in the request
+// itself, which planning again would only repeat.
+func isShardFailure(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.Internal, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented:
+		return false
+	}
+	return true
+}
+
+// checkShardBatch checks a shard's Batch has rows rows.
+func checkShardBatch(b *replayv1.Batch, rows int) error {
+	if len(b.GetKeys()) != rows || len(b.GetProb()) != rows || b.GetData().GetRows() != uint32(rows) {
+		return fmt.Errorf("the shard's batch has %d keys, %d probabilities and %d rows for a draw of %d", len(b.GetKeys()), len(b.GetProb()), b.GetData().GetRows(), rows)
+	}
+	for i, p := range b.GetProb() {
+		if !(p > 0 && p <= 1) {
+			return fmt.Errorf("the shard's row %d has probability %v", i, p)
+		}
+	}
+	if m := b.GetMass(); !(m > 0) || math.IsInf(m, 0) {
+		return fmt.Errorf("the shard's batch has mass %v", m)
+	}
+	return nil
+}
+
+// observe records a shard's reply: masses, and its limiter count, with a
+// change of incarnation (a restart) rebased so the fleet's count goes on.
+func (s *sharded) observe(sh *shard, inc uint64, mass float64, size int, minProb float64, inserted uint64) {
+	if inc != sh.incarnation {
+		sh.base += sh.reported - int64(inserted)
+		sh.incarnation = inc
+		sh.st.incarnation = inc
+		s.opts.Counters.update(func(st *ShardStats) { st.Shards[sh.i].Rejoins++ })
+	}
+	sh.mass, sh.size, sh.minProb, sh.reported = mass, size, minProb, int64(inserted)
+}
+
+// assemble fills dst from the shards' replies, in row order.
+func (s *sharded) assemble(dst *buffer.Batch, n int) error {
+	c := &s.cols
+	resetColumns(c)
+	if cap(s.rowShard) < n {
+		s.rowShard = make([]int32, n)
+	}
+	s.rowShard = s.rowShard[:n]
+	dst.Prob = dst.Prob[:0]
+	s.keys = s.keys[:0]
+	first := true
+	// Exact mode's shards hold consecutive rows in shard order; one mode
+	// has one shard.
+	for _, sh := range s.shards {
+		if sh.rows == 0 {
+			continue
+		}
+		b := sh.reply
+		if err := appendColumns(c, b.GetData(), first); err != nil {
+			return fmt.Errorf("shard %s: %w", sh.target, err)
+		}
+		first = false
+		s.keys = append(s.keys, b.GetKeys()...)
+		for j, p := range b.GetProb() {
+			dst.Prob = append(dst.Prob, sh.q*p)
+			s.rowShard[sh.first+j] = int32(sh.i)
+		}
+	}
+	c.Rows = uint32(n)
+	if err := DecodeTransitions(&dst.Transitions, batchLayout(dst, n), c); err != nil {
+		return err
+	}
+	dst.Refs = AppendRefs(dst.Refs[:0], s.keys)
+	s.refs = append(s.refs[:0], dst.Refs...)
+	var mass, size float64
+	for _, sh := range s.shards {
+		if sh.up && sh.mass > 0 {
+			mass += sh.mass
+			size += float64(sh.size)
+		}
+	}
+	minProb := 0.0
+	for _, sh := range s.shards {
+		if sh.up && sh.mass > 0 && sh.minProb > 0 {
+			p := sh.mass / mass * sh.minProb
+			if minProb == 0 || p < minProb {
+				minProb = p
+			}
+		}
+	}
+	dst.Size, dst.Total, dst.MinProb = int(size), mass, min(minProb, 1)
+	return nil
+}
+
+// resetColumns empties c's columns, keeping their storage.
+func resetColumns(c *replayv1.Columns) {
+	c.Rows = 0
+	for _, f := range columnFields(c) {
+		*f = (*f)[:0]
+	}
+	for i := range c.Floats {
+		c.Floats[i] = c.Floats[i][:0]
+	}
+	c.Floats = c.Floats[:0]
+}
+
+// columnFields are c's byte columns other than floats.
+func columnFields(c *replayv1.Columns) [14]*[]byte {
+	return [14]*[]byte{&c.Obs, &c.NextObs, &c.Action, &c.ActionVec, &c.Reward, &c.Discount, &c.Flags,
+		&c.EpisodeId, &c.EpisodeStep, &c.GlobalStep, &c.ActorId, &c.StateHash, &c.NextStateHash, &c.Priority}
+}
+
+// appendColumns appends src's rows to dst column by column (little-endian
+// rows concatenate). Every shard encodes the same layout, so a column
+// present in one part and absent in another is an error.
+func appendColumns(dst, src *replayv1.Columns, first bool) error {
+	if src == nil {
+		return fmt.Errorf("%w: a batch without data", ErrColumns)
+	}
+	df, sf := columnFields(dst), columnFields(src)
+	for i, f := range df {
+		if !first && (len(*f) == 0) != (len(*sf[i]) == 0) && src.GetRows() > 0 {
+			return fmt.Errorf("%w: the shards' batches disagree on column %d (present in one, absent in another)", ErrColumns, i)
+		}
+		*f = append(*f, *sf[i]...)
+	}
+	if first {
+		for range src.Floats {
+			dst.Floats = append(dst.Floats, nil)
+		}
+		dst.Floats = dst.Floats[:len(src.Floats)]
+	}
+	if len(src.Floats) != len(dst.Floats) {
+		return fmt.Errorf("%w: the shards' batches have %d and %d float columns", ErrColumns, len(dst.Floats), len(src.Floats))
+	}
+	for i, f := range src.Floats {
+		dst.Floats[i] = append(dst.Floats[i], f...)
+	}
+	return nil
+}
+
+// recordLocked copies the shards' views into st.
+func (s *sharded) recordLocked(st *ShardStats) {
+	for _, sh := range s.shards {
+		x := &st.Shards[sh.i]
+		x.Up, x.Incarnation, x.Mass, x.Size, x.MinProb, x.Inserted = sh.up, sh.incarnation, sh.mass, sh.size, sh.minProb, sh.counted()
+	}
+}
+
+// describe lists the shards' states for an error.
+func (s *sharded) describe() string {
+	var b strings.Builder
+	for i, sh := range s.shards {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		state := "up"
+		if !sh.up {
+			state = "down"
+		}
+		fmt.Fprintf(&b, "%s %s mass %g size %d", sh.target, state, sh.mass, sh.size)
+	}
+	return b.String()
+}
+
+// down takes sh out of the masses and starts probing it.
+func (s *sharded) down(sh *shard, err error) {
+	if sh.up {
+		sh.up = false
+		sh.backoff = s.opts.ProbeMin
+		s.opts.Counters.update(func(st *ShardStats) {
+			st.Shards[sh.i].Downs++
+			st.Shards[sh.i].Up = false
+		})
+	}
+	if sh.st.stream != nil {
+		sh.st.broken(err)
+	}
+	s.startProbe(sh)
+}
+
+// startProbe starts sh's probe goroutine unless one runs: it asks the
+// shard's Info with backoff (ProbeMin doubling to ProbeMax), each try
+// bounded by Deadline, until one answers (then it leaves the reply for
+// rejoin) or ctx ends.
+func (s *sharded) startProbe(sh *shard) {
+	if !sh.probing.CompareAndSwap(false, true) {
+		return
+	}
+	sh.probe.Store(nil)
+	c, deadline := sh.st.c, s.opts.Deadline
+	backoff, maxBackoff := s.opts.ProbeMin, s.opts.ProbeMax
+	go func() {
+		defer sh.probing.Store(false)
+		for {
+			t := time.NewTimer(backoff)
+			select {
+			case <-s.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(s.ctx, deadline)
+			info, err := c.replay.Info(ctx, &replayv1.InfoRequest{})
+			cancel()
+			if err == nil {
+				sh.probe.Store(info)
+				return
+			}
+			backoff = min(2*backoff, maxBackoff)
+		}
+	}()
+}
+
+// rejoin brings back the down shards whose probe has answered: a tally on
+// a new stream gives their counts and masses (and a restarted shard's new
+// incarnation). A shard that fails it stays down and is probed again.
+func (s *sharded) rejoin() {
+	var back []*shard
+	for _, sh := range s.shards {
+		if !sh.up && sh.probe.Load() != nil && !sh.probing.Load() {
+			sh.probe.Store(nil)
+			back = append(back, sh)
+		}
+	}
+	if len(back) == 0 {
+		return
+	}
+	s.tallyShards(back, true)
+	for _, sh := range back {
+		if sh.up {
+			s.opts.Counters.update(func(st *ShardStats) {
+				st.Shards[sh.i].Rejoins++
+				s.recordLocked(st)
+			})
+		}
+	}
+}
+
+// tallyRound tallies every live shard (with the fleet's counts when
+// fleet): their limiter counts and masses.
+func (s *sharded) tallyRound(fleet bool) {
+	var live []*shard
+	for _, sh := range s.shards {
+		if sh.up {
+			live = append(live, sh)
+		}
+	}
+	s.tallyShards(live, fleet)
+}
+
+// tallyShards sends a Tally to each of shards, then reads the answers
+// (each within Deadline). A shard that answers is up; one that fails is
+// down. A shard's new incarnation is rebased (observe).
+func (s *sharded) tallyShards(shards []*shard, fleet bool) {
+	for _, sh := range shards {
+		st := sh.st
+		st.nextID++
+		t := &replayv1.Tally{Table: s.table, Id: st.nextID}
+		if fleet {
+			t.Fleet = s.fleetCounts(sh, s.sampled)
+		}
+		st.req.Kind = &replayv1.SampleRequest_Tally{Tally: t}
+		sh.failed = st.send(&st.req)
+	}
+	for _, sh := range shards {
+		if sh.failed == nil {
+			reply, err := sh.st.recv(s.opts.Deadline, nil)
+			if err == nil {
+				t := reply.GetTallied()
+				if t == nil || t.GetId() != sh.st.nextID {
+					err = sh.st.broken(fmt.Errorf("tally %d: the reply is %s", sh.st.nextID, describe(reply)))
+				} else {
+					s.observe(sh, t.GetIncarnation(), t.GetMass(), int(t.GetSize()), t.GetMinProb(), t.GetInserted())
+					sh.sampledSeen = t.GetSampled()
+					if !sh.up {
+						sh.up = true
+						s.opts.Counters.update(func(st *ShardStats) { st.Shards[sh.i].Up = true })
+					}
+					continue
+				}
+			}
+			sh.failed = err
+		}
+		s.down(sh, sh.failed)
+	}
+	s.opts.Counters.update(s.recordLocked)
+}
+
+// gate holds a draw until the fleet's counts admit it (no limiter: at
+// once): it tallies the live shards (handing them the fleet's counts) and
+// sleeps between rounds while the counts do not admit the draw. It waits
+// as long as the first client's DrawTimeout allows (no bound when 0) and
+// ctx lives.
+func (s *sharded) gate() error {
+	if s.lim == nil {
+		return nil
+	}
+	if s.lim.AdmitsSample(s.inserted(), int64(s.sampled)) {
+		return nil
+	}
+	start := time.Now()
+	var limit time.Time
+	if d := s.shards[0].st.c.opts.DrawTimeout; d > 0 {
+		limit = start.Add(d)
+	}
+	sleep := gateMinSleep
+	for {
+		before := s.inserted()
+		s.rejoin()
+		s.tallyRound(true)
+		if s.lim.AdmitsSample(s.inserted(), int64(s.sampled)) {
+			d := time.Since(start)
+			s.opts.Counters.update(func(st *ShardStats) { st.GateWaits++; st.GateWait += d })
+			return nil
+		}
+		if s.inserted() != before {
+			sleep = gateMinSleep
+		}
+		if !limit.IsZero() && time.Now().After(limit) {
+			return fmt.Errorf("remote: sharded draw: the fleet's rate limiter held it over %v (inserted %d, sampled %d): %w",
+				time.Since(start).Round(time.Millisecond), s.inserted(), s.sampled, context.DeadlineExceeded)
+		}
+		t := time.NewTimer(sleep)
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+			return fmt.Errorf("remote: sharded draw: %w", s.ctx.Err())
+		case <-t.C:
+		}
+		sleep = min(2*sleep, gateMaxSleep)
+	}
+}
+
+// Update writes |δ| back to the shards the latest batch's rows came from.
+func (s *sharded) Update(refs []buffer.Ref, absTD []float64) (buffer.UpdateResult, error) {
+	if len(refs) != len(absTD) {
+		return buffer.UpdateResult{}, fmt.Errorf("remote: update: %w: %d refs, %d errors", buffer.ErrShape, len(refs), len(absTD))
+	}
+	for i, d := range absTD {
+		if math.IsNaN(d) || math.IsInf(d, 0) || d < 0 {
+			return buffer.UpdateResult{}, fmt.Errorf("remote: update: %w: |δ| of row %d is %v", buffer.ErrPriority, i, d)
+		}
+	}
+	return s.writeBack(refs, absTD, nil, nil)
+}
+
+// UpdateFeatures writes Q and the targets back to the rows' shards.
+func (s *sharded) UpdateFeatures(refs []buffer.Ref, q, target []float64) (buffer.UpdateResult, error) {
+	if len(refs) != len(q) || len(refs) != len(target) {
+		return buffer.UpdateResult{}, fmt.Errorf("remote: update features: %w: %d refs, %d Q values, %d targets", buffer.ErrShape, len(refs), len(q), len(target))
+	}
+	for i := range q {
+		if math.IsNaN(q[i]) || math.IsInf(q[i], 0) || math.IsNaN(target[i]) || math.IsInf(target[i], 0) {
+			return buffer.UpdateResult{}, fmt.Errorf("remote: update features: %w: row %d has Q %v, target %v", buffer.ErrNonFinite, i, q[i], target[i])
+		}
+	}
+	return s.writeBack(refs, nil, q, target)
+}
+
+// writeBack splits a write-back by the rows' shards (the latest batch's
+// rows are consecutive per shard), drops the values of shards that are
+// down or restarted since the draw, sends the others in parallel and sums
+// the results.
+func (s *sharded) writeBack(refs []buffer.Ref, absTD, q, target []float64) (buffer.UpdateResult, error) {
+	if len(refs) != len(s.refs) {
+		return buffer.UpdateResult{}, fmt.Errorf("remote: write-back: %w: %d refs, the latest batch has %d rows (a sharded stage writes back its latest batch)", buffer.ErrShape, len(refs), len(s.refs))
+	}
+	for i := range refs {
+		if refs[i] != s.refs[i] {
+			return buffer.UpdateResult{}, fmt.Errorf("remote: write-back: %w: ref %d is %v, the latest batch's row %d is %v", buffer.ErrShape, i, refs[i], i, s.refs[i])
+		}
+	}
+	var res buffer.UpdateResult
+	var dropped, wrongInc int
+	var sent []*shard
+	for _, sh := range s.shards {
+		if sh.rows == 0 {
+			continue
+		}
+		lo, hi := sh.first, sh.first+sh.rows
+		if !sh.up || sh.incarnation != sh.drawn {
+			dropped += sh.rows
+			s.opts.Counters.update(func(st *ShardStats) { st.Shards[sh.i].Dropped += uint64(sh.rows) })
+			continue
+		}
+		st := sh.st
+		st.nextID++
+		st.keys = AppendKeys(st.keys[:0], refs[lo:hi])
+		wb := &replayv1.WriteBack{Table: s.table, Id: st.nextID, Incarnation: sh.drawn, Keys: st.keys}
+		if absTD != nil {
+			wb.AbsTd = absTD[lo:hi]
+		} else {
+			wb.Q, wb.Target = q[lo:hi], target[lo:hi]
+		}
+		st.req.Kind = &replayv1.SampleRequest_WriteBack{WriteBack: wb}
+		sh.failed = st.send(&st.req)
+		sent = append(sent, sh)
+	}
+	for _, sh := range sent {
+		if sh.failed == nil {
+			reply, err := sh.st.recv(s.opts.Deadline, nil)
+			if err == nil {
+				r := reply.GetWritten()
+				if r == nil || r.GetId() != sh.st.nextID {
+					err = sh.st.broken(fmt.Errorf("write-back %d: the reply is %s", sh.st.nextID, describe(reply)))
+				} else if int(r.GetApplied()+r.GetStale()+r.GetWrongIncarnation()) != sh.rows {
+					err = sh.st.broken(fmt.Errorf("write-back %d: the shard counts %d applied and %d dropped of %d", sh.st.nextID, r.GetApplied(), r.GetStale()+r.GetWrongIncarnation(), sh.rows))
+				} else {
+					res.Applied += int(r.GetApplied())
+					res.Stale += int(r.GetStale() + r.GetWrongIncarnation())
+					wrongInc += int(r.GetWrongIncarnation())
+					continue
+				}
+			}
+			sh.failed = err
+		}
+		if !isShardFailure(sh.failed) {
+			return res, fmt.Errorf("remote: write-back to shard %s: %w", sh.target, sh.failed)
+		}
+		// Whether the shard applied them is unknown; it is down, and a
+		// restart gives it a new incarnation, which refuses them.
+		dropped += sh.rows
+		s.opts.Counters.update(func(st *ShardStats) { st.Shards[sh.i].Dropped += uint64(sh.rows) })
+		s.down(sh, sh.failed)
+	}
+	res.Stale += dropped
+	s.opts.Counters.update(func(st *ShardStats) {
+		st.WriteBacks++
+		st.Applied += uint64(res.Applied)
+		st.Stale += uint64(res.Stale - dropped)
+		st.Dropped += uint64(dropped)
+		s.recordLocked(st)
+	})
+	return res, nil
+}
+
+// Priority is the local twin's.
+func (s *sharded) Priority(absTD float64) float64 { return s.local.Selector.Priority(absTD) }
+
+// String is the local twin's stage name and the sampling mode.
+func (s *sharded) String() string {
+	return fmt.Sprintf("%s over %d shards (%s)", s.local.Selector.String(), len(s.shards), s.opts.Sampling)
+}
+
+// evaluated hands every shard's stage the evaluation's mean return; it
+// fails only when no shard takes it (a down shard's failure is not the
+// learner's).
+func (s *sharded) evaluated(meanReturn float64) error {
+	var errs []error
+	for _, sh := range s.shards {
+		if err := sh.st.evaluated(meanReturn); err != nil {
+			errs = append(errs, fmt.Errorf("shard %s: %w", sh.target, err))
+		}
+	}
+	if len(errs) == len(s.shards) {
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+// methodStats is the mean over the shards of their method statistics.
+func (s *sharded) methodStats() map[string]float64 {
+	out := map[string]float64{}
+	count := map[string]int{}
+	for _, sh := range s.shards {
+		for k, v := range sh.st.methodStats() {
+			out[k] += v
+			count[k]++
+		}
+	}
+	for k := range out {
+		out[k] /= float64(count[k])
+	}
+	return out
+}
