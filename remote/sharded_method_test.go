@@ -187,3 +187,138 @@ func scaled(xs []float64, f float64) []float64 {
 	}
 	return out
 }
+
+// TestShardedWeightsMatchInProcess checks that the importance weights of
+// rows drawn across two shards equal those an in-process PER over one
+// buffer holding the same items with the same priorities gives the same
+// items (NormalizeBuffer: they depend on N, P(i) and the smallest P).
+func TestShardedWeightsMatchInProcess(t *testing.T) {
+	checkLeaks(t)
+	seed := uint64(time.Now().UnixNano())
+	defer func() {
+		if t.Failed() {
+			t.Logf("seed %d", seed)
+		}
+	}()
+	layout := shardLayout(16)
+	a := newTestShard(t, "shard-a", "per", layout, nil, `{"run":1}`)
+	b := newTestShard(t, "shard-b", "per", layout, nil, `{"run":1}`)
+	pa := []float64{0.5, 1, 2, 3}
+	pb := []float64{10, 20, 40, 80, 5}
+	a.fill(t, pa, 0)
+	b.fill(t, pb, 1)
+	// The in-process twin: one buffer, the same items (obs[1] = 0 or 1
+	// tags the shard, obs[0] the index).
+	inBuf, inM := localTwin(t, "per", shardLayout(16))
+	one := &testShard{buf: inBuf}
+	one.fill(t, pa, 0)
+	one.fill(t, pb, 1)
+	const rows = 8
+	for _, step := range []int64{0, 50, 99} {
+		inWeight := map[[2]int]float64{}
+		rng := rand.New(rand.NewPCG(seed, 1))
+		bIn, _ := inBuf.NewBatch(rows)
+		for range 200 {
+			if err := inM.Selector.Sample(rng, bIn); err != nil {
+				t.Fatal(err)
+			}
+			if err := inM.Weighter.Weights(bIn, step); err != nil {
+				t.Fatal(err)
+			}
+			for j := range rows {
+				inWeight[[2]int{int(bIn.Obs[2*j+1]), int(bIn.Obs[2*j])}] = bIn.Weight[j]
+			}
+		}
+		for _, mode := range []ShardSampling{ShardExact, ShardOne} {
+			_, local := localTwin(t, "per", layout)
+			ctx, cancel := context.WithCancel(context.Background())
+			m, err := ShardedMethod(ctx, clientsOf(a, b), local, 0, ShardOptions{Sampling: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst, _ := inBuf.NewBatch(rows)
+			checked := 0
+			for range 50 {
+				if err := m.Selector.Sample(rng, dst); err != nil {
+					t.Fatal(err)
+				}
+				if err := m.Weighter.Weights(dst, step); err != nil {
+					t.Fatal(err)
+				}
+				for j := range rows {
+					key := [2]int{int(dst.Obs[2*j+1]), int(dst.Obs[2*j])}
+					want, ok := inWeight[key]
+					if !ok {
+						continue // not drawn in process
+					}
+					checked++
+					if math.Abs(dst.Weight[j]-want) > 1e-6*want {
+						t.Fatalf("%s, step %d: item %v weighs %v across shards, %v in process", mode, step, key, dst.Weight[j], want)
+					}
+				}
+			}
+			if checked < 100 {
+				t.Errorf("%s: only %d rows compared", mode, checked)
+			}
+			cancel()
+		}
+	}
+}
+
+// TestShardedWriteBacksRouted draws a batch across two shards and checks
+// that each row's |δ| lands in the shard it came from, and nowhere else.
+func TestShardedWriteBacksRouted(t *testing.T) {
+	checkLeaks(t)
+	layout := shardLayout(16)
+	a := newTestShard(t, "shard-a", "per", layout, nil, `{"run":1}`)
+	b := newTestShard(t, "shard-b", "per", layout, nil, `{"run":1}`)
+	a.fill(t, []float64{1, 1, 1, 1, 1, 1, 1, 1}, 0)
+	b.fill(t, []float64{1, 1, 1, 1, 1, 1, 1, 1}, 1)
+	_, local := localTwin(t, "per", layout)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m, err := ShardedMethod(ctx, clientsOf(a, b), local, 0, ShardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	dst, _ := a.buf.NewBatch(8)
+	if err := m.Selector.Sample(rng, dst); err != nil {
+		t.Fatal(err)
+	}
+	fromA := 0
+	absTD := make([]float64, 8)
+	want := map[[2]int]float64{}
+	for j := range 8 {
+		absTD[j] = float64(j + 2)
+		if dst.Obs[2*j+1] == 0 {
+			fromA++
+		}
+		want[[2]int{int(dst.Obs[2*j+1]), int(dst.Refs[j].Slot)}] = m.Selector.Priority(absTD[j])
+	}
+	if fromA == 0 || fromA == 8 {
+		t.Fatalf("%d of 8 rows from shard a: want both shards in the batch", fromA)
+	}
+	res, err := m.Selector.Update(dst.Refs, absTD)
+	if err != nil || res.Applied != 8 || res.Stale != 0 {
+		t.Fatalf("write-back %+v, %v", res, err)
+	}
+	for s, sh := range []*testShard{a, b} {
+		for slot := range 8 {
+			_, p, ok := sh.buf.SlotPriority(slot)
+			w, written := want[[2]int{s, slot}]
+			if !written {
+				w = 1
+			}
+			if !ok || math.Abs(p-w) > 1e-6*w {
+				t.Errorf("shard %d slot %d: priority %v, want %v", s, slot, p, w)
+			}
+		}
+	}
+	// Refs other than the latest batch's are refused, nothing sent.
+	other := append([]buffer.Ref(nil), dst.Refs...)
+	other[0].Slot ^= 1
+	if _, err := m.Selector.Update(other, absTD); err == nil {
+		t.Error("a write-back for refs that are not the latest batch's: no error")
+	}
+}
