@@ -43,13 +43,13 @@ func TestNetworkLockstepMatchesInProcess(t *testing.T) {
 		{"CartPole-v1", "per", ""}, {"CartPole-v1", "uniform", ""}, {"CartPole-v1", "rank", ""}, {"CartPole-v1", "ners", ""},
 		// ReF-ER through the episode feed: V-RACER's controller follows
 		// the server's stage.
-		{"Pendulum-v1", "refer", "vracer"},
+		{"Pendulum-v1", "refer", "vracer"}, {"Pendulum-v1", "refer-2", "td3"},
 	} {
 		method := tc.method
 		const seed = 5
 		cfg := runtime.TrainConfig{Env: tc.env, Sampler: method, Algo: tc.algo, Actors: 1, Deterministic: true, Steps: 250,
 			Capacity: 4000, MinSizeToSample: 200, EvalEverySteps: 1 << 30, FinalEpisodes: 1, Seed: seed}
-		if tc.algo == "vracer" {
+		if tc.env == "Pendulum-v1" {
 			cfg.Batch, cfg.Steps = 32, 120
 		}
 		tr, err := runtime.NewTrainer(cfg)
@@ -125,7 +125,7 @@ func TestNetworkLockstepMatchesInProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !slices.Equal(got.Params(), want.Params()) {
-			t.Fatalf("%s, seed %d: the network run's policy differs from the in-process run's", method, seed)
+			t.Fatalf("%s (%s), seed %d: the network run's policy differs from the in-process run's", method, tc.algo, seed)
 		}
 		st := srv.Stats()
 		writesBack := tc.algo != "vracer" // V-RACER's write-back is its controller's, in the learner

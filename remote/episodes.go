@@ -7,6 +7,7 @@ import (
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/sampler"
+	"google.golang.org/grpc"
 )
 
 // episodes is the remote sampler.EpisodeSource of a table whose stage
@@ -40,8 +41,9 @@ type episodes struct {
 	obs sampler.EpisodeObserver
 	// on is the stream the feed is subscribed on (nil: none); followed:
 	// the observer has followed the feed on some stream.
-	on       any
+	on       grpc.BidiStreamingClient[replayv1.SampleRequest, replayv1.SampleReply]
 	followed bool
+	req      replayv1.SampleRequest // the ObserveEpisodes request
 	// live[h]: the observer was told episode h finished and not that it
 	// was dropped.
 	live  []bool
@@ -103,9 +105,9 @@ func (e *episodes) subscribe(resync bool) error {
 	s := e.s
 	s.nextID++
 	id := s.nextID
-	s.req.Kind = &replayv1.SampleRequest_ObserveEpisodes{ObserveEpisodes: &replayv1.ObserveEpisodes{Table: s.table, Id: id}}
+	e.req.Kind = &replayv1.SampleRequest_ObserveEpisodes{ObserveEpisodes: &replayv1.ObserveEpisodes{Table: s.table, Id: id}}
 	e.expectID, e.sawLast = id, false
-	reply, err := s.exchange(&s.req, s.c.opts.CallTimeout, e.events)
+	reply, err := s.exchange(&e.req, s.c.opts.CallTimeout, nil, e.events)
 	if err != nil {
 		return fmt.Errorf("remote: observe episodes: %w", err)
 	}
@@ -123,12 +125,16 @@ func (e *episodes) subscribe(resync bool) error {
 	return nil
 }
 
-// beforeDraw subscribes a stream that does not observe the feed yet.
-func (e *episodes) beforeDraw() error {
-	if e.obs == nil || (e.on != nil && e.on == any(e.s.stream) && e.s.stream != nil) {
-		return nil
+// beforeDraw readies the stream a draw of id is about to go out on:
+// subscribed to the feed (if it is not yet), expecting the draw's events.
+func (e *episodes) beforeDraw(id uint64) error {
+	if e.obs != nil && (e.on == nil || e.on != e.s.stream) {
+		if err := e.subscribe(e.followed); err != nil {
+			return err
+		}
 	}
-	return e.subscribe(e.followed)
+	e.expectID = id
+	return nil
 }
 
 // events reports one EpisodeEvents message of the exchange under way to

@@ -29,6 +29,7 @@ type referTwins struct {
 	inSel         sampler.Selector
 	srv           *Server
 	c             *Client
+	bs            *bufServer
 	w             *Writer
 	cancel        context.CancelFunc
 }
@@ -59,7 +60,8 @@ func newReferTwins(t *testing.T, name, algo string, capacity int) *referTwins {
 	}
 	t.Cleanup(srv.Close)
 	r.srv = srv
-	r.c = replayServer(t, &r.srv).client(ClientOptions{})
+	r.bs = replayServer(t, &r.srv)
+	r.c = r.bs.client(ClientOptions{})
 	r.w = newTestWriterLayout(t, r.c, "refer", layout)
 	small := layout
 	small.Capacity = 32 // the learner's local twin: a small buffer of the layout
@@ -582,6 +584,89 @@ func TestReferFeedFallsBehind(t *testing.T) {
 		t.Errorf("client stats %+v", st)
 	}
 	cancel()
+	r.cancel()
+	if err := r.w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReferServerRestart: a replay server restarted under a ReF-ER
+// learner (a new incarnation over other contents): the learner's next
+// draws re-open the stream, subscribe again and its controller starts
+// over from the new server's stored episodes (a resync, counted),
+// consistent with the new stage.
+func TestReferServerRestart(t *testing.T) {
+	checkLeaks(t)
+	r := newReferTwins(t, "refer", "vracer", 160)
+	rc, err := learner.NewREFERController(r.rm.Episodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := rand.New(rand.NewPCG(4, 4))
+	r.play(data, 1, 10, 9)
+	rng := rand.New(rand.NewPCG(1, 1))
+	b, _ := r.rm.Episodes.Buffer().NewBatch(4)
+	vals := rand.New(rand.NewPCG(2, 2))
+	step := uint64(0)
+	learn := func() {
+		t.Helper()
+		rho, v, kl := make([]float64, 4), make([]float64, 4), make([]float64, 4)
+		for i := range rho {
+			rho[i], v[i], kl[i] = 0.1+5*vals.Float64(), vals.NormFloat64(), vals.Float64()
+		}
+		if err := rc.Refresh(rho, v, kl); err != nil {
+			t.Fatal(err)
+		}
+		step++
+		rc.AfterStep(step)
+	}
+	if err := r.rm.Selector.Sample(rng, b); err != nil {
+		t.Fatal(err)
+	}
+	learn()
+
+	buf2, err := buffer.New(r.layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := sampler.NewMethod("refer", buf2, sampler.MethodConfig{BetaSteps: 40, Learner: "vracer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2, err := NewServer(Table{Buffer: buf2, Method: m2}, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv2.Close)
+	old := r.srv
+	r.srv = srv2
+	r.bs.restart()
+	old.Close()
+	r.play(data, 500, 6, 9) // the writer re-opens its stream to the new server
+	drawn := false
+	for try := 0; try < 3 && !drawn; try++ {
+		err = r.rm.Selector.Sample(rng, b)
+		drawn = err == nil
+	}
+	if !drawn {
+		t.Fatalf("no draw from the restarted server: %v", err)
+	}
+	learn()
+	stage := m2.Selector.(*sampler.REFER).Stats()
+	if st := rc.Stats(); st.Steps != stage.Steps || stage.Steps == 0 {
+		t.Errorf("after the restart the controller holds %d steps, the new stage %d", st.Steps, stage.Steps)
+	}
+	for _, ref := range b.Refs {
+		if _, _, ok := buf2.SlotPriority(int(ref.Slot)); !ok {
+			t.Errorf("row %v is not stored in the new server", ref)
+		}
+	}
+	if st := r.c.Stats(); st.EpisodeResyncs != 1 {
+		t.Errorf("client stats %+v", st)
+	}
+	if st := srv2.Stats(); st.EpisodeSubscriptions != 1 {
+		t.Errorf("the new server's stats %+v", st)
+	}
 	r.cancel()
 	if err := r.w.Close(context.Background()); err != nil {
 		t.Fatal(err)

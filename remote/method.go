@@ -189,45 +189,50 @@ func (s *stage) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 		return fmt.Errorf("remote: sample: %w: a batch of 0 rows", buffer.ErrBatchSize)
 	}
 	step := s.steps + 1
-	var events func(*replayv1.EpisodeEvents) (bool, error)
-	if s.ep != nil {
-		if err := s.ep.beforeDraw(); err != nil {
-			s.ep.sampled(nil)
-			return fmt.Errorf("remote: draw for step %d: %w", step, err)
-		}
-		events = s.ep.events
-	}
 	s.nextID++
 	draw := &replayv1.Draw{Table: s.table, Id: s.nextID, Batch: uint32(n), Seed: seed, Step: step}
 	s.req.Kind = &replayv1.SampleRequest_Draw{Draw: draw}
 	if s.ep != nil {
-		s.ep.expectID = draw.Id
+		return s.drawEpisodes(dst, draw)
 	}
-	reply, err := s.exchange(&s.req, s.c.opts.DrawTimeout, events)
-	if err == nil && s.ep != nil && s.ep.inPart {
-		err = s.broken(fmt.Errorf("remote: draw %d: the server's events left an episode unfinished", draw.Id))
+	reply, err := s.exchange(&s.req, s.c.opts.DrawTimeout, nil, nil)
+	if err != nil {
+		return fmt.Errorf("remote: draw for step %d: %w", step, err)
+	}
+	return s.batch(dst, draw, reply)
+}
+
+// drawEpisodes sends draw (in s.req) for a stage with an episode feed:
+// the stream it goes out on is subscribed first, the events ahead of the
+// Batch are reported to the observer as they come, and Sampled ends the
+// draw (with no rows when it failed), as in process.
+func (s *stage) drawEpisodes(dst *buffer.Batch, draw *replayv1.Draw) error {
+	prepare := func() error { return s.ep.beforeDraw(draw.Id) }
+	reply, err := s.exchange(&s.req, s.c.opts.DrawTimeout, prepare, s.ep.events)
+	if err == nil && s.ep.inPart {
+		err = s.broken(fmt.Errorf("the server's events for draw %d left an episode unfinished", draw.Id))
 	}
 	if err != nil {
-		if s.ep != nil {
-			s.ep.sampled(nil)
-		}
-		return fmt.Errorf("remote: draw for step %d: %w", step, err)
+		s.ep.sampled(nil)
+		return fmt.Errorf("remote: draw for step %d: %w", draw.Step, err)
 	}
+	if err := s.batch(dst, draw, reply); err != nil {
+		s.ep.sampled(nil)
+		return err
+	}
+	s.ep.sampled(dst.Refs)
+	return nil
+}
+
+// batch fills dst from the reply to draw and counts it.
+func (s *stage) batch(dst *buffer.Batch, draw *replayv1.Draw, reply *replayv1.SampleReply) error {
 	b := reply.GetBatch()
 	if b == nil || b.GetId() != draw.Id {
-		if s.ep != nil {
-			s.ep.sampled(nil)
-		}
 		return s.broken(fmt.Errorf("remote: draw %d: the reply is %s", draw.Id, describe(reply)))
 	}
+	step, n := draw.Step, dst.Len()
 	if err := s.fill(dst, b); err != nil {
-		if s.ep != nil {
-			s.ep.sampled(nil)
-		}
 		return fmt.Errorf("remote: draw for step %d: %w", step, err)
-	}
-	if s.ep != nil {
-		s.ep.sampled(dst.Refs)
 	}
 	s.steps, s.drawStep, s.incarnation = step, step, b.GetIncarnation()
 	s.weights = append(s.weights[:0], b.GetWeight()...)
@@ -400,7 +405,7 @@ func (s *stage) methodStats() map[string]float64 {
 // re-open, and is returned, never retried: the server may have acted on
 // req.
 func (s *stage) roundTrip(req *replayv1.SampleRequest, timeout time.Duration) (*replayv1.SampleReply, error) {
-	return s.exchange(req, timeout, nil)
+	return s.exchange(req, timeout, nil, nil)
 }
 
 // exchange is roundTrip for a request whose answer may be preceded by
@@ -408,8 +413,12 @@ func (s *stage) roundTrip(req *replayv1.SampleRequest, timeout time.Duration) (*
 // feed, an ObserveEpisodes): each is handed to events, within the same
 // timeout, until events reports done or another reply comes, which is
 // returned. An events error (a malformed message) breaks the stream.
-func (s *stage) exchange(req *replayv1.SampleRequest, timeout time.Duration, events func(*replayv1.EpisodeEvents) (done bool, err error)) (*replayv1.SampleReply, error) {
-	if err := s.send(req); err != nil {
+// prepare, if not nil, runs on every stream req is about to go out on
+// (the first, and one re-opened because the stream had ended): a draw
+// subscribes a new stream to the episode feed there before it is sent.
+func (s *stage) exchange(req *replayv1.SampleRequest, timeout time.Duration, prepare func() error,
+	events func(*replayv1.EpisodeEvents) (done bool, err error)) (*replayv1.SampleReply, error) {
+	if err := s.sendPrepared(req, prepare); err != nil {
 		return nil, err
 	}
 	return s.recv(timeout, events)
@@ -418,11 +427,20 @@ func (s *stage) exchange(req *replayv1.SampleRequest, timeout time.Duration, eve
 // send is exchange's first half: req sent on the stream (opened, or
 // re-opened once found ended before req went out). A failure leaves the
 // stream closed.
-func (s *stage) send(req *replayv1.SampleRequest) error {
+func (s *stage) send(req *replayv1.SampleRequest) error { return s.sendPrepared(req, nil) }
+
+// sendPrepared is send with prepare, when not nil, run on the stream
+// before req goes out on it (each time it is opened or re-opened).
+func (s *stage) sendPrepared(req *replayv1.SampleRequest, prepare func() error) error {
 	var err error
 	for tries := 0; ; tries++ {
 		if err := s.open(); err != nil {
 			return err
+		}
+		if prepare != nil {
+			if err := prepare(); err != nil {
+				return err
+			}
 		}
 		if err = s.stream.Send(req); err != io.EOF || tries == s.attempts() {
 			break
