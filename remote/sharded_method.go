@@ -308,7 +308,7 @@ func ShardedMethod(ctx context.Context, clients []*Client, local sampler.Method,
 		return sampler.Method{}, fmt.Errorf("remote: sharded method: the local twin: %w", err)
 	}
 	if local.Episodes != nil {
-		return sampler.Method{}, fmt.Errorf("remote: sharded method %q: the ReF-ER methods' episode stage has no remote form: run them in one process with apex train", local.Name)
+		return sampler.Method{}, fmt.Errorf("remote: sharded method %q: the ReF-ER methods' learner follows one stage's episodes by its buffer's slots (the episode feed of one replay server), which shards do not share: run one replay server (Client.Method) or apex train", local.Name)
 	}
 	if local.Weighter != nil {
 		if err := checkBatchWeighter(local.Weighter); err != nil {
