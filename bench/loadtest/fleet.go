@@ -7,15 +7,14 @@ package loadtest
 // parts report their counters as snapshots, which the orchestrator turns
 // into rates, phases and the report.
 //
-// Interim insert and sample paths: until remote.ShardedWriter and
-// remote.ShardedMethod are on main, simulated actor g inserts through the
-// host's remote.Writer of shard g mod N (one writer per shard per host; a
-// dead shard's actors wait for it, as a single-server writer does, instead
-// of being re-placed), and the learner keeps one Sample stream per shard
-// whose draws each take a whole batch from that shard (paced draws go to
-// whichever live shard claims the next slot; no mass weighting). Both are
-// load generators, not samplers: the figures measure the servers'
-// throughput, latency and recovery, not the weights' exactness.
+// Insert path: an actor host's simulated actors share one
+// remote.ShardedWriter (as apex actor -replay=a,b does). Interim sample
+// path: until remote.ShardedMethod is on main, the learner keeps one
+// Sample stream per shard whose draws each take a whole batch from that
+// shard (paced draws go to whichever live shard claims the next slot; no
+// mass weighting): a load generator, not a sampler, so the figures measure
+// the servers' throughput, latency and recovery, not the weights'
+// exactness.
 
 import (
 	"context"
@@ -80,22 +79,32 @@ type ShardInserts struct {
 	Reconnects   uint64 `json:"reconnects"`
 	Incarnations uint64 `json:"incarnations"`
 	Pending      int    `json:"pending"`
+	// Moved counts batches taken off the shard when it died, Adopted
+	// those it took over from dead shards; Deaths and Rejoins its
+	// alive→dead and dead→alive transitions.
+	Moved   uint64 `json:"moved"`
+	Adopted uint64 `json:"adopted"`
+	Deaths  uint64 `json:"deaths"`
+	Rejoins uint64 `json:"rejoins"`
 }
 
 // Actors is a running actor host: Actors goroutines, each a simulated
-// actor inserting paced batches through its shard's writer.
+// actor inserting paced batches through the host's one
+// remote.ShardedWriter over every shard.
 type Actors struct {
-	cfg     ActorsConfig
-	writers []*remote.Writer
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	errMu   sync.Mutex
-	err     error
+	cfg   ActorsConfig
+	w     *remote.ShardedWriter
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	errMu sync.Mutex
+	err   error
 }
 
-// StartActors starts an actor host over clients (one per shard, in shard
-// order). Writer options: reconnects every 50-200 ms without giving up (a
-// killed shard comes back). Stop ends it.
+// StartActors starts an actor host over clients (one per shard, in the
+// order of remote.ResolveShards): one remote.ShardedWriter that the
+// simulated actors share (batches placed by rendezvous hashing, a dead
+// shard's batches moved to the live ones, its probes every 50-200 ms).
+// Stop ends it.
 func StartActors(clients []*remote.Client, cfg ActorsConfig) (*Actors, error) {
 	if err := cfg.validate(len(clients)); err != nil {
 		return nil, err
@@ -104,19 +113,13 @@ func StartActors(clients []*remote.Client, cfg ActorsConfig) (*Actors, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Actors{cfg: cfg, stop: make(chan struct{})}
-	for s, c := range clients {
-		w, err := c.NewWriter(fmt.Sprintf("loadtest-%016x-a%d-s%d", cfg.Nonce, cfg.First, s), remote.WriterOptions{
-			Layout: Layout, Table: cfg.Table, Window: cfg.Window,
-			MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MaxAttempts: -1})
-		if err != nil {
-			for _, w := range a.writers {
-				w.Close(context.Background())
-			}
-			return nil, err
-		}
-		a.writers = append(a.writers, w)
+	w, err := remote.NewShardedWriter(clients, fmt.Sprintf("loadtest-%016x-a%d", cfg.Nonce, cfg.First), remote.ShardedWriterOptions{
+		WriterOptions: remote.WriterOptions{Layout: Layout, Table: cfg.Table, Window: cfg.Window,
+			MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}})
+	if err != nil {
+		return nil, err
 	}
+	a := &Actors{cfg: cfg, w: w, stop: make(chan struct{})}
 	var every time.Duration
 	if cfg.InsertRate > 0 {
 		every = time.Duration(float64(time.Second) * float64(cfg.Actors*cfg.InsertBatch) / cfg.InsertRate)
@@ -124,7 +127,6 @@ func StartActors(clients []*remote.Client, cfg ActorsConfig) (*Actors, error) {
 	start := time.Now()
 	for i := range cfg.Actors {
 		g := cfg.First + i
-		w := a.writers[g%len(a.writers)]
 		a.wg.Go(func() {
 			var pace *time.Timer
 			due := start
@@ -143,7 +145,7 @@ func StartActors(clients []*remote.Client, cfg ActorsConfig) (*Actors, error) {
 							return
 						}
 					} else if d < -time.Second {
-						due = time.Now() // behind by over a second (a dead shard): no burst to catch up
+						due = time.Now() // behind by over a second (every shard was down): no burst to catch up
 					}
 					due = due.Add(every)
 				}
@@ -168,39 +170,32 @@ func StartActors(clients []*remote.Client, cfg ActorsConfig) (*Actors, error) {
 	return a, nil
 }
 
-// Stats snapshots the host's per-shard insert counters. Safe for
-// concurrent use.
+// Stats snapshots the host's per-shard insert counters (in the order of
+// the clients). Safe for concurrent use.
 func (a *Actors) Stats() []ShardInserts {
-	out := make([]ShardInserts, len(a.writers))
-	for i, w := range a.writers {
-		s := w.Stats()
+	st := a.w.Stats()
+	out := make([]ShardInserts, len(st.Shards))
+	for i, s := range st.Shards {
 		out[i] = ShardInserts{AckedItems: s.AckedItems, AckedBatches: s.Acked, LostItems: s.LostItems, Resent: s.Resent,
-			Duplicates: s.Duplicates, Reconnects: s.Reconnects, Incarnations: s.Incarnations, Pending: s.Pending}
+			Duplicates: s.Duplicates, Reconnects: s.Reconnects, Incarnations: s.Incarnations, Pending: s.Pending,
+			Moved: s.Moved, Adopted: s.Adopted, Deaths: s.Deaths, Rejoins: s.Rejoins}
 	}
 	return out
 }
 
-// Stop stops the actors, waits up to ctx for the writers to have every
-// batch acknowledged (what is not is counted lost) and closes them. It
-// returns the first failure of an actor or a writer. Call once.
+// Stop stops the actors, waits up to ctx for the writer to have every
+// batch acknowledged (what is not is counted lost) and closes it. It
+// returns the first failure of an actor or the writer. Call once.
 func (a *Actors) Stop(ctx context.Context) error {
 	close(a.stop)
-	var errs []error
-	var closing sync.WaitGroup
-	closed := make([]error, len(a.writers))
-	for i, w := range a.writers {
-		closing.Go(func() { closed[i] = w.Close(ctx) }) // also ends an Insert waiting for window space
-	}
-	closing.Wait()
+	cerr := a.w.Close(ctx) // also ends an Insert waiting for window space
 	a.wg.Wait()
-	for i, err := range closed {
-		if err != nil {
-			errs = append(errs, fmt.Errorf("loadtest: shard %d's writer: %w", i, err))
-		}
-	}
 	a.errMu.Lock()
 	defer a.errMu.Unlock()
-	return errors.Join(append([]error{a.err}, errs...)...)
+	if cerr != nil {
+		cerr = fmt.Errorf("loadtest: the sharded writer: %w", cerr)
+	}
+	return errors.Join(a.err, cerr)
 }
 
 // rawBatches makes n distinct batches of rows random CartPole transitions

@@ -71,9 +71,9 @@ the learner then sends a write-back of the killed incarnation's last batch
 on purpose, which must not be applied, and the report adds the learner's
 rate before, during and after the loss and the time to full rate after
 the restart. Every process is ended by its pid and the folder removed.
-Until remote.ShardedWriter and remote.ShardedMethod land, simulated actor
-g inserts on shard g mod N through its host's single-shard writer of that
-shard, and each draw takes a whole batch from one shard.
+Each actor host's simulated actors share one remote.ShardedWriter (a
+dead shard's batches move to the live ones); until remote.ShardedMethod
+lands, the learner's draws each take a whole batch from one shard.
 
 Ape-X's rate: apex loadtest -shards=2 -actor-hosts=4 -streams=360 -insert-batch=50 -insert-rate=12500 -sample-rate=9700
 A shard kill: apex loadtest -shards=2 -streams=360 -insert-batch=50 -insert-rate=12500 -sample-rate=9700 -duration=20s -chaos

@@ -95,6 +95,9 @@ type fleetReport struct {
 	StaleProbes        uint64 `json:"stale_probes"`
 	InsertsLostItems   uint64 `json:"writer_lost_items"`
 	Resent             uint64 `json:"resent_batches"`
+	// Moved counts the batches the actor hosts' ShardedWriters took off a
+	// dead shard and placed on the live ones.
+	Moved uint64 `json:"moved_batches"`
 
 	Chaos *fleetChaosRep `json:"chaos,omitempty"`
 }
@@ -110,6 +113,13 @@ type fleetShardRep struct {
 	WriteBacksStale  uint64  `json:"write_backs_stale"`
 	WrongIncarnation uint64  `json:"write_backs_wrong_incarnation"`
 	Incarnations     int     `json:"incarnations"`
+	// The learner's stream re-opens to the shard and its last error.
+	LearnerReconnects uint64 `json:"learner_reconnects"`
+	LearnerLastError  string `json:"learner_last_error,omitempty"`
+	// The actor hosts' ShardedWriters: the shard's deaths and rejoins (summed
+	// over the hosts).
+	WriterDeaths  uint64 `json:"writer_deaths"`
+	WriterRejoins uint64 `json:"writer_rejoins"`
 }
 
 type fleetProcRep struct {
@@ -132,6 +142,10 @@ type fleetChaosRep struct {
 	RateDuring float64 `json:"learner_rate_during"`
 	RateAfter  float64 `json:"learner_rate_after"`
 	Kept       float64 `json:"learner_rate_kept"`
+	// The actor hosts' acknowledged inserts/s over the same spans.
+	InsertsBefore float64 `json:"inserts_before"`
+	InsertsDuring float64 `json:"inserts_during"`
+	InsertsAfter  float64 `json:"inserts_after"`
 	// FullRateSec is the time from the restart until the learner's rate
 	// over 500 ms is back to 90% of RateBefore with the restarted shard
 	// answering draws again (-1: not within the run); FirstDrawSec and
@@ -437,7 +451,7 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 	rep = &fleetReport{Shards: c.shards, ActorHosts: c.hosts, Actors: c.lt.Streams, InsertBatch: c.lt.InsertBatch,
 		InsertRate: c.lt.InsertRate, SampleBatch: c.lt.SampleBatch, SampleInflight: c.lt.SampleInflight, SampleRate: c.sampleRate,
 		Capacity: c.capacity, WarmupSec: time.Since(start).Seconds(),
-		InsertPath: "interim: one remote.Writer per shard per actor host, simulated actor g on shard g mod N (remote.ShardedWriter is not on main yet)",
+		InsertPath: "remote.ShardedWriter: one per actor host, shared by its simulated actors",
 		SamplePath: "interim: one Sample stream per shard, each draw a whole batch from one shard (remote.ShardedMethod is not on main yet)"}
 	phase := "run"
 	if c.chaos {
@@ -560,6 +574,8 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 		i := index[learner.shards[j]]
 		rep.PerShard[i].WriteBacksStale = ss.Stale
 		rep.PerShard[i].WrongIncarnation = ss.WrongIncarnation
+		rep.PerShard[i].LearnerReconnects = ss.Reconnects
+		rep.PerShard[i].LearnerLastError = ss.LastError
 		rep.StaleWritesApplied += ss.StaleApplied
 		rep.StaleProbes += ss.Probes
 	}
@@ -570,9 +586,13 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 	for _, h := range hosts {
 		l, _ := h.last()
 		for j, si := range l.Ins {
-			rep.PerShard[index[h.shards[j]]].AckedItems += si.AckedItems
+			ps := &rep.PerShard[index[h.shards[j]]]
+			ps.AckedItems += si.AckedItems
+			ps.WriterDeaths += si.Deaths
+			ps.WriterRejoins += si.Rejoins
 			rep.InsertsLostItems += si.LostItems
 			rep.Resent += si.Resent
+			rep.Moved += si.Moved
 		}
 	}
 	for i, s := range shards {
@@ -622,6 +642,15 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 			}
 			return float64(n) / b.Sub(a).Seconds()
 		}
+		insRate := func(a, b time.Time) float64 {
+			x, y := insAt(a.UnixNano()), insAt(b.UnixNano())
+			var n uint64
+			for i := range x {
+				n += y[i] - x[i]
+			}
+			return float64(n) / b.Sub(a).Seconds()
+		}
+		ch.InsertsBefore, ch.InsertsDuring, ch.InsertsAfter = insRate(t0, tKill), insRate(tKill, tBack), insRate(tBack, t1)
 		ch.RateBefore = rate(t0, tKill)
 		ch.RateDuring = rate(tKill, tBack)
 		ch.RateAfter = rate(tBack, t1)
@@ -730,10 +759,11 @@ func (r *fleetReport) writeText(w io.Writer) error {
 	p("all\t\t%.2f\t(%s inserts, %s samples per CPU-s)\n\n", r.CPUSec, meter.SI(r.InsertsPerCPU), meter.SI(r.SamplesPerCPU))
 	p("stale writes applied\t%d\t(%d probe write-backs of an earlier incarnation)\n", r.StaleWritesApplied, r.StaleProbes)
 	p("acknowledged inserts lost\t%d\n", r.AckedInsertsLost)
-	p("writers' lost / resent\t%d items / %d batches\n", r.InsertsLostItems, r.Resent)
+	p("writers' lost / resent / moved\t%d items / %d batches / %d batches\n", r.InsertsLostItems, r.Resent, r.Moved)
 	if c := r.Chaos; c != nil {
 		p("\nchaos\tshard %d killed (SIGKILL) at %.2f s, restarted at %.2f s (down %.2f s, restored from checkpoint: %v)\n", c.Shard, c.KilledAt, c.RestartedAt, c.DownSec, c.Restored)
 		p("learner rate\tbefore %s/s\tduring %s/s (%.0f%% kept)\tafter %s/s\n", meter.SI(c.RateBefore), meter.SI(c.RateDuring), 100*c.Kept, meter.SI(c.RateAfter))
+		p("inserts\tbefore %s/s\tduring %s/s\tafter %s/s\n", meter.SI(c.InsertsBefore), meter.SI(c.InsertsDuring), meter.SI(c.InsertsAfter))
 		p("after the restart\tfull rate in %.2f s\tfirst draw %.2f s\tfirst insert ack %.2f s\n", c.FullRateSec, c.FirstDrawSec, c.FirstAckSec)
 		p("acked inserts lost\ton the killed shard %d (after its last checkpoint)\ton the survivors %d\n", c.LostOnKilled, c.LostOnSurvivors)
 	}
