@@ -29,7 +29,12 @@ type stripe struct {
 	minRoot atomic.Uint64
 	// inserts counts items inserted into this stripe (for Stats).
 	inserts atomic.Uint64
-	_       [2*cacheLine - 5*8]byte
+	// gate admits the stripe's writers while SaveStriped copies it:
+	// bit gateFrozen is set while a snapshot holds the stripe, the low
+	// bits count the Insert and UpdatePriorities calls inside it (see
+	// snapshot.go).
+	gate atomic.Uint64
+	_    [2*cacheLine - 6*8]byte
 }
 
 // emptyMin is the min-tree value of a group with no non-zero leaf.
@@ -68,6 +73,8 @@ type counters struct {
 // tag after copying and re-draw on a torn read (a sequence lock).
 //
 // Save, Load and CheckInvariants need quiescence: no concurrent writers.
+// SaveStriped does not: it holds one stripe at a time, for the copy of
+// that stripe only (snapshot.go).
 //
 // A Buffer must not be copied after first use.
 type Buffer struct {
@@ -88,6 +95,9 @@ type Buffer struct {
 	mins [][]atomic.Uint64
 
 	c counters
+
+	// snapshotting is set while SaveStriped runs (one at a time).
+	snapshotting atomic.Bool
 
 	// rows holds the items row-major: global slot g's record is the
 	// rl.stride bytes at byte offset g·rl.stride, each column at its offset

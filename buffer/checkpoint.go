@@ -46,10 +46,29 @@ import (
 // are not stored: Load rebuilds them from the leaves exactly (fixed-point
 // sums). A file of the earlier format (magic APEXREPL) is refused with an
 // error that names it.
+//
+// Version 2 (SaveStriped, written while the buffer is in use) holds the
+// same data grouped by stripe, in stripe order, so that each stripe can
+// be copied and written on its own (snapshot.go says what consistency
+// that gives):
+//
+//	config   as in version 1
+//	per stripe s, in order:
+//	  stripe    uint64 ×3: cursor, written, inserts (cursor = written)
+//	  leaves    uint64 per slot of the stripe, in slot order
+//	  columns   as in version 1, each a section of the stripe's slots only
+//	counters  uint64 ×9 as in version 1, read after the last stripe
+//
+// Stripe s's slots are global slots [stripeOffset(s), +stripeCap(s)), so
+// the stripes' leaves and columns, concatenated, are version 1's. Load
+// checks a version 2 checkpoint exactly as a version 1 one.
 
 const (
 	ckKind    = "buffer"
 	ckVersion = 1
+	// ckVersionStriped is SaveStriped's format (see below); Load reads
+	// both.
+	ckVersionStriped = 2
 
 	// maxConfigBytes bounds the JSON config of a checkpoint.
 	maxConfigBytes = 1 << 20
@@ -70,6 +89,7 @@ const (
 	ckIDCounters uint32 = 1 + iota
 	ckIDStripes
 	ckIDLeaves
+	ckIDStripe // version 2: one stripe's cursor, written, inserts
 )
 
 const (
@@ -185,8 +205,8 @@ func (b *Buffer) Save(w io.Writer) error {
 	return nil
 }
 
-// Load reads a checkpoint written by Save and returns a new Buffer equal to
-// the saved one: same Config, counters, generations, priorities, columns and
+// Load reads a checkpoint written by Save or SaveStriped and returns a new
+// Buffer equal to the saved one: same Config, counters, generations, priorities, columns and
 // running maximum; its trees are rebuilt from the leaves. Load reads exactly
 // the checkpoint's bytes from r (it does not buffer ahead), so a checkpoint
 // may be followed by other data.
@@ -237,7 +257,7 @@ func Load(r io.Reader) (*Buffer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("buffer: reading checkpoint: %w", err)
 	}
-	err = checkpoint.Load(r, ckKind, ckVersion, func(_ uint32, p io.Reader) error {
+	err = checkpoint.Load(r, ckKind, ckVersionStriped, func(version uint32, p io.Reader) error {
 		cr := &ckReader{r: p}
 		var hdr [4]byte
 		if err := cr.read(hdr[:], "header"); err != nil {
@@ -272,7 +292,12 @@ func Load(r io.Reader) (*Buffer, error) {
 		if !ok {
 			return fmt.Errorf("%w: %d stripes exceed the checkpoint size limit", ErrCorrupt, cfg.Stripes)
 		}
-		need, err := ckRemaining(&cfg, nStripeCtr, cols)
+		var need int64
+		if version == ckVersionStriped {
+			need, err = ckRemainingStriped(&cfg, cols)
+		} else {
+			need, err = ckRemaining(&cfg, nStripeCtr, cols)
+		}
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
@@ -285,6 +310,10 @@ func Load(r io.Reader) (*Buffer, error) {
 				return fmt.Errorf("%w: truncated: the config declares a payload of %d bytes but the stream holds %d", ErrCorrupt, need, avail)
 			}
 			cr.exact = avail >= need
+		}
+		if version == ckVersionStriped {
+			counters, stripeCtr, leaves, err = b.loadStriped(cr, cols)
+			return err
 		}
 
 		if counters, err = readSection[uint64](cr, ckIDCounters, "counters", ckNumCounters); err != nil {

@@ -632,7 +632,7 @@ func TestCheckpointCorruptions(t *testing.T) {
 		want string
 	}{
 		{"magic", func(d []byte) []byte { d[0] = 'X'; return d }, "magic"},
-		{"version", func(d []byte) []byte { d[8] = 2; return ckFixCRC(d) }, "version 2"},
+		{"version", func(d []byte) []byte { d[8] = 3; return ckFixCRC(d) }, "version 3"},
 		{"config too long", func(d []byte) []byte { binary.LittleEndian.PutUint32(d[l.cfgStart-4:], 1<<30); return ckFixCRC(d) }, "exceeds the limit"},
 		{"checksum", func(d []byte) []byte { d[l.sections[ckIDObs].data] ^= 1; return d }, "checksum mismatch"},
 		{"checksum trailer", func(d []byte) []byte { d[len(d)-1] ^= 1; return d }, "checksum mismatch"},

@@ -33,7 +33,8 @@ const runMax = 128
 // O(n/16 + depth) atomic adds for the tree. Safe for concurrent use; an
 // inserter waits only if it laps a slot another inserter is still writing
 // (possible only when one inserter stalls for a whole stripe's worth of
-// inserts).
+// inserts). A stripe that SaveStriped is copying is skipped (the batch
+// goes to the next one); a one-stripe buffer's Insert waits for the copy.
 func (b *Buffer) Insert(t *Transitions) error {
 	if t == nil {
 		return fmt.Errorf("%w: Insert of a nil *Transitions", ErrNil)
@@ -44,6 +45,14 @@ func (b *Buffer) Insert(t *Transitions) error {
 	n := t.Len()
 	for done := 0; done < n; {
 		s := int(b.c.nextStripe.Add(1)-1) & (len(b.stripes) - 1)
+		if !b.enterStripe(s) {
+			// SaveStriped is copying this stripe: take the next one (it
+			// holds one stripe at a time). A one-stripe buffer waits.
+			if len(b.stripes) == 1 {
+				b.waitThaw(s)
+			}
+			continue
+		}
 		sc := b.lay.stripeCap(s)
 		k := min(n-done, sc) // a chunk never laps its own stripe
 		st := &b.stripes[s]
@@ -57,6 +66,7 @@ func (b *Buffer) Insert(t *Transitions) error {
 		st.inserts.Add(uint64(k))
 		st.written.Add(uint64(k))
 		b.assertStripe(s)
+		b.leaveStripe(s)
 		done += k
 	}
 	return nil

@@ -21,73 +21,82 @@ import (
 // it from Save.
 func (b *Buffer) CheckInvariants() error {
 	for s := range b.stripes {
-		st := &b.stripes[s]
-		sc := b.lay.stripeCap(s)
-		if st.cursor.Load() < st.written.Load() {
-			return fmt.Errorf("stripe %d: cursor %d < written %d", s, st.cursor.Load(), st.written.Load())
+		if err := b.checkStripe(s); err != nil {
+			return err
 		}
-		filled := 0
-		wr := st.written.Load()
-		for l := range b.lay.m[0] {
-			w := b.tree[0][b.lay.node(0, s, l)].Load()
-			g, u := w>>prioBits, w&prioMask
-			switch {
-			case l >= sc && w != 0:
-				return fmt.Errorf("stripe %d: padding leaf %d is %#x", s, l, w)
-			case g&1 == 1:
-				return fmt.Errorf("stripe %d slot %d: generation %d is odd at quiescence", s, l, g)
-			case g == 0 && u != 0:
-				return fmt.Errorf("stripe %d slot %d: never written but priority %d", s, l, u)
-			case u > b.q.maxUnits:
-				return fmt.Errorf("stripe %d slot %d: priority %d units above the maximum %d", s, l, u, b.q.maxUnits)
-			case g != 0 && uint64(l) < wr && g != posGen((wr-1-uint64(l))/uint64(sc)):
-				return fmt.Errorf("stripe %d slot %d: generation %d after %d writes, want %d", s, l, g, (wr-1-uint64(l))/uint64(sc)+1, posGen((wr-1-uint64(l))/uint64(sc)))
-			}
-			if g != 0 {
-				filled++
-			}
+	}
+	return nil
+}
+
+// checkStripe is CheckInvariants for stripe s alone: it needs only that
+// stripe at rest (SaveStriped checks a stripe it holds). O(stripe).
+func (b *Buffer) checkStripe(s int) error {
+	st := &b.stripes[s]
+	sc := b.lay.stripeCap(s)
+	if st.cursor.Load() < st.written.Load() {
+		return fmt.Errorf("stripe %d: cursor %d < written %d", s, st.cursor.Load(), st.written.Load())
+	}
+	filled := 0
+	wr := st.written.Load()
+	for l := range b.lay.m[0] {
+		w := b.tree[0][b.lay.node(0, s, l)].Load()
+		g, u := w>>prioBits, w&prioMask
+		switch {
+		case l >= sc && w != 0:
+			return fmt.Errorf("stripe %d: padding leaf %d is %#x", s, l, w)
+		case g&1 == 1:
+			return fmt.Errorf("stripe %d slot %d: generation %d is odd at quiescence", s, l, g)
+		case g == 0 && u != 0:
+			return fmt.Errorf("stripe %d slot %d: never written but priority %d", s, l, u)
+		case u > b.q.maxUnits:
+			return fmt.Errorf("stripe %d slot %d: priority %d units above the maximum %d", s, l, u, b.q.maxUnits)
+		case g != 0 && uint64(l) < wr && g != posGen((wr-1-uint64(l))/uint64(sc)):
+			return fmt.Errorf("stripe %d slot %d: generation %d after %d writes, want %d", s, l, g, (wr-1-uint64(l))/uint64(sc)+1, posGen((wr-1-uint64(l))/uint64(sc)))
 		}
-		if want := int(min(wr, uint64(sc))); filled != want {
-			return fmt.Errorf("stripe %d: %d slots written, counters say %d", s, filled, want)
+		if g != 0 {
+			filled++
 		}
-		for k := 1; k <= b.nlev; k++ {
-			nodes := 1
-			if k < b.nlev {
-				nodes = b.lay.m[k]
+	}
+	if want := int(min(wr, uint64(sc))); filled != want {
+		return fmt.Errorf("stripe %d: %d slots written, counters say %d", s, filled, want)
+	}
+	for k := 1; k <= b.nlev; k++ {
+		nodes := 1
+		if k < b.nlev {
+			nodes = b.lay.m[k]
+		}
+		for j := range nodes {
+			if j*fanout >= b.lay.m[k-1] { // padding node: no children
+				if v := b.sumNode(k, s, j).Load(); v != 0 {
+					return fmt.Errorf("stripe %d level %d padding node %d is %d", s, k, j, v)
+				}
+				continue
 			}
-			for j := range nodes {
-				if j*fanout >= b.lay.m[k-1] { // padding node: no children
-					if v := b.sumNode(k, s, j).Load(); v != 0 {
-						return fmt.Errorf("stripe %d level %d padding node %d is %d", s, k, j, v)
+			var sum uint64
+			mn := emptyMin
+			cbase := b.lay.node(k-1, s, j*fanout)
+			for x := range fanout {
+				v := b.tree[k-1][cbase+x].Load()
+				if k == 1 {
+					v &= prioMask
+					if v != 0 {
+						mn = min(mn, v)
 					}
-					continue
+				} else if b.mins != nil {
+					mn = min(mn, b.mins[k-1][cbase+x].Load())
 				}
-				var sum uint64
-				mn := emptyMin
-				cbase := b.lay.node(k-1, s, j*fanout)
-				for x := range fanout {
-					v := b.tree[k-1][cbase+x].Load()
-					if k == 1 {
-						v &= prioMask
-						if v != 0 {
-							mn = min(mn, v)
-						}
-					} else if b.mins != nil {
-						mn = min(mn, b.mins[k-1][cbase+x].Load())
-					}
-					sum += v
-				}
-				got := b.sumNode(k, s, j).Load()
-				if int64(got) < 0 {
-					return fmt.Errorf("stripe %d level %d node %d: negative sum %d", s, k, j, int64(got))
-				}
-				if got != sum {
-					return fmt.Errorf("stripe %d level %d node %d: sum %d, children sum to %d", s, k, j, got, sum)
-				}
-				if b.mins != nil {
-					if got := b.minNode(k, s, j).Load(); got != mn {
-						return fmt.Errorf("stripe %d level %d node %d: min %d, children's min %d", s, k, j, got, mn)
-					}
+				sum += v
+			}
+			got := b.sumNode(k, s, j).Load()
+			if int64(got) < 0 {
+				return fmt.Errorf("stripe %d level %d node %d: negative sum %d", s, k, j, int64(got))
+			}
+			if got != sum {
+				return fmt.Errorf("stripe %d level %d node %d: sum %d, children sum to %d", s, k, j, got, sum)
+			}
+			if b.mins != nil {
+				if got := b.minNode(k, s, j).Load(); got != mn {
+					return fmt.Errorf("stripe %d level %d node %d: min %d, children's min %d", s, k, j, got, mn)
 				}
 			}
 		}

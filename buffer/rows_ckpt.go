@@ -58,26 +58,33 @@ func (b *Buffer) recordColumn(c ckColumn) (off, width, elem int) {
 // from the records ckScratch bytes at a time (a wider item: one item at a
 // time). Needs quiescence. O(Capacity × width).
 func (b *Buffer) writeRecordColumn(cw *ckWriter, c ckColumn, scratch *[]byte) {
+	b.writeRecordColumnFrom(cw, c, b.rec(0), b.cfg.Capacity, scratch)
+}
+
+// writeRecordColumnFrom writes column c of the n records at base (b's
+// record layout: the buffer's own, or a stripe's copy) as one section of
+// n × width values. O(n × width).
+func (b *Buffer) writeRecordColumnFrom(cw *ckWriter, c ckColumn, base unsafe.Pointer, n int, scratch *[]byte) {
 	off, w, elem := b.recordColumn(c)
-	cw.header(c.id, elem, c.n)
+	cw.header(c.id, elem, n*w)
 	item := w * elem
 	if len(*scratch) < item {
 		*scratch = make([]byte, item)
 	}
 	per := len(*scratch) / item
-	n := b.cfg.Capacity
+	stride := b.rl.stride
 	for g := 0; g < n; g += per {
 		k := min(per, n-g)
 		buf := (*scratch)[:k*item]
 		for i := range k {
-			copy(buf[i*item:(i+1)*item], unsafe.Slice((*byte)(unsafe.Add(b.rec(g+i), off)), item))
+			copy(buf[i*item:(i+1)*item], unsafe.Slice((*byte)(unsafe.Add(base, (g+i)*stride+off)), item))
 		}
 		if !nativeLittleEndian {
 			toLE(buf, elem)
 		}
 		cw.write(buf)
 	}
-	cw.pad(c.n * elem)
+	cw.pad(n * w * elem)
 }
 
 // toLE rewrites in place the native elem-byte values of p (4 or 8 bytes)
@@ -159,6 +166,12 @@ func (b *Buffer) finishRows(data *Transitions) {
 // readRecordColumn reads the section of checkpoint column c (checked as
 // readSection checks it) into the records, ckScratch bytes at a time.
 func (b *Buffer) readRecordColumn(cr *ckReader, c ckColumn) error {
+	return b.readRecordColumnAt(cr, c, 0, b.cfg.Capacity)
+}
+
+// readRecordColumnAt reads a section of column c holding the n items of
+// global slots [g0, g0+n) into their records.
+func (b *Buffer) readRecordColumnAt(cr *ckReader, c ckColumn, g0, n int) error {
 	off, w, elem := b.recordColumn(c)
 	var h [ckSectionHeader]byte
 	if err := cr.read(h[:], c.name+" section header"); err != nil {
@@ -172,13 +185,12 @@ func (b *Buffer) readRecordColumn(cr *ckReader, c ckColumn) error {
 		return fmt.Errorf("%w: at byte %d: found section %s, want %s", ErrCorrupt, cr.off-ckSectionHeader, ckSectionName(gotID), c.name)
 	case gotElem != uint32(elem):
 		return fmt.Errorf("%w: section %s: %d-byte values, want %d", ErrCorrupt, c.name, gotElem, elem)
-	case gotN != uint64(c.n):
-		return fmt.Errorf("%w: section %s: %d values, the config needs %d", ErrCorrupt, c.name, gotN, c.n)
+	case gotN != uint64(n*w):
+		return fmt.Errorf("%w: section %s: %d values, the config needs %d", ErrCorrupt, c.name, gotN, n*w)
 	}
 	item := w * elem
 	per := max(1, ckScratch/item)
-	scratch := make([]byte, per*item)
-	n := b.cfg.Capacity
+	scratch := make([]byte, min(per, max(n, 1))*item)
 	for g := 0; g < n; g += per {
 		k := min(per, n-g)
 		buf := scratch[:k*item]
@@ -189,11 +201,11 @@ func (b *Buffer) readRecordColumn(cr *ckReader, c ckColumn) error {
 			fromLE(buf, elem)
 		}
 		for i := range k {
-			copy(unsafe.Slice((*byte)(unsafe.Add(b.rec(g+i), off)), item), buf[i*item:(i+1)*item])
+			copy(unsafe.Slice((*byte)(unsafe.Add(b.rec(g0+g+i), off)), item), buf[i*item:(i+1)*item])
 		}
 	}
 	var pad [8]byte
-	p := pad[:pad8(c.n*elem)]
+	p := pad[:pad8(n*w*elem)]
 	if err := cr.read(p, c.name+" padding"); err != nil {
 		return err
 	}

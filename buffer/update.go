@@ -27,7 +27,9 @@ type UpdateResult struct {
 //
 // Cost: per item one CAS on the leaf and one atomic add per tree level
 // (stripe roots are added once per stripe per call), plus the min-tree
-// repair unless NoMinTree. Safe for concurrent use.
+// repair unless NoMinTree, and two atomic adds per stripe touched (the
+// gate SaveStriped closes; a write-back to a stripe being copied waits for
+// that copy). Safe for concurrent use.
 func (b *Buffer) UpdatePriorities(refs []Ref, prios []float64) (UpdateResult, error) {
 	var res UpdateResult
 	if len(refs) != len(prios) {
@@ -41,17 +43,30 @@ func (b *Buffer) UpdatePriorities(refs []Ref, prios []float64) (UpdateResult, er
 			return res, fmt.Errorf("%w: priority[%d] = %v (priorities must be finite and >= 0)", ErrPriority, i, prios[i])
 		}
 	}
-	if b.mins != nil && b.nlev > 1 && len(refs) > 1 {
-		b.touchMins(refs)
-	}
 	const stackStripes = 64
 	var rootD [stackStripes]int64
 	local := len(b.stripes) <= stackStripes
+	// Enter the stripes the call touches (waiting for one SaveStriped is
+	// copying), all at once where they fit a mask, else one ref at a time.
+	var entered uint64
+	if local {
+		for _, r := range refs {
+			s, _ := b.lay.locate(int(r.Slot))
+			entered |= 1 << s
+		}
+		b.enterMask(entered)
+	}
+	if b.mins != nil && b.nlev > 1 && len(refs) > 1 {
+		b.touchMins(refs)
+	}
 	var hi uint64
 	leaves := b.tree[0]
 	for i, r := range refs {
 		u, clamped := b.q.units(prios[i])
 		s, l, li := b.leafIndex(int(r.Slot))
+		if !local {
+			b.enterWait(s)
+		}
 		p := &leaves[li]
 		var d int64
 		var w uint64
@@ -68,6 +83,9 @@ func (b *Buffer) UpdatePriorities(refs []Ref, prios []float64) (UpdateResult, er
 		}
 		if !applied {
 			res.Stale++
+			if !local {
+				b.leaveStripe(s)
+			}
 			continue
 		}
 		res.Applied++
@@ -76,6 +94,10 @@ func (b *Buffer) UpdatePriorities(refs []Ref, prios []float64) (UpdateResult, er
 		}
 		hi = max(hi, u)
 		if d == 0 {
+			if !local {
+				b.raiseMax(u)
+				b.leaveStripe(s)
+			}
 			continue
 		}
 		for k, j := 1, l; k < b.nlev; k++ {
@@ -90,6 +112,10 @@ func (b *Buffer) UpdatePriorities(refs []Ref, prios []float64) (UpdateResult, er
 		if b.mins != nil {
 			b.fixMinAfter(s, l, w&prioMask, u, p, w&^prioMask|u)
 		}
+		if !local {
+			b.raiseMax(u)
+			b.leaveStripe(s)
+		}
 	}
 	if local {
 		for s := range b.stripes {
@@ -98,7 +124,10 @@ func (b *Buffer) UpdatePriorities(refs []Ref, prios []float64) (UpdateResult, er
 			}
 		}
 	}
+	// The running maximum is raised before the stripes are left, so a
+	// snapshot of a stripe never holds a priority above the maximum.
 	b.raiseMax(hi)
+	b.leaveMask(entered)
 	b.c.updates.Add(uint64(res.Applied))
 	if res.Stale > 0 {
 		b.c.staleUpd.Add(uint64(res.Stale))
