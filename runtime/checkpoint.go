@@ -340,7 +340,7 @@ func ResumeTrainer(path string, override func(*TrainConfig)) (*Trainer, error) {
 	t.lh.base = h.Base
 	t.lh.curve = h.Curve
 	t.limiter.restore(h.Inserted, h.Sampled)
-	t.limBase = limiterState{h.Inserted, h.Sampled}
+	t.limBase = limiterState{inserted: h.Inserted, sampled: h.Sampled}
 	return t, nil
 }
 
@@ -367,6 +367,18 @@ func (h *ckHeader) check() error {
 // sameShape refuses overrides that change what the checkpoint's model and
 // replay were built for.
 func sameShape(a, b TrainConfig) error {
+	if err := sameReplayShape(a, b); err != nil {
+		return err
+	}
+	if a.ReplayRatio != b.ReplayRatio || a.MinSizeToSample != b.MinSizeToSample {
+		return errors.New("the rate limiter's settings (replay ratio, minimum size to sample) cannot change on resume: its saved balance is in their terms")
+	}
+	return nil
+}
+
+// sameReplayShape is sameShape but for the rate limiter's settings (a
+// replay core's restore compares the limiter itself: LoadReplayCoreWith).
+func sameReplayShape(a, b TrainConfig) error {
 	switch {
 	case a.Env != b.Env:
 		return fmt.Errorf("env %s cannot change to %s on resume", a.Env, b.Env)
@@ -379,8 +391,6 @@ func sameShape(a, b TrainConfig) error {
 	case a.Capacity != b.Capacity, a.Dueling != b.Dueling, fmt.Sprint(a.Hidden) != fmt.Sprint(b.Hidden),
 		a.Batch != b.Batch, a.LR != b.LR, a.Seed != b.Seed, a.NStep != b.NStep, a.Gamma != b.Gamma:
 		return errors.New("the replay, model and learner settings (capacity, hidden, dueling, batch, lr, seed, n-step, gamma) cannot change on resume")
-	case a.ReplayRatio != b.ReplayRatio, a.MinSizeToSample != b.MinSizeToSample:
-		return errors.New("the rate limiter's settings (replay ratio, minimum size to sample) cannot change on resume: its saved balance is in their terms")
 	case a.Deterministic != b.Deterministic:
 		return errors.New("the deterministic mode cannot be switched on or off on resume")
 	}

@@ -347,13 +347,14 @@ func (r *RateLimiter) Stats() RateLimiterStats {
 	return r.stats
 }
 
-// limiterState is the balance a checkpoint keeps.
-type limiterState struct{ inserted, sampled int64 }
+// limiterState is the balance a checkpoint keeps: inserted includes the
+// pending reservations.
+type limiterState struct{ inserted, sampled, pending int64 }
 
 func (r *RateLimiter) snapshot() limiterState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return limiterState{r.inserted, r.sampled}
+	return limiterState{r.inserted, r.sampled, r.pending}
 }
 
 // restore sets the balance of a resumed run, so learning continues where it

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/checkpoint"
@@ -42,6 +44,8 @@ type ReplayCore struct {
 	// gate is held shared by every Insert and Shared section, exclusively
 	// by Save.
 	gate sync.RWMutex
+	// notes are RestoreNotes.
+	notes []string
 }
 
 // NewReplayCore validates cfg as NewTrainer does (every setting is checked
@@ -189,20 +193,48 @@ func (c *ReplayCore) Stats() ReplayStats {
 
 // Replay checkpoint layout: sections of the checkpoint package's format,
 //
-//	runtime.Replay version 1: JSON (replayHeader: the configuration,
-//	         the limiter's balance, the parts that follow)
-//	buffer   the replay buffer (buffer.Buffer.Save)
+//	runtime.Replay version 2: JSON (replayHeader: the configuration,
+//	         the limiter's configuration in force and its balance, the
+//	         parts that follow)
+//	buffer   the replay buffer (buffer.Buffer.Save, or SaveStriped's
+//	         version 2 when written by SaveStriped)
 //	stage    the method's own state (sampler.Method.State), if it has one
+//
+// Version 1 lacks the limiter's configuration: its restore takes the one
+// its configuration gives.
 const (
 	replayKind    = "runtime.Replay"
-	replayVersion = 1
+	replayVersion = 2
 )
 
 type replayHeader struct {
 	Config   TrainConfig `json:"config"`
 	Inserted int64       `json:"limiter_inserted"`
 	Sampled  int64       `json:"limiter_sampled"`
-	Parts    []string    `json:"parts"`
+	// Limiter is the limiter's configuration in force when the
+	// checkpoint was taken (a server's -rate-limit=false or SetLimiter
+	// included); absent from version 1.
+	Limiter *limiterJSON `json:"limiter,omitempty"`
+	Parts   []string     `json:"parts"`
+}
+
+// limiterJSON is a RateLimiterConfig's restorable fields in a checkpoint.
+type limiterJSON struct {
+	SamplesPerInsert float64 `json:"samples_per_insert"`
+	MinSizeToSample  int64   `json:"min_size_to_sample"`
+	ErrorBuffer      float64 `json:"error_buffer"`
+}
+
+func limiterOf(c RateLimiterConfig) *limiterJSON {
+	return &limiterJSON{SamplesPerInsert: c.SamplesPerInsert, MinSizeToSample: c.MinSizeToSample, ErrorBuffer: c.ErrorBuffer}
+}
+
+func (l *limiterJSON) config(timeout time.Duration) RateLimiterConfig {
+	return RateLimiterConfig{SamplesPerInsert: l.SamplesPerInsert, MinSizeToSample: l.MinSizeToSample, ErrorBuffer: l.ErrorBuffer, Timeout: timeout}
+}
+
+func (l *limiterJSON) String() string {
+	return fmt.Sprintf("samples per insert %v, min size to sample %d, error buffer %v", l.SamplesPerInsert, l.MinSizeToSample, l.ErrorBuffer)
 }
 
 // parts lists the core's checkpoint parts after the header.
@@ -225,7 +257,7 @@ func (c *ReplayCore) Save(w io.Writer) error {
 	c.gate.Lock()
 	defer c.gate.Unlock()
 	s := c.limiter.snapshot()
-	h := replayHeader{Config: c.cfg, Inserted: s.inserted, Sampled: s.sampled}
+	h := replayHeader{Config: c.cfg, Inserted: s.inserted, Sampled: s.sampled, Limiter: limiterOf(c.limiter.Config())}
 	parts := c.parts()
 	for _, p := range parts {
 		h.Parts = append(h.Parts, p.name)
@@ -242,6 +274,90 @@ func (c *ReplayCore) Save(w io.Writer) error {
 	return bw.Flush()
 }
 
+// SaveStriped writes the core's state to w as Save does, while inserts,
+// samples and write-backs go on (a replay server's Checkpoint):
+//
+//  1. With stage held (the lock that serializes the stage's Sample,
+//     Update, UpdateFeatures and evaluations; nil: the core's own gate,
+//     which Shared sections hold), it copies the stage's own state into
+//     memory and reads the limiter's configuration and balance: the
+//     committed inserts (reservations whose items are not stored yet
+//     left out) and the admitted samples. That is the checkpoint's
+//     stated point for the stage and the limiter.
+//  2. Without any lock of the caller's, it writes the header and the
+//     buffer by buffer.Buffer.SaveStriped: stripe by stripe, each a
+//     consistent snapshot at its own instant, all after step 1.
+//  3. It writes the stage's state copied in step 1.
+//
+// So every insert the limiter counted is in the buffer's snapshot (or was
+// overwritten there by a later one): the restored limiter never counts
+// items the restored buffer lacks (LoadReplayCoreWith also enforces it).
+// The stage's state may lag the buffer by the write-backs of the copy's
+// duration; NERS's per-slot state carries each slot's generation, so an
+// item replaced meanwhile is seen as new, as after any overwrite.
+//
+// Cost: O(replay size) time; memory: the stage's state (NERS: O(Capacity)
+// plus its networks), one stripe's copy and 64 KiB. Not concurrently with
+// another SaveStriped or with Save (buffer.ErrSnapshotBusy).
+func (c *ReplayCore) SaveStriped(w io.Writer, stage sync.Locker) error {
+	if stage == nil {
+		stage = &c.gate
+	}
+	var state bytes.Buffer
+	stage.Lock()
+	var err error
+	if st := c.method.State; st != nil {
+		err = st.Save(&state)
+	}
+	lim := c.limiter.snapshot()
+	lcfg := c.limiter.Config()
+	stage.Unlock()
+	if err != nil {
+		return fmt.Errorf("%s: %w", partStage, err)
+	}
+	h := replayHeader{Config: c.cfg, Inserted: lim.inserted - lim.pending, Sampled: lim.sampled, Limiter: limiterOf(lcfg)}
+	for _, p := range c.parts() {
+		h.Parts = append(h.Parts, p.name)
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if err := checkpoint.Save(bw, replayKind, replayVersion, func(w io.Writer) error { return checkpoint.WriteJSON(w, h) }); err != nil {
+		return err
+	}
+	if err := c.buf.SaveStriped(bw); err != nil {
+		return fmt.Errorf("%s: %w", partBuffer, err)
+	}
+	if _, err := bw.Write(state.Bytes()); err != nil {
+		return fmt.Errorf("%s: %w", partStage, err)
+	}
+	return bw.Flush()
+}
+
+// Values of RestoreOptions.LimiterFrom.
+const (
+	// LimiterFromCheckpoint keeps the checkpoint's limiter configuration.
+	LimiterFromCheckpoint = "checkpoint"
+	// LimiterFromFlags takes the restoring process's configuration.
+	LimiterFromFlags = "flags"
+)
+
+// ErrLimiterConflict is wrapped (with ErrResumeConflict) by a restore
+// whose checkpoint's rate limiter configuration differs from the one
+// asked for, when RestoreOptions.LimiterFrom does not say which wins.
+var ErrLimiterConflict = errors.New("runtime: restore: rate limiter configuration")
+
+// RestoreOptions tune LoadReplayCoreWith.
+type RestoreOptions struct {
+	// Limiter is the rate limiter configuration the restoring process
+	// was given (a server's flags, -rate-limit=false applied); nil: the
+	// one cfg gives. Its Timeout is kept whichever configuration wins.
+	Limiter *RateLimiterConfig
+	// LimiterFrom says which configuration wins when Limiter and the
+	// checkpoint's differ in samples per insert, minimum size to sample
+	// or error buffer: LimiterFromCheckpoint or LimiterFromFlags; empty:
+	// the restore is refused (ErrLimiterConflict, naming both).
+	LimiterFrom string
+}
+
 // LoadReplayCore rebuilds a core saved by Save for cfg: cfg may change
 // only how the run proceeds (its stop rules, checkpoint and evaluation
 // settings, as on a Trainer's resume); settings that shape the replay,
@@ -249,6 +365,31 @@ func (c *ReplayCore) Save(w io.Writer) error {
 // ErrResumeConflict otherwise). A damaged or foreign stream is an error
 // wrapping ErrCheckpoint. Every length is bounded before allocation.
 func LoadReplayCore(cfg TrainConfig, r io.Reader) (*ReplayCore, error) {
+	return LoadReplayCoreWith(cfg, r, RestoreOptions{})
+}
+
+// LoadReplayCoreWith is LoadReplayCore with o's say over the rate limiter.
+// It reads checkpoints of Save and SaveStriped. The limiter's
+// configuration is the checkpoint's (version 1: the one its
+// configuration gives) when it equals o.Limiter, else the one
+// o.LimiterFrom names, else the restore is refused with an error
+// wrapping ErrLimiterConflict and ErrResumeConflict that names both.
+//
+// The restored balance never deadlocks the limiter against the restored
+// contents: the inserted count is at most the buffer's own count of
+// inserts (a limiter that counted items the buffer lacks would admit
+// draws that fail while holding inserts), and the balance is clamped
+// into the band where both an insert and a sample are admitted under the
+// configuration in force (a checkpoint of another ratio would otherwise
+// hold one side until the other had made up the difference). With an
+// unchanged configuration the clamp moves at most the one batch a
+// limiter may overshoot by. RestoreNotes says what was adjusted.
+func LoadReplayCoreWith(cfg TrainConfig, r io.Reader, o RestoreOptions) (*ReplayCore, error) {
+	switch o.LimiterFrom {
+	case "", LimiterFromCheckpoint, LimiterFromFlags:
+	default:
+		return nil, fmt.Errorf("runtime: restore: LimiterFrom %q (want %q, %q or empty)", o.LimiterFrom, LimiterFromCheckpoint, LimiterFromFlags)
+	}
 	p, err := resolve(cfg)
 	if err != nil {
 		return nil, err
@@ -263,8 +404,40 @@ func LoadReplayCore(cfg TrainConfig, r io.Reader) (*ReplayCore, error) {
 	if h.Inserted < 0 || h.Sampled < 0 {
 		return nil, fmt.Errorf("%w: negative rate limiter counts (inserted %d, sampled %d)", ErrCheckpoint, h.Inserted, h.Sampled)
 	}
-	if err := sameShape(h.Config, p.cfg); err != nil {
+	if err := sameReplayShape(h.Config, p.cfg); err != nil {
 		return nil, fmt.Errorf("%w: replay core: %w", ErrResumeConflict, err)
+	}
+	saved := h.Limiter
+	if saved == nil {
+		l, err := newLimiter(h.Config)
+		if err != nil {
+			return nil, fmt.Errorf("%w: the replay header's configuration gives no rate limiter: %w", ErrCheckpoint, err)
+		}
+		saved = limiterOf(l.Config())
+	} else if err := saved.config(0).validate(); err != nil {
+		return nil, fmt.Errorf("%w: the replay header's rate limiter: %w", ErrCheckpoint, err)
+	}
+	asked := o.Limiter
+	if asked == nil {
+		l, err := newLimiter(p.cfg)
+		if err != nil {
+			return nil, err
+		}
+		c := l.Config()
+		asked = &c
+	}
+	use, notes := *asked, []string(nil)
+	if flags := limiterOf(*asked); *flags != *saved {
+		switch o.LimiterFrom {
+		case "":
+			return nil, fmt.Errorf("%w: %w: the checkpoint's (%s) differs from the flags' (%s); say which one wins (apex replay -limiter-from=checkpoint or -limiter-from=flags)",
+				ErrResumeConflict, ErrLimiterConflict, saved, flags)
+		case LimiterFromCheckpoint:
+			use = saved.config(asked.Timeout)
+			notes = append(notes, fmt.Sprintf("rate limiter: the checkpoint's configuration (%s) wins over the flags' (%s)", saved, flags))
+		case LimiterFromFlags:
+			notes = append(notes, fmt.Sprintf("rate limiter: the flags' configuration (%s) wins over the checkpoint's (%s)", flags, saved))
+		}
 	}
 	if len(h.Parts) == 0 || h.Parts[0] != partBuffer {
 		return nil, fmt.Errorf("%w: the replay header lists the parts %q; this build reads %q first", ErrCheckpoint, h.Parts, partBuffer)
@@ -293,9 +466,48 @@ func LoadReplayCore(cfg TrainConfig, r io.Reader) (*ReplayCore, error) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrCheckpoint, part.name, err)
 		}
 	}
-	c.limiter.restore(h.Inserted, h.Sampled)
+	if err := c.limiter.SetConfig(use); err != nil {
+		return nil, fmt.Errorf("runtime: restore: rate limiter: %w", err)
+	}
+	ins, smp, adj := consistentBalance(use, h.Inserted, h.Sampled, int64(min(buf.Stats().Inserts, math.MaxInt64)))
+	if adj != "" {
+		notes = append(notes, adj)
+	}
+	c.limiter.restore(ins, smp)
+	c.notes = notes
 	return c, nil
 }
+
+// consistentBalance is the balance a restore gives the limiter (see
+// LoadReplayCoreWith): inserted at most stored (the buffer's count of
+// inserts), then sampled moved so that the balance lies in the band
+// where an insert and a sample are both admitted under cfg. note says
+// what moved ("" if nothing). O(1).
+func consistentBalance(cfg RateLimiterConfig, inserted, sampled, stored int64) (ins, smp int64, note string) {
+	ins, smp = min(inserted, stored), sampled
+	off := cfg.SamplesPerInsert * float64(cfg.MinSizeToSample)
+	lo, hi := off-cfg.ErrorBuffer+1, off+cfg.ErrorBuffer-cfg.SamplesPerInsert // admitted: lo <= ins·spi - smp <= hi
+	diff := float64(ins)*cfg.SamplesPerInsert - float64(smp)
+	switch {
+	case ins < cfg.MinSizeToSample:
+		// Inserts are admitted until MinSizeToSample, whatever the balance.
+	case diff > hi:
+		smp = int64(math.Ceil(float64(ins)*cfg.SamplesPerInsert - hi))
+	case diff < lo:
+		smp = max(0, int64(math.Floor(float64(ins)*cfg.SamplesPerInsert-lo)))
+	}
+	if ins == inserted && smp == sampled {
+		return ins, smp, ""
+	}
+	return ins, smp, fmt.Sprintf("rate limiter: the checkpoint's balance (inserted %d, sampled %d) restored as inserted %d, sampled %d (the buffer holds %d inserts; the balance clamped to where inserts and samples are both admitted)",
+		inserted, sampled, ins, smp, stored)
+}
+
+// RestoreNotes says what LoadReplayCoreWith chose or adjusted beyond the
+// checkpoint's contents (which limiter configuration won, a clamped
+// balance); nil for a new core or a restore that took everything as
+// saved. O(1).
+func (c *ReplayCore) RestoreNotes() []string { return c.notes }
 
 // DecodeTrainConfig reads a TrainConfig written by ReplayCore.ConfigJSON
 // (or json.Marshal of one); unknown keys are refused, so a host never
