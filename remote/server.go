@@ -60,9 +60,12 @@ type Table struct {
 	// (runtime.TrainConfig as JSON), handed to clients by Info.
 	Config []byte
 	// Save writes a checkpoint of the table (buffer, stage state, limiter
-	// balance) to w; the server calls it with inserts, write-backs and
-	// draws held. nil: Checkpoint fails with FailedPrecondition.
-	Save func(w io.Writer) error
+	// configuration and balance) to w while the server goes on serving:
+	// stage is the lock that serializes the stage's calls, which Save
+	// holds only to copy the stage's state and the limiter's balance
+	// (runtime.ReplayCore.SaveStriped, which then writes the buffer
+	// stripe by stripe). nil: Checkpoint fails with FailedPrecondition.
+	Save func(w io.Writer, stage sync.Locker) error
 	// CheckpointDir is the folder Checkpoint writes into (file
 	// CheckpointFile, through a temporary file renamed over it); empty:
 	// Checkpoint fails with FailedPrecondition.
@@ -93,8 +96,9 @@ type ServerOptions struct {
 // them from one goroutine per call or stream. The stage's Sample, Update
 // and UpdateFeatures run one at a time (a mutex: the stage's contract);
 // inserts run concurrently with draws and with each other (the buffer's
-// contract); Checkpoint holds inserts, draws and write-backs while Save
-// runs. Each stream handler is one goroutine plus one receiving goroutine
+// contract); Checkpoint holds the stage only while it copies the stage's
+// own state, and each stripe of the buffer only while it copies that
+// stripe (Table.Save). Each stream handler is one goroutine plus one receiving goroutine
 // that reads at most one message ahead; every handler returns when its
 // client goes, when its context ends or when Close is called.
 type Server struct {
@@ -106,12 +110,11 @@ type Server struct {
 	incarnation uint64
 
 	// stage serializes the stage's single-goroutine calls (Sample,
-	// Weights, Update, UpdateFeatures) and the checkpoint's State save.
+	// Weights, Update, UpdateFeatures) and the checkpoint's copy of the
+	// stage's state (Table.Save takes it). Buffer writes need no lock of
+	// the server's: a checkpoint holds one stripe at a time inside the
+	// buffer (buffer.Buffer.SaveStriped).
 	stage sync.Mutex
-	// quiet is held shared by every buffer write (Insert,
-	// UpdatePriorities through the stage) and exclusively by Checkpoint
-	// (buffer.Save needs quiescence). Lock order: stage, then quiet.
-	quiet sync.RWMutex
 	// ckpt serializes Checkpoint calls.
 	ckpt sync.Mutex
 	// feed is the observer of an episode stage (Method.Episodes; nil

@@ -179,10 +179,16 @@ func (s *Server) limiterConfig() *replayv1.LimiterConfig {
 // Checkpoint writes the table through Table.Save into a temporary file in
 // CheckpointDir, syncs it, renames it over CheckpointFile and syncs the
 // folder, so a crash or a failed Save leaves the previous checkpoint
-// whole (the temporary file is removed on failure). Inserts, draws and
-// write-backs wait while Save runs; one checkpoint runs at a time.
-// FailedPrecondition when the table has no Save or no folder, Internal
-// when writing fails. Cost: Save's, O(buffer bytes).
+// whole (the temporary file is removed on failure; one left by a crash
+// is a dot-file that the next restore ignores and a later Checkpoint
+// does not reuse). Inserts, draws and write-backs go on meanwhile: Save
+// holds the stage only to copy its state and the limiter's balance, and
+// each buffer stripe only to copy that stripe (see Table.Save and
+// runtime.ReplayCore.SaveStriped for the consistency that gives). One
+// checkpoint runs at a time. The reply's items is the buffer's size when
+// the file was complete. FailedPrecondition when the table has no Save
+// or no folder, Internal when writing fails. Cost: Save's, O(buffer
+// bytes) time, one stripe's copy of memory.
 func (s *Server) Checkpoint(ctx context.Context, _ *replayv1.CheckpointRequest) (*replayv1.CheckpointReply, error) {
 	if err := s.needDeadline(ctx, "Checkpoint"); err != nil {
 		return nil, err
@@ -201,9 +207,17 @@ func (s *Server) Checkpoint(ctx context.Context, _ *replayv1.CheckpointRequest) 
 	return &replayv1.CheckpointReply{Path: path, Bytes: uint64(nbytes), Items: uint64(items)}, nil
 }
 
-// writeCheckpoint writes path atomically (see Checkpoint).
+// writeCheckpoint writes path atomically (see Checkpoint). Temporary
+// files an earlier process left (it crashed mid-checkpoint) are removed
+// first: one checkpoint runs at a time, so none of them is being written.
 func (s *Server) writeCheckpoint(path string) (nbytes int64, items int, err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	pattern := "." + filepath.Base(path) + ".tmp-*"
+	if stale, gerr := filepath.Glob(filepath.Join(filepath.Dir(path), pattern)); gerr == nil {
+		for _, p := range stale {
+			_ = os.Remove(p)
+		}
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), pattern)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -214,12 +228,8 @@ func (s *Server) writeCheckpoint(path string) (nbytes int64, items int, err erro
 		}
 	}()
 	cw := &countWriter{w: f}
-	s.stage.Lock()
-	s.quiet.Lock()
+	err = s.t.Save(cw, &s.stage)
 	items = s.t.Buffer.Size()
-	err = s.t.Save(cw)
-	s.quiet.Unlock()
-	s.stage.Unlock()
 	if err != nil {
 		return 0, 0, err
 	}

@@ -101,7 +101,6 @@ func (s *Server) insertOne(ctx context.Context, req *replayv1.InsertRequest, t *
 			return false, 0, s.waitErr(ctx, "insert", err)
 		}
 	}
-	s.quiet.RLock()
 	err = s.t.Buffer.Insert(t)
 	if lim := s.t.Limiter; lim != nil {
 		if err != nil {
@@ -110,7 +109,6 @@ func (s *Server) insertOne(ctx context.Context, req *replayv1.InsertRequest, t *
 			_ = lim.CommitInsert(n)
 		}
 	}
-	s.quiet.RUnlock()
 	if err != nil {
 		return false, 0, s.reject(codes.InvalidArgument, "remote: insert: writer %q seq %d: %v", req.Writer, req.Seq, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
@@ -254,19 +255,26 @@ func TestWatchAndFetch(t *testing.T) {
 }
 
 // TestCheckpoint: the file is written through a temporary file and
-// renamed (it loads, and its size and items are reported); a failing
-// Save leaves the previous file whole and no temporary file behind.
+// renamed (it loads, and its size and items are reported); a Save that
+// fails in the middle of a stripe leaves the previous file whole, with
+// its items, and no temporary file behind; a temporary file a crashed
+// process left is removed by the next checkpoint.
 func TestCheckpoint(t *testing.T) {
 	cfg := smallCfg(64, 4)
 	tab := testTable(t, "per", cfg, nil)
 	tab.CheckpointDir = t.TempDir()
-	fail := false
-	tab.Save = func(w io.Writer) error {
-		if fail {
-			w.Write([]byte("partial"))
-			return errTest
+	stale := filepath.Join(tab.CheckpointDir, "."+DefaultTableName+".ckpt.tmp-123")
+	if err := os.WriteFile(stale, []byte("a crashed checkpoint"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	failAt := -1 // bytes after which the writer fails; -1: never
+	tab.Save = func(w io.Writer, stage sync.Locker) error {
+		stage.Lock() // the stage's state would be copied here
+		stage.Unlock()
+		if failAt >= 0 {
+			w = &failingWriter{w: w, n: failAt}
 		}
-		return tab.Buffer.Save(w)
+		return tab.Buffer.SaveStriped(w)
 	}
 	h := serve(t, tab, ServerOptions{})
 	rng := rand.New(rand.NewPCG(7, 7))
@@ -285,12 +293,19 @@ func TestCheckpoint(t *testing.T) {
 	if err != nil || loaded.Size() != 9 {
 		t.Fatalf("the checkpoint does not load: %v", err)
 	}
-	fail = true
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("the stale temporary file is still there: %v", err)
+	}
+	insert(t, h.insertStream(ctx(t)), "w", 2, c) // 18 items now
+	failAt = len(data) / 2                       // within a middle stripe's data
 	_, err = h.cli.Checkpoint(ctx(t), &replayv1.CheckpointRequest{})
 	wantCode(t, "a failing Save", err, codes.Internal)
 	after, err := os.ReadFile(want)
 	if err != nil || !bytes.Equal(after, data) {
 		t.Fatal("a failed checkpoint changed the previous file")
+	}
+	if prev, err := buffer.Load(bytes.NewReader(after)); err != nil || prev.Size() != 9 {
+		t.Fatalf("the previous checkpoint after a failed one: %v", err)
 	}
 	ents, err := os.ReadDir(tab.CheckpointDir)
 	if err != nil || len(ents) != 1 {
@@ -388,4 +403,20 @@ func TestShutdownEndsStreams(t *testing.T) {
 	if s := h.srv.Stats(); s.InsertStreams+s.SampleStreams+s.WatchStreams != 0 {
 		t.Fatalf("streams left open: %+v", s)
 	}
+}
+
+// failingWriter passes n bytes to w, then fails.
+type failingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > f.n {
+		k, _ := f.w.Write(p[:f.n])
+		f.n = 0
+		return k, errTest
+	}
+	f.n -= len(p)
+	return f.w.Write(p)
 }

@@ -246,7 +246,6 @@ func (s *Server) writeBack(wb *replayv1.WriteBack, st *sampleStream) (*replayv1.
 	}
 	st.refs = AppendRefs(st.refs[:0], wb.Keys)
 	s.stage.Lock()
-	s.quiet.RLock()
 	var ur buffer.UpdateResult
 	var err error
 	if td {
@@ -254,7 +253,6 @@ func (s *Server) writeBack(wb *replayv1.WriteBack, st *sampleStream) (*replayv1.
 	} else {
 		ur, err = m.Features.UpdateFeatures(st.refs, wb.Q, wb.Target)
 	}
-	s.quiet.RUnlock()
 	s.stage.Unlock()
 	if err != nil {
 		return nil, s.reject(codes.InvalidArgument, "remote: write-back %d: %v", wb.Id, err)

@@ -129,7 +129,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	srv, err := remote.NewServer(remote.Table{Buffer: core.Buffer(), Method: core.Method(), Limiter: core.Limiter(),
-		Config: js, Save: core.Save, CheckpointDir: *ckDir, CheckpointFile: "replay.ckpt"}, remote.ServerOptions{Version: version})
+		Config: js, Save: core.SaveStriped, CheckpointDir: *ckDir, CheckpointFile: "replay.ckpt"}, remote.ServerOptions{Version: version})
 	if err != nil {
 		fmt.Fprintf(stderr, "apex replay: %v\n", err)
 		return 1
