@@ -332,6 +332,22 @@ func (c *ReplayCore) SaveStriped(w io.Writer, stage sync.Locker) error {
 	return bw.Flush()
 }
 
+// LimiterConfigOf is the rate limiter configuration a run of cfg starts
+// with (what NewReplayCore builds): samples per insert ReplayRatio,
+// minimum size MinSizeToSample, error buffer max(ReplayRatio, 1) × 2 ×
+// Batch, defaults filled in. Errors: cfg's, as NewReplayCore reports them.
+func LimiterConfigOf(cfg TrainConfig) (RateLimiterConfig, error) {
+	p, err := resolve(cfg)
+	if err != nil {
+		return RateLimiterConfig{}, err
+	}
+	l, err := newLimiter(p.cfg)
+	if err != nil {
+		return RateLimiterConfig{}, err
+	}
+	return l.Config(), nil
+}
+
 // Values of RestoreOptions.LimiterFrom.
 const (
 	// LimiterFromCheckpoint keeps the checkpoint's limiter configuration.

@@ -19,6 +19,8 @@ func TestDistributedUsageErrors(t *testing.T) {
 		{[]string{"replay", "-checkpoint-every=1s"}, "needs -checkpoint-dir"},
 		{[]string{"replay", "-sampler=nope"}, "unknown -sampler"},
 		{[]string{"replay", "-tokens=/nonexistent/tokens"}, "tokens"},
+		{[]string{"replay", "-limiter-from=flags"}, "-limiter-from needs -restore"},
+		{[]string{"replay", "-restore=x.ckpt", "-limiter-from=both"}, "-limiter-from=both: want checkpoint or flags"},
 		{[]string{"learner", "-listen=10.1.2.3:7701"}, "without TLS"},
 		{[]string{"learner", "-tls-client-cert=c.pem"}, "go together"},
 		{[]string{"learner", "-steps=-1"}, "-steps must not be negative"},

@@ -34,6 +34,13 @@ With -tokens, every call needs a bearer token of a role allowed to make it
 checkpoints and limiter changes included). Serves the standard gRPC health
 service, and /metrics with -metrics-addr.
 
+Checkpoints (the admin Checkpoint call, -checkpoint-every, the end) are
+written while it serves: the buffer stripe by stripe, each stripe held
+only while it is copied, into a temporary file renamed over replay.ckpt,
+so a crash mid-checkpoint leaves the previous one. -restore refuses a
+checkpoint whose rate limiter configuration differs from the flags' unless
+-limiter-from says which wins.
+
 SIGINT or SIGTERM stops it gracefully: streams end, in-flight calls finish,
 and with -checkpoint-dir a last checkpoint is written. Exit status 0 after
 such a stop, 1 on a failure, 2 on a usage error (found before serving).
@@ -57,6 +64,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	ckDir := fs.String("checkpoint-dir", "", "folder for the replay's checkpoint (replay.ckpt: buffer, stage state, limiter balance), written on the admin Checkpoint call, every -checkpoint-every and at the end (empty: none)")
 	ckEvery := fs.Duration("checkpoint-every", 0, "time between periodic checkpoints into -checkpoint-dir (0: only on request and at the end)")
 	restore := fs.String("restore", "", "start from this replay checkpoint (one written by apex replay with the same run flags)")
+	limiterFrom := fs.String("limiter-from", "", "with -restore, which rate limiter configuration wins where the checkpoint's (samples per insert, min size to sample, error buffer) differs from the one these flags give (-replay-ratio, -min-replay, -batch, -rate-limit): checkpoint or flags; empty: such a restore is refused, naming both")
 	rateLimit := fs.Bool("rate-limit", true, "hold draws and inserts to -replay-ratio (Reverb's sample-to-insert ratio); false: only -min-replay holds draws back (load tests)")
 	obs := addObsFlags(fs, true)
 	methodOpts, err := methodFlags(fs)
@@ -99,29 +107,43 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	} else if *ckEvery > 0 {
 		return usageErr(errors.New("-checkpoint-every needs -checkpoint-dir"))
 	}
+	switch {
+	case *limiterFrom != "" && *restore == "":
+		return usageErr(errors.New("-limiter-from needs -restore"))
+	case *limiterFrom != "" && *limiterFrom != runtime.LimiterFromCheckpoint && *limiterFrom != runtime.LimiterFromFlags:
+		return usageErr(fmt.Errorf("-limiter-from=%s: want %s or %s", *limiterFrom, runtime.LimiterFromCheckpoint, runtime.LimiterFromFlags))
+	}
+	limCfg, err := runtime.LimiterConfigOf(cfg)
+	if err != nil {
+		return usageErr(err)
+	}
+	if !*rateLimit {
+		limCfg.SamplesPerInsert, limCfg.ErrorBuffer = 1, noRatioErrorBuffer
+	}
 	var core *runtime.ReplayCore
 	if *restore != "" {
 		f, err := os.Open(*restore)
 		if err != nil {
 			return usageErr(fmt.Errorf("-restore: %w", err))
 		}
-		core, err = runtime.LoadReplayCore(cfg, f)
+		core, err = runtime.LoadReplayCoreWith(cfg, f, runtime.RestoreOptions{Limiter: &limCfg, LimiterFrom: *limiterFrom})
 		f.Close()
 		if err != nil {
 			return usageErr(fmt.Errorf("-restore %s: %w", *restore, err))
 		}
-	} else if core, err = runtime.NewReplayCore(cfg); err != nil {
-		return usageErr(err)
+		for _, n := range core.RestoreNotes() {
+			log.Warn("restore", "note", n)
+		}
+	} else {
+		if core, err = runtime.NewReplayCore(cfg); err != nil {
+			return usageErr(err)
+		}
+		if err := core.Limiter().SetConfig(limCfg); err != nil {
+			return usageErr(fmt.Errorf("-rate-limit=false: %w", err))
+		}
 	}
 	for _, w := range core.Warnings() {
 		log.Warn("replay method", "warning", w)
-	}
-	if !*rateLimit {
-		lc := core.Limiter().Config()
-		lc.SamplesPerInsert, lc.ErrorBuffer = 1, noRatioErrorBuffer
-		if err := core.Limiter().SetConfig(lc); err != nil {
-			return usageErr(fmt.Errorf("-rate-limit=false: %w", err))
-		}
 	}
 	js, err := core.ConfigJSON()
 	if err != nil {
@@ -160,8 +182,10 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	})
 	defer stop()
 	c := core.Config()
+	lc := core.Limiter().Config()
 	log.Info("replay", "env", c.Env, "sampler", c.Sampler, "algo", c.Algo, "capacity", c.Capacity, "incarnation", srv.Incarnation(),
-		"restored", *restore != "", "rate_limit", *rateLimit)
+		"restored", *restore != "", "rate_limit", *rateLimit, "samples_per_insert", lc.SamplesPerInsert,
+		"min_size_to_sample", lc.MinSizeToSample, "error_buffer", lc.ErrorBuffer, "items", core.Buffer().Size())
 	if *ckEvery > 0 {
 		go periodicCheckpoints(ctx, srv, *ckEvery, log)
 	}
