@@ -8,13 +8,12 @@ package loadtest
 // into rates, phases and the report.
 //
 // Insert path: an actor host's simulated actors share one
-// remote.ShardedWriter (as apex actor -replay=a,b does). Interim sample
-// path: until remote.ShardedMethod is on main, the learner keeps one
-// Sample stream per shard whose draws each take a whole batch from that
-// shard (paced draws go to whichever live shard claims the next slot; no
-// mass weighting): a load generator, not a sampler, so the figures measure
-// the servers' throughput, latency and recovery, not the weights'
-// exactness.
+// remote.ShardedWriter, as apex actor -replay=a,b does. Sample path: the
+// learner draws through remote.ShardedMethod (exact cross-shard sampling,
+// or one shard per batch), as apex learner -replay=a,b does, and writes
+// random priorities back; per shard, a probe stream of one-row draws
+// checks that a restarted shard refuses write-backs of its earlier
+// incarnation.
 
 import (
 	"context"
@@ -22,13 +21,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/internal/meter"
 	"github.com/apexrl/apex/remote"
+	"github.com/apexrl/apex/sampler"
 	"google.golang.org/grpc"
 )
 
@@ -226,34 +225,57 @@ func rawBatches(rows, n int, seed uint64) ([]*buffer.Transitions, error) {
 
 // LearnerConfig is the fleet load test's sampling learner.
 type LearnerConfig struct {
-	Table string
-	// SampleBatch is the rows per draw (1..MaxBatch); SampleInflight the
-	// draws each shard's stream keeps in flight (1..MaxInflight).
-	SampleBatch, SampleInflight int
-	// SampleRate paces the draws to this many rows/s over all shards (0:
-	// every stream as fast as its shard answers).
+	// SampleRate paces the draws to this many rows/s (0: one draw after
+	// another, as fast as the shards answer).
 	SampleRate float64
+	// ProbeEvery is the period of each shard's probe draws (one row, on a
+	// stream of their own; 250 ms when 0): after a shard restarts, the
+	// probe writes the previous incarnation's row back, which the shard
+	// must not apply.
+	ProbeEvery time.Duration
+	Table      string
 	Seed       uint64
 }
 
-// ShardSamples are the learner's counters for one shard.
+// ShardSamples are the learner's view of one shard.
 type ShardSamples struct {
-	Draws uint64 `json:"draws"`
-	// Sampled counts rows whose write-back the shard answered; Applied,
-	// Stale and WrongIncarnation split them as the shard reported.
-	Sampled          uint64 `json:"sampled"`
-	Applied          uint64 `json:"applied"`
-	Stale            uint64 `json:"stale"`
+	// Rows counts the rows the sharded method drew from the shard;
+	// Dropped the write-back values it dropped for the shard (down, or
+	// restarted since the draw); Downs and Rejoins its transitions; Up
+	// whether it is in the masses now; Incarnation its latest.
+	Rows        uint64 `json:"rows"`
+	Dropped     uint64 `json:"dropped"`
+	Downs       uint64 `json:"downs"`
+	Rejoins     uint64 `json:"rejoins"`
+	Up          bool   `json:"up"`
+	Incarnation uint64 `json:"incarnation"`
+	// Probes counts write-backs of a row drawn from an earlier
+	// incarnation, sent on purpose by the probe stream after the shard
+	// restarted; StaleApplied the values of them the shard applied (must
+	// be 0: a stale write applied), WrongIncarnation those it refused.
+	Probes           uint64 `json:"probes"`
+	StaleApplied     uint64 `json:"stale_applied"`
 	WrongIncarnation uint64 `json:"wrong_incarnation"`
-	// Probes counts write-backs of a batch drawn from an earlier
-	// incarnation, sent on purpose after a reconnect to a restarted shard;
-	// StaleApplied the rows of such write-backs the shard applied (must be
-	// 0: a stale write applied).
-	Probes       uint64 `json:"probes"`
-	StaleApplied uint64 `json:"stale_applied"`
-	Reconnects   uint64 `json:"reconnects"`
-	Incarnation  uint64 `json:"incarnation"`
-	LastError    string `json:"last_error,omitempty"`
+	ProbeReconnects  uint64 `json:"probe_reconnects"`
+	LastError        string `json:"last_error,omitempty"`
+}
+
+// LearnerTotals are the sharded method's counters over every shard.
+type LearnerTotals struct {
+	// Draws and Rows are the batches and rows drawn; Applied and Stale
+	// the write-back values the shards applied and dropped (Stale
+	// includes Dropped: values the learner dropped unsent); Replans the
+	// batches planned again without a shard that failed mid-draw;
+	// Errors the draws that failed.
+	Draws   uint64 `json:"draws"`
+	Rows    uint64 `json:"rows"`
+	Applied uint64 `json:"applied"`
+	Stale   uint64 `json:"stale"`
+	Dropped uint64 `json:"dropped"`
+	Replans uint64 `json:"replans"`
+	Errors  uint64 `json:"errors"`
+	// LastError is the latest failed draw's error.
+	LastError string `json:"last_error,omitempty"`
 }
 
 // RTT is a phase's draw round trips.
@@ -265,18 +287,26 @@ type RTT struct {
 	MaxUS float64 `json:"max_us"`
 }
 
-// Learner is a running fleet learner: one Sample stream per shard,
-// re-opened (every 100 ms) while its shard is down.
+// Learner is a running fleet learner: one goroutine drawing batches
+// through a sharded method (remote.ShardedMethod), weighting them and
+// writing random priorities back, as a learner step would around its
+// gradient; and per shard a probe stream.
 type Learner struct {
-	cfg    LearnerConfig
-	ctx    context.Context
-	cancel context.CancelFunc
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	shards []*learnerShard
+	cfg      LearnerConfig
+	m        sampler.Method
+	batch    *buffer.Batch
+	counters *remote.ShardCounters
+	ctx      context.Context
+	cancel   context.CancelFunc
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	shards   []*learnerShard
 
-	next  atomic.Int64 // UnixNano the next paced draw is due
 	every time.Duration
+
+	totMu  sync.Mutex
+	errs   uint64
+	lastEr string
 
 	histMu sync.Mutex
 	phase  string
@@ -286,40 +316,101 @@ type Learner struct {
 type learnerShard struct {
 	mu sync.Mutex
 	st ShardSamples
-	// last is the newest batch drawn (its keys and incarnation), written
-	// back again as a probe after a reconnect to another incarnation.
+	// last is the newest probe row (its key and incarnation), written
+	// back after a reconnect to another incarnation.
 	lastKeys []uint64
 	lastInc  uint64
 }
 
-// StartLearner starts the learner over conns (one per shard, in shard
-// order); its round trips count in phase "warmup" until Phase names
+// StartLearner starts the learner: m is the sharded method (its counters
+// in counters) and batch its batch (the rows per draw); probeConns are
+// one connection per shard, in the order of m's clients, for the probe
+// streams. Its round trips count in phase "warmup" until Phase names
 // another. Stop ends it.
-func StartLearner(conns []*grpc.ClientConn, cfg LearnerConfig) (*Learner, error) {
+func StartLearner(m sampler.Method, batch *buffer.Batch, counters *remote.ShardCounters, probeConns []*grpc.ClientConn, cfg LearnerConfig) (*Learner, error) {
 	switch {
-	case len(conns) < 1 || len(conns) > remote.MaxShards:
-		return nil, fmt.Errorf("loadtest: %d shards, want 1..%d", len(conns), remote.MaxShards)
-	case cfg.SampleBatch < 1 || cfg.SampleBatch > MaxBatch:
-		return nil, fmt.Errorf("loadtest: sample batch %d, want 1..%d", cfg.SampleBatch, MaxBatch)
-	case cfg.SampleInflight < 1 || cfg.SampleInflight > MaxInflight:
-		return nil, fmt.Errorf("loadtest: draws in flight %d, want 1..%d", cfg.SampleInflight, MaxInflight)
+	case len(probeConns) < 1 || len(probeConns) > remote.MaxShards:
+		return nil, fmt.Errorf("loadtest: %d shards, want 1..%d", len(probeConns), remote.MaxShards)
+	case m.Selector == nil || batch.Len() < 1 || counters == nil:
+		return nil, errors.New("loadtest: the learner needs a method, a batch of at least one row and the method's counters")
 	case !(cfg.SampleRate >= 0):
 		return nil, fmt.Errorf("loadtest: sample rate %v, want >= 0", cfg.SampleRate)
+	case cfg.ProbeEvery < 0:
+		return nil, fmt.Errorf("loadtest: probe period %v, want >= 0", cfg.ProbeEvery)
+	}
+	if cfg.ProbeEvery == 0 {
+		cfg.ProbeEvery = 250 * time.Millisecond
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &Learner{cfg: cfg, ctx: ctx, cancel: cancel, stop: make(chan struct{}), phase: "warmup",
-		hists: map[string]*meter.Histogram{}}
+	l := &Learner{cfg: cfg, m: m, batch: batch, counters: counters, ctx: ctx, cancel: cancel, stop: make(chan struct{}),
+		phase: "warmup", hists: map[string]*meter.Histogram{}}
 	if cfg.SampleRate > 0 {
-		l.every = time.Duration(float64(time.Second) * float64(cfg.SampleBatch) / cfg.SampleRate)
-		l.next.Store(time.Now().UnixNano())
+		l.every = time.Duration(float64(time.Second) * float64(batch.Len()) / cfg.SampleRate)
 	}
-	for i, c := range conns {
+	for i, c := range probeConns {
 		s := &learnerShard{}
 		l.shards = append(l.shards, s)
 		client := replayv1.NewReplayClient(c)
-		l.wg.Go(func() { l.runShard(client, s, i) })
+		l.wg.Go(func() { l.runProbe(client, s, i) })
 	}
+	l.wg.Go(l.run)
 	return l, nil
+}
+
+// run is the learner's loop: pace, draw (timed), weigh, write back.
+func (l *Learner) run() {
+	rng := rand.New(rand.NewPCG(l.cfg.Seed, 0x1ea7))
+	n := l.batch.Len()
+	prios := make([]float64, 4*n)
+	for i := range prios {
+		prios[i] = rng.ExpFloat64()
+	}
+	due := time.Now()
+	var pace *time.Timer
+	if l.every > 0 {
+		pace = time.NewTimer(0)
+		defer pace.Stop()
+	}
+	for step := int64(1); !l.stopped(); {
+		if pace != nil {
+			if d := time.Until(due); d > 0 {
+				pace.Reset(d)
+				select {
+				case <-pace.C:
+				case <-l.stop:
+					return
+				}
+			} else if d < -time.Second {
+				due = time.Now() // behind by over a second: no burst to catch up
+			}
+			due = due.Add(l.every)
+		}
+		t := time.Now()
+		err := l.m.Selector.Sample(rng, l.batch)
+		if err == nil {
+			l.record(time.Since(t))
+			if l.m.Weighter != nil {
+				err = l.m.Weighter.Weights(l.batch, step)
+			}
+		}
+		if err == nil {
+			off := rng.IntN(len(prios) - n + 1)
+			_, err = l.m.Selector.Update(l.batch.Refs, prios[off:off+n])
+		}
+		if err != nil {
+			l.totMu.Lock()
+			l.errs++
+			l.lastEr = err.Error()
+			l.totMu.Unlock()
+			select { // a failed draw (every shard down): try again shortly
+			case <-l.stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
+		step++
+	}
 }
 
 // Phase starts recording round trips under name (a later call with the
@@ -360,15 +451,25 @@ func (l *Learner) RTTs() map[string]RTT {
 	return out
 }
 
-// Stats snapshots the per-shard counters. Safe for concurrent use.
-func (l *Learner) Stats() []ShardSamples {
+// Stats snapshots the per-shard view and the totals. Safe for
+// concurrent use.
+func (l *Learner) Stats() ([]ShardSamples, LearnerTotals) {
+	cs := l.counters.Snapshot()
 	out := make([]ShardSamples, len(l.shards))
 	for i, s := range l.shards {
 		s.mu.Lock()
 		out[i] = s.st
 		s.mu.Unlock()
+		if i < len(cs.Shards) {
+			c := cs.Shards[i]
+			out[i].Rows, out[i].Dropped, out[i].Downs, out[i].Rejoins, out[i].Up, out[i].Incarnation = c.Rows, c.Dropped, c.Downs, c.Rejoins, c.Up, c.Incarnation
+		}
 	}
-	return out
+	t := LearnerTotals{Draws: cs.Draws, Rows: cs.Rows, Applied: cs.Applied, Stale: cs.Stale, Dropped: cs.Dropped, Replans: cs.Replans}
+	l.totMu.Lock()
+	t.Errors, t.LastError = l.errs, l.lastEr
+	l.totMu.Unlock()
+	return out, t
 }
 
 // Stop ends the streams (those waiting for a shard's answer are
@@ -390,17 +491,17 @@ func (l *Learner) stopped() bool {
 	}
 }
 
-// runShard keeps a Sample stream open to shard i until Stop, re-opening
-// it 100 ms after a failure.
-func (l *Learner) runShard(client replayv1.ReplayClient, s *learnerShard, i int) {
+// runProbe keeps shard i's probe stream open until Stop, re-opening it
+// 100 ms after a failure.
+func (l *Learner) runProbe(client replayv1.ReplayClient, s *learnerShard, i int) {
 	rng := rand.New(rand.NewPCG(l.cfg.Seed, uint64(i)))
 	for first := true; !l.stopped(); first = false {
 		if !first {
 			s.mu.Lock()
-			s.st.Reconnects++
+			s.st.ProbeReconnects++
 			s.mu.Unlock()
 		}
-		if err := l.stream(client, s, rng); err != nil && !l.stopped() {
+		if err := l.probe(client, s, rng); err != nil && !l.stopped() {
 			s.mu.Lock()
 			s.st.LastError = err.Error()
 			s.mu.Unlock()
@@ -412,57 +513,24 @@ func (l *Learner) runShard(client replayv1.ReplayClient, s *learnerShard, i int)
 	}
 }
 
-// claim waits for the next paced draw slot (at once when unpaced) and
-// reports false when the learner stops first. A learner behind by over a
-// second (every shard was down) restarts its schedule instead of
-// bursting.
-func (l *Learner) claim() bool {
-	if l.every == 0 {
-		return !l.stopped()
-	}
-	now := time.Now().UnixNano()
-	var due int64
-	for {
-		n := l.next.Load()
-		due = max(n, now-int64(time.Second))
-		if l.next.CompareAndSwap(n, due+int64(l.every)) {
-			break
-		}
-	}
-	if d := time.Duration(due - now); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-l.stop:
-			return false
-		}
-	}
-	return !l.stopped()
-}
-
-// stream runs one Sample stream: SampleInflight draws in flight, each
-// answered batch written back with random priorities and replaced by a
-// new draw; after a reconnect to another incarnation, the previous
-// incarnation's last batch is written back once as a probe.
-func (l *Learner) stream(client replayv1.ReplayClient, s *learnerShard, rng *rand.Rand) error {
+// probe runs one probe stream: a one-row draw every ProbeEvery, its key
+// and incarnation remembered; when a draw comes from another incarnation
+// than the one before, the previous incarnation's row is written back
+// once (the shard must refuse it: wrong incarnation).
+func (l *Learner) probe(client replayv1.ReplayClient, s *learnerShard, rng *rand.Rand) error {
 	ctx, cancel := context.WithCancel(l.ctx)
 	defer cancel()
 	st, err := client.Sample(ctx)
 	if err != nil {
 		return err
 	}
-	n, k := l.cfg.SampleBatch, l.cfg.SampleInflight
-	sent := make([]atomic.Int64, k)
-	got := make(chan answer, 2*k+2)
+	got := make(chan answer, 4)
 	var recv sync.WaitGroup
 	defer recv.Wait()
 	defer cancel()
-	probeID := probeBase
 	recv.Go(func() {
 		for {
 			rep, err := st.Recv()
-			now := time.Now().UnixNano()
 			if err != nil {
 				select {
 				case got <- answer{err: err}:
@@ -472,63 +540,28 @@ func (l *Learner) stream(client replayv1.ReplayClient, s *learnerShard, rng *ran
 			}
 			switch m := rep.GetKind().(type) {
 			case *replayv1.SampleReply_Batch:
-				b := m.Batch
-				if uint64(len(b.GetKeys())) != uint64(n) {
-					select {
-					case got <- answer{err: fmt.Errorf("draw %d answered with %d keys, want %d", b.GetId(), len(b.GetKeys()), n)}:
-					case <-ctx.Done():
-					}
-					return
-				}
-				l.record(time.Duration(now - sent[b.GetId()%uint64(k)].Load()))
 				select {
-				case got <- answer{b: b}:
+				case got <- answer{b: m.Batch}:
 				case <-ctx.Done():
 					return
 				}
 			case *replayv1.SampleReply_Written:
 				w := m.Written
-				rows := uint64(w.GetApplied() + w.GetStale() + w.GetWrongIncarnation())
 				s.mu.Lock()
-				if w.GetId() >= probeBase {
-					s.st.StaleApplied += uint64(w.GetApplied())
-					s.st.WrongIncarnation += uint64(w.GetWrongIncarnation())
-					s.st.Stale += uint64(w.GetStale())
-				} else {
-					s.st.Sampled += rows
-					s.st.Applied += uint64(w.GetApplied())
-					s.st.Stale += uint64(w.GetStale())
-					s.st.WrongIncarnation += uint64(w.GetWrongIncarnation())
-				}
+				s.st.StaleApplied += uint64(w.GetApplied())
+				s.st.WrongIncarnation += uint64(w.GetWrongIncarnation())
 				s.mu.Unlock()
 			}
 		}
 	})
-	prios := make([]float64, 4*n)
-	for i := range prios {
-		prios[i] = rng.ExpFloat64()
-	}
-	var id uint64
-	draw := &replayv1.Draw{Table: l.cfg.Table, Batch: uint32(n)}
-	sendDraw := func() error {
-		if !l.claim() {
-			return errStopped
-		}
-		id++
+	tick := time.NewTicker(l.cfg.ProbeEvery)
+	defer tick.Stop()
+	draw := &replayv1.Draw{Table: l.cfg.Table, Batch: 1}
+	for id := uint64(1); ; id++ {
 		draw.Id, draw.Seed, draw.Step = id, rng.Uint64(), id
-		sent[id%uint64(k)].Store(time.Now().UnixNano())
-		return st.Send(&replayv1.SampleRequest{Kind: &replayv1.SampleRequest_Draw{Draw: draw}})
-	}
-	wb := &replayv1.WriteBack{Table: l.cfg.Table}
-	wreq := &replayv1.SampleRequest{Kind: &replayv1.SampleRequest_WriteBack{WriteBack: wb}}
-	inflight := 0
-	for range k {
-		if err := sendDraw(); err != nil {
-			return closeStream(ctx, st, got, err)
+		if err := st.Send(&replayv1.SampleRequest{Kind: &replayv1.SampleRequest_Draw{Draw: draw}}); err != nil {
+			return err
 		}
-		inflight++
-	}
-	for inflight > 0 {
 		var a answer
 		select {
 		case a = <-got:
@@ -538,44 +571,35 @@ func (l *Learner) stream(client replayv1.ReplayClient, s *learnerShard, rng *ran
 		if a.err != nil {
 			return a.err
 		}
-		inflight--
 		b := a.b
 		s.mu.Lock()
-		s.st.Draws++
-		probe := s.lastInc != 0 && s.lastInc != b.GetIncarnation()
+		stale := s.lastInc != 0 && s.lastInc != b.GetIncarnation()
 		oldKeys, oldInc := s.lastKeys, s.lastInc
 		s.lastKeys, s.lastInc = append(s.lastKeys[:0:0], b.GetKeys()...), b.GetIncarnation()
-		s.st.Incarnation = b.GetIncarnation()
-		if probe {
+		if stale {
 			s.st.Probes++
 		}
 		s.mu.Unlock()
-		if probe {
-			// A write-back of the previous incarnation's batch: the
-			// restarted shard must drop it (wrong incarnation).
-			probeID++
-			pw := &replayv1.WriteBack{Table: l.cfg.Table, Id: probeID, Incarnation: oldInc, Keys: oldKeys, AbsTd: prios[:len(oldKeys)]}
-			if err := st.Send(&replayv1.SampleRequest{Kind: &replayv1.SampleRequest_WriteBack{WriteBack: pw}}); err != nil {
+		if stale {
+			wb := &replayv1.WriteBack{Table: l.cfg.Table, Id: probeBase + id, Incarnation: oldInc, Keys: oldKeys, AbsTd: make([]float64, len(oldKeys))}
+			for i := range wb.AbsTd {
+				wb.AbsTd[i] = 1
+			}
+			if err := st.Send(&replayv1.SampleRequest{Kind: &replayv1.SampleRequest_WriteBack{WriteBack: wb}}); err != nil {
 				return err
 			}
 		}
-		off := rng.IntN(len(prios) - n + 1)
-		wb.Id, wb.Incarnation, wb.Keys, wb.AbsTd = b.GetId(), b.GetIncarnation(), b.GetKeys(), prios[off:off+n]
-		if err := st.Send(wreq); err != nil {
-			return err
+		select {
+		case <-tick.C:
+		case <-l.stop:
+			return closeStream(ctx, st, got, errStopped)
 		}
-		if err := sendDraw(); err != nil {
-			return closeStream(ctx, st, got, err)
-		}
-		inflight++
 	}
-	return nil
 }
 
 var errStopped = errors.New("loadtest: stopped")
 
-// probeBase is the first id of the probe write-backs (draw ids stay
-// below it).
+// probeBase is added to the probe write-backs' ids.
 const probeBase = uint64(1) << 63
 
 // answer is a stream's next batch, or the error that ended it.

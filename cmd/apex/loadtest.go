@@ -57,9 +57,11 @@ test inserts and samples); an address beyond loopback needs them (or
 Fleet mode (-shards=N): Ape-X's set-up over processes of this binary.
 It starts N apex replay shards (-capacity each, no rate limiter), then
 -actor-hosts actor-host processes that share -streams simulated actors
-(each inserting batches of -insert-batch over its host's shard writers,
-paced to -insert-rate in all) and one learner process that keeps
--sample-inflight draws of -sample-batch rows in flight per shard and
+(each inserting batches of -insert-batch through its host's
+remote.ShardedWriter, paced to -insert-rate in all) and one learner
+process that draws batches of -sample-batch rows through
+remote.ShardedMethod (-shard-sampling), one after another as a learner's
+steps do (-sample-inflight is the one-server mode's), weighs them and
 writes back every row (paced to -sample-rate in all; 0: full speed). The
 report gives inserts/s and samples/s per shard and in total, the draws'
 round trips, the CPU seconds of every process, acknowledged inserts lost
@@ -67,13 +69,11 @@ round trips, the CPU seconds of every process, acknowledged inserts lost
 end) and stale writes applied. -chaos kills shard -chaos-shard by its pid
 (SIGKILL) at -chaos-at into the measured window and restarts it on its
 port from its checkpoint folder after -chaos-down (a new incarnation);
-the learner then sends a write-back of the killed incarnation's last batch
-on purpose, which must not be applied, and the report adds the learner's
+a probe stream per shard then sends a write-back of a row of the killed
+incarnation on purpose, which must not be applied, and the report adds
+the learner's
 rate before, during and after the loss and the time to full rate after
 the restart. Every process is ended by its pid and the folder removed.
-Each actor host's simulated actors share one remote.ShardedWriter (a
-dead shard's batches move to the live ones); until remote.ShardedMethod
-lands, the learner's draws each take a whole batch from one shard.
 
 Ape-X's rate: apex loadtest -shards=2 -actor-hosts=4 -streams=360 -insert-batch=50 -insert-rate=12500 -sample-rate=9700
 A shard kill: apex loadtest -shards=2 -streams=360 -insert-batch=50 -insert-rate=12500 -sample-rate=9700 -duration=20s -chaos
@@ -115,6 +115,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 	fc := fleetConfig{}
 	fs.IntVar(&fc.shards, "shards", 0, "fleet mode: start this many apex replay shards (0: one server, the mode above); -streams simulated actors then run over -actor-hosts processes and the learner in a process of its own")
 	fs.IntVar(&fc.hosts, "actor-hosts", 4, "fleet mode: actor-host processes the simulated actors are spread over")
+	fs.StringVar(&fc.sampling, "shard-sampling", "exact", "fleet mode: the learner's remote.ShardedMethod mode: exact (each batch spread over the shards by their masses) or one (one shard per batch, chosen by mass)")
 	fs.Float64Var(&fc.sampleRate, "sample-rate", 0, "fleet mode: pace the learner to this many sampled transitions/s (0: full speed)")
 	fs.IntVar(&fc.capacity, "capacity", 1<<19, "fleet mode: each shard's capacity (acknowledged inserts lost are counted while a shard is not full)")
 	fs.BoolVar(&fc.chaos, "chaos", false, "fleet mode: kill one shard by its pid (SIGKILL) at -chaos-at into the measured window and restart it on the same port from its checkpoint folder -chaos-down later")
@@ -153,7 +154,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 	} else {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for _, name := range []string{"actor-hosts", "sample-rate", "capacity", "chaos", "chaos-shard", "chaos-at", "chaos-down", "checkpoint-every"} {
+		for _, name := range []string{"actor-hosts", "shard-sampling", "sample-rate", "capacity", "chaos", "chaos-shard", "chaos-at", "chaos-down", "checkpoint-every"} {
 			if set[name] {
 				return usageErr("-%s applies with -shards only (fleet mode)", name)
 			}

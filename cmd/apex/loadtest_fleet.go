@@ -31,6 +31,7 @@ type fleetConfig struct {
 	shards     int
 	hosts      int     // actor-host processes
 	sampleRate float64 // rows/s drawn in all (0: full speed)
+	sampling   string  // the learner's -shard-sampling: exact or one
 	capacity   int
 	chaos      bool
 	chaosShard int
@@ -48,6 +49,8 @@ func (c fleetConfig) validate() error {
 		return fmt.Errorf("-actor-hosts=%d must be in 1..%d (-streams)", c.hosts, c.lt.Streams)
 	case !(c.sampleRate >= 0) || math.IsInf(c.sampleRate, 0):
 		return fmt.Errorf("-sample-rate=%v must be a finite rate >= 0", c.sampleRate)
+	case c.sampling != "exact" && c.sampling != "one":
+		return fmt.Errorf("-shard-sampling=%q: want exact or one", c.sampling)
 	case c.capacity < c.lt.SampleBatch:
 		return fmt.Errorf("-capacity=%d must hold at least -sample-batch=%d", c.capacity, c.lt.SampleBatch)
 	case c.chaos && (c.chaosShard < 0 || c.chaosShard >= c.shards):
@@ -64,19 +67,19 @@ func (c fleetConfig) validate() error {
 
 // fleetReport is the fleet load test's JSON report.
 type fleetReport struct {
-	Shards         int     `json:"shards"`
-	ActorHosts     int     `json:"actor_hosts"`
-	Actors         int     `json:"simulated_actors"`
-	InsertBatch    int     `json:"insert_batch"`
-	InsertRate     float64 `json:"insert_rate"`
-	SampleBatch    int     `json:"sample_batch"`
-	SampleInflight int     `json:"sample_inflight_per_shard"`
-	SampleRate     float64 `json:"sample_rate"`
-	Capacity       int     `json:"capacity_per_shard"`
-	InsertPath     string  `json:"insert_path"`
-	SamplePath     string  `json:"sample_path"`
-	WarmupSec      float64 `json:"warmup_s"`
-	DurationSec    float64 `json:"duration_s"`
+	Shards        int     `json:"shards"`
+	ActorHosts    int     `json:"actor_hosts"`
+	Actors        int     `json:"simulated_actors"`
+	InsertBatch   int     `json:"insert_batch"`
+	InsertRate    float64 `json:"insert_rate"`
+	SampleBatch   int     `json:"sample_batch"`
+	ShardSampling string  `json:"shard_sampling"`
+	SampleRate    float64 `json:"sample_rate"`
+	Capacity      int     `json:"capacity_per_shard"`
+	InsertPath    string  `json:"insert_path"`
+	SamplePath    string  `json:"sample_path"`
+	WarmupSec     float64 `json:"warmup_s"`
+	DurationSec   float64 `json:"duration_s"`
 
 	InsertsPerSec  float64                 `json:"inserts_per_s"`
 	SamplesPerSec  float64                 `json:"samples_per_s"`
@@ -99,23 +102,31 @@ type fleetReport struct {
 	// dead shard and placed on the live ones.
 	Moved uint64 `json:"moved_batches"`
 
+	// Learner is the sharded method's totals at the end.
+	Learner loadtest.LearnerTotals `json:"learner"`
+
 	Chaos *fleetChaosRep `json:"chaos,omitempty"`
 }
 
 type fleetShardRep struct {
-	Addr             string  `json:"addr"`
-	InsertsPerSec    float64 `json:"inserts_per_s"`
-	SamplesPerSec    float64 `json:"samples_per_s"`
-	AckedItems       uint64  `json:"acked_items"`
-	Size             uint64  `json:"size_at_end"`
-	AckedLost        uint64  `json:"acked_inserts_lost"`
-	LossMeasurable   bool    `json:"loss_measurable"`
-	WriteBacksStale  uint64  `json:"write_backs_stale"`
-	WrongIncarnation uint64  `json:"write_backs_wrong_incarnation"`
-	Incarnations     int     `json:"incarnations"`
-	// The learner's stream re-opens to the shard and its last error.
-	LearnerReconnects uint64 `json:"learner_reconnects"`
-	LearnerLastError  string `json:"learner_last_error,omitempty"`
+	Addr           string  `json:"addr"`
+	InsertsPerSec  float64 `json:"inserts_per_s"`
+	SamplesPerSec  float64 `json:"samples_per_s"`
+	AckedItems     uint64  `json:"acked_items"`
+	Size           uint64  `json:"size_at_end"`
+	AckedLost      uint64  `json:"acked_inserts_lost"`
+	LossMeasurable bool    `json:"loss_measurable"`
+	// WrongIncarnation counts the probe write-back values of an earlier
+	// incarnation the shard refused; Dropped the write-back values the
+	// learner dropped unsent for it; LearnerDowns and LearnerRejoins its
+	// transitions in the learner's view; ProbeLastError the probe
+	// stream's latest error.
+	WrongIncarnation uint64 `json:"probe_write_backs_wrong_incarnation"`
+	Dropped          uint64 `json:"write_backs_dropped"`
+	Incarnations     int    `json:"incarnations"`
+	LearnerDowns     uint64 `json:"learner_downs"`
+	LearnerRejoins   uint64 `json:"learner_rejoins"`
+	ProbeLastError   string `json:"probe_last_error,omitempty"`
 	// The actor hosts' ShardedWriters: the shard's deaths and rejoins (summed
 	// over the hosts).
 	WriterDeaths  uint64 `json:"writer_deaths"`
@@ -370,7 +381,7 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 	nonce := rand.Uint64()
 	common := []string{"-replay=" + list, fmt.Sprintf("-seed=%d", c.lt.Seed), "-table=" + c.lt.Table}
 	learner, err := startPart(dir, "learner", append(common, "-role=learner", fmt.Sprintf("-sample-batch=%d", c.lt.SampleBatch),
-		fmt.Sprintf("-sample-inflight=%d", c.lt.SampleInflight), fmt.Sprintf("-sample-rate=%g", c.sampleRate)))
+		"-shard-sampling="+c.sampling, fmt.Sprintf("-sample-rate=%g", c.sampleRate)))
 	if err != nil {
 		return nil, err
 	}
@@ -438,7 +449,7 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 	}
 	// Measuring waits for the learner's first draws (at most 30 s more).
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		if l, ok := learner.last(); ok && sumDraws(l.Smp) > 0 {
+		if l, ok := learner.last(); ok && l.Lrn != nil && l.Lrn.Draws > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -449,10 +460,10 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 		}
 	}
 	rep = &fleetReport{Shards: c.shards, ActorHosts: c.hosts, Actors: c.lt.Streams, InsertBatch: c.lt.InsertBatch,
-		InsertRate: c.lt.InsertRate, SampleBatch: c.lt.SampleBatch, SampleInflight: c.lt.SampleInflight, SampleRate: c.sampleRate,
+		InsertRate: c.lt.InsertRate, SampleBatch: c.lt.SampleBatch, ShardSampling: c.sampling, SampleRate: c.sampleRate,
 		Capacity: c.capacity, WarmupSec: time.Since(start).Seconds(),
 		InsertPath: "remote.ShardedWriter: one per actor host, shared by its simulated actors",
-		SamplePath: "interim: one Sample stream per shard, each draw a whole batch from one shard (remote.ShardedMethod is not on main yet)"}
+		SamplePath: "remote.ShardedMethod (-shard-sampling), one draw at a time, each batch weighted and written back; a one-row probe stream per shard"}
 	phase := "run"
 	if c.chaos {
 		phase = "before"
@@ -539,13 +550,15 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 		}
 		return out
 	}
-	smpAt := func(t int64) ([]uint64, uint64) { // sampled rows per shard, and draws
+	smpAt := func(t int64) ([]uint64, uint64) { // rows drawn per shard, and draws
 		out := make([]uint64, c.shards)
 		l, _ := learner.at(t)
-		var draws uint64
 		for j, ss := range l.Smp {
-			out[index[learner.shards[j]]] += ss.Sampled
-			draws += ss.Draws
+			out[index[learner.shards[j]]] += ss.Rows
+		}
+		var draws uint64
+		if l.Lrn != nil {
+			draws = l.Lrn.Draws
 		}
 		return out, draws
 	}
@@ -572,14 +585,17 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 	}
 	for j, ss := range lf.Smp {
 		i := index[learner.shards[j]]
-		rep.PerShard[i].WriteBacksStale = ss.Stale
 		rep.PerShard[i].WrongIncarnation = ss.WrongIncarnation
-		rep.PerShard[i].LearnerReconnects = ss.Reconnects
-		rep.PerShard[i].LearnerLastError = ss.LastError
+		rep.PerShard[i].Dropped = ss.Dropped
+		rep.PerShard[i].LearnerDowns = ss.Downs
+		rep.PerShard[i].LearnerRejoins = ss.Rejoins
+		rep.PerShard[i].ProbeLastError = ss.LastError
 		rep.StaleWritesApplied += ss.StaleApplied
 		rep.StaleProbes += ss.Probes
 	}
-
+	if t := lf.Lrn; t != nil {
+		rep.Learner = *t
+	}
 	// Acknowledged inserts lost: what the hosts' writers had acknowledged
 	// by each shard against what the shard holds at the end (while it
 	// never filled: a full table overwrites).
@@ -688,14 +704,6 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 	return rep, nil
 }
 
-func sumDraws(s []loadtest.ShardSamples) uint64 {
-	var n uint64
-	for _, x := range s {
-		n += x.Draws
-	}
-	return n
-}
-
 // shardSize asks the shard at addr (loopback, plaintext) for its table's
 // size.
 func shardSize(ctx context.Context, addr string) (uint64, error) {
@@ -731,8 +739,8 @@ func (r *fleetReport) writeText(w io.Writer) error {
 		}
 		return "full speed"
 	}
-	p("fleet\t%d shards, %d actor hosts of %d simulated actors (batches of %d, %s), 1 learner (draws of %d, %d in flight per shard, %s)\n",
-		r.Shards, r.ActorHosts, r.Actors, r.InsertBatch, paced(r.InsertRate), r.SampleBatch, r.SampleInflight, paced(r.SampleRate))
+	p("fleet\t%d shards, %d actor hosts of %d simulated actors (batches of %d, %s), 1 learner (draws of %d, %s sampling, %s)\n",
+		r.Shards, r.ActorHosts, r.Actors, r.InsertBatch, paced(r.InsertRate), r.SampleBatch, r.ShardSampling, paced(r.SampleRate))
 	p("measured\t%.2f s after %.2f s of warm-up\n\n", r.DurationSec, r.WarmupSec)
 	p("shard\tinserts/s\tsamples/s\tacked\tsize at end\tacked lost\tincarnations\n")
 	for i, s := range r.PerShard {
@@ -758,6 +766,8 @@ func (r *fleetReport) writeText(w io.Writer) error {
 	}
 	p("all\t\t%.2f\t(%s inserts, %s samples per CPU-s)\n\n", r.CPUSec, meter.SI(r.InsertsPerCPU), meter.SI(r.SamplesPerCPU))
 	p("stale writes applied\t%d\t(%d probe write-backs of an earlier incarnation)\n", r.StaleWritesApplied, r.StaleProbes)
+	p("learner\t%d draws, %d rows; write-backs %d applied, %d stale (%d dropped unsent); %d re-planned, %d failed draws\n",
+		r.Learner.Draws, r.Learner.Rows, r.Learner.Applied, r.Learner.Stale, r.Learner.Dropped, r.Learner.Replans, r.Learner.Errors)
 	p("acknowledged inserts lost\t%d\n", r.AckedInsertsLost)
 	p("writers' lost / resent / moved\t%d items / %d batches / %d batches\n", r.InsertsLostItems, r.Resent, r.Moved)
 	if c := r.Chaos; c != nil {

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/apexrl/apex/bench/loadtest"
+	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/remote"
+	"github.com/apexrl/apex/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 )
@@ -44,6 +46,7 @@ type partLine struct {
 	T      int64                   `json:"t,omitempty"`
 	Ins    []loadtest.ShardInserts `json:"ins,omitempty"`
 	Smp    []loadtest.ShardSamples `json:"smp,omitempty"`
+	Lrn    *loadtest.LearnerTotals `json:"lrn,omitempty"`
 	RTT    map[string]loadtest.RTT `json:"rtt,omitempty"`
 	Final  bool                    `json:"final,omitempty"`
 	Error  string                  `json:"error,omitempty"`
@@ -65,8 +68,8 @@ func runLoadtestPart(args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&ac.Seed, "seed", 1, "seed")
 	fs.Uint64Var(&ac.Nonce, "nonce", 0, "writer id nonce")
 	var lc loadtest.LearnerConfig
-	fs.IntVar(&lc.SampleBatch, "sample-batch", 512, "rows per draw")
-	fs.IntVar(&lc.SampleInflight, "sample-inflight", 4, "draws in flight per shard")
+	sampleBatch := fs.Int("sample-batch", 512, "rows per draw")
+	sampling := fs.String("shard-sampling", "exact", "exact or one")
 	fs.Float64Var(&lc.SampleRate, "sample-rate", 0, "rows/s over all shards (0: unpaced)")
 	report := fs.Duration("report", 100*time.Millisecond, "time between counter lines")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
@@ -131,13 +134,22 @@ func runLoadtestPart(args []string, stdout, stderr io.Writer) int {
 		}
 		phase = func(string) {}
 	case "learner":
+		var clients []*remote.Client
 		var conns []*grpc.ClientConn
 		defer func() {
 			for _, c := range conns {
 				c.Close()
 			}
+			for _, c := range clients {
+				c.Close()
+			}
 		}()
 		for _, s := range shards {
+			c, err := remote.DialShard(ctx, s, remote.ClientOptions{DialOptions: []grpc.DialOption{fastReconnect}})
+			if err != nil {
+				return fail(1, err)
+			}
+			clients = append(clients, c)
 			dopts, err := loadtestDialOptions(s.Addr, remote.ClientOptions{})
 			if err == nil {
 				var c *grpc.ClientConn
@@ -149,14 +161,52 @@ func runLoadtestPart(args []string, stdout, stderr io.Writer) int {
 				return fail(1, err)
 			}
 		}
-		l, err := loadtest.StartLearner(conns, lc)
+		mode, err := remote.ParseShardSampling(*sampling)
 		if err != nil {
 			return fail(2, err)
 		}
-		stats = func(p *partLine) { p.Smp = l.Stats() }
+		cfg, err := clients[0].Config(ctx)
+		if err != nil {
+			return fail(1, err)
+		}
+		local, err := runtime.NewLocalMethod(cfg)
+		if err != nil {
+			return fail(1, err)
+		}
+		layout, err := runtime.ReplayLayout(cfg)
+		if err != nil {
+			return fail(1, err)
+		}
+		layout.Capacity, layout.Stripes = *sampleBatch, 0
+		buf, err := buffer.New(layout)
+		if err != nil {
+			return fail(1, err)
+		}
+		batch, err := buf.NewBatch(*sampleBatch)
+		if err != nil {
+			return fail(2, err)
+		}
+		mctx, stopMethod := context.WithCancel(context.Background())
+		defer stopMethod()
+		var counters remote.ShardCounters
+		m, err := remote.ShardedMethod(mctx, clients, local, 0, remote.ShardOptions{Sampling: mode, Counters: &counters})
+		if err != nil {
+			return fail(1, err)
+		}
+		l, err := loadtest.StartLearner(m, batch, &counters, conns, lc)
+		if err != nil {
+			return fail(2, err)
+		}
+		stats = func(p *partLine) {
+			smp, tot := l.Stats()
+			p.Smp, p.Lrn = smp, &tot
+		}
 		stop = func() error { l.Stop(2 * time.Second); return nil }
 		phase = l.Phase
-		defer func() { _ = emit(partLine{Final: true, T: time.Now().UnixNano(), Smp: l.Stats(), RTT: l.RTTs()}) }()
+		defer func() {
+			smp, tot := l.Stats()
+			_ = emit(partLine{Final: true, T: time.Now().UnixNano(), Smp: smp, Lrn: &tot, RTT: l.RTTs()})
+		}()
 	}
 	if err := emit(partLine{Shards: names}); err != nil {
 		_ = stop()

@@ -37,6 +37,8 @@ func TestLoadtestBadFlags(t *testing.T) {
 		{"-shards=2 -chaos -chaos-shard=2", "-chaos-shard=2 must be in [0, 2)"},
 		{"-shards=2 -chaos -duration=2s -chaos-at=1s -chaos-down=1s", "must fall inside -duration=2s"},
 		{"-shards=2 -sample-rate=-1", "-sample-rate=-1 must be a finite rate >= 0"},
+		{"-shards=2 -shard-sampling=all", `-shard-sampling="all": want exact or one`},
+		{"-shard-sampling=one", "-shard-sampling applies with -shards only"},
 		{"-shards=2 -capacity=10", "-capacity=10 must hold at least -sample-batch=512"},
 		{"-shards=2 -server=127.0.0.1:80", "-server and -conns do not apply with -shards"},
 		{"-nosuchflag", "flag provided but not defined: -nosuchflag"},
@@ -63,7 +65,7 @@ func TestLoadtestHelp(t *testing.T) {
 	for _, f := range []string{"server", "replay-args", "table", "streams", "insert-batch", "window", "conns", "insert-rate",
 		"sample-batch", "sample-inflight", "warmup", "duration", "seed", "json", "cpuprofile",
 		"tls-cert", "tls-key", "tls-ca", "tls-server-name", "token-file", "insecure",
-		"shards", "actor-hosts", "sample-rate", "capacity", "chaos", "chaos-shard", "chaos-at", "chaos-down", "checkpoint-every"} {
+		"shards", "actor-hosts", "shard-sampling", "sample-rate", "capacity", "chaos", "chaos-shard", "chaos-at", "chaos-down", "checkpoint-every"} {
 		if !strings.Contains(out.String(), "\n  -"+f+" ") && !strings.Contains(out.String(), "\n  -"+f+"\n") {
 			t.Errorf("-h does not document -%s:\n%s", f, out.String())
 		}
