@@ -3,6 +3,7 @@ package remote
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/buffer"
@@ -206,6 +207,15 @@ func (e *episodes) finished(p *replayv1.EpisodePart) error {
 		if int(s) >= e.slots {
 			return fmt.Errorf("a finished episode's step in slot %d (the table has %d slots)", s, e.slots)
 		}
+	}
+	fin := func(x float32) bool { return !math.IsNaN(float64(x)) && !math.IsInf(float64(x), 0) }
+	for i := range k {
+		if r, d := p.GetReward()[i], p.GetDiscount()[i]; !fin(r) || !fin(d) {
+			return fmt.Errorf("%w: a finished episode's step %d has reward %v and discount %v", buffer.ErrNonFinite, first+i, r, d)
+		}
+	}
+	if !fin(p.GetVboot()) {
+		return fmt.Errorf("%w: a finished episode's V(s_T) is %v", buffer.ErrNonFinite, p.GetVboot())
 	}
 	if first == 0 {
 		e.inPart, e.partLen = true, n

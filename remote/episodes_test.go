@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -469,9 +470,10 @@ func (f *badEvents) Sample(stream grpc.BidiStreamingServer[replayv1.SampleReques
 }
 
 // TestEpisodeEventsBadInput: malformed episode events from a server (a
-// slot beyond the table, a part out of order, a reward missing, a bad
-// handle) fail the client's draw with an error naming them, and nothing
-// of the message reaches the observer beyond what came before.
+// slot beyond the table, a part out of order or left unfinished, a reward
+// missing, NaN or infinite values, a bad handle, an event of no kind)
+// fail the client's draw with an error naming them and break the stream
+// (counted), and no episode of them reaches the observer.
 func TestEpisodeEventsBadInput(t *testing.T) {
 	checkLeaks(t)
 	layout := buffer.Config{Capacity: 64, ObsDim: 2, Action: buffer.Continuous, ActionDim: 1, Episode: true, Floats: sampler.REFERColumns(1)}
@@ -491,6 +493,10 @@ func TestEpisodeEventsBadInput(t *testing.T) {
 	}
 	noReward := part(0, 2, 0, 1, 2)
 	noReward.GetFinished().Reward = nil
+	nanReward := part(0, 2, 0, 1, 2)
+	nanReward.GetFinished().Reward[1] = float32(math.NaN())
+	infBoot := part(0, 1, 0, 5)
+	infBoot.GetFinished().Truncated, infBoot.GetFinished().Vboot = true, float32(math.Inf(1))
 	for _, tc := range []struct {
 		name   string
 		events []*replayv1.EpisodeEvent
@@ -501,6 +507,8 @@ func TestEpisodeEventsBadInput(t *testing.T) {
 		{"unfinished", []*replayv1.EpisodeEvent{part(0, 4, 0, 1, 2)}, "unfinished"},
 		{"interrupted", []*replayv1.EpisodeEvent{part(0, 4, 0, 1, 2), {Kind: &replayv1.EpisodeEvent_Dropped{Dropped: 3}}}, "interrupted"},
 		{"missing rewards", []*replayv1.EpisodeEvent{noReward}, "0 rewards"},
+		{"NaN reward", []*replayv1.EpisodeEvent{nanReward}, "step 1 has reward NaN"},
+		{"infinite V(s_T)", []*replayv1.EpisodeEvent{infBoot}, "V(s_T) is +Inf"},
 		{"bad handle", []*replayv1.EpisodeEvent{{Kind: &replayv1.EpisodeEvent_Dropped{Dropped: -1}}}, "handle -1"},
 		{"no kind", []*replayv1.EpisodeEvent{{}}, "no known kind"},
 	} {
@@ -513,7 +521,8 @@ func TestEpisodeEventsBadInput(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := learner.NewREFERController(m.Episodes); err != nil {
+			ctl, err := learner.NewREFERController(m.Episodes)
+			if err != nil {
 				t.Fatal(err)
 			}
 			b, _ := buf.NewBatch(2)
@@ -523,6 +532,9 @@ func TestEpisodeEventsBadInput(t *testing.T) {
 			}
 			if st := c.Stats(); st.StreamErrors == 0 {
 				t.Errorf("the bad stream was not counted: %+v", st)
+			}
+			if st := ctl.Stats(); st.Steps != 0 {
+				t.Errorf("the controller was told of %d steps from a malformed message", st.Steps)
 			}
 		})
 	}
