@@ -78,6 +78,8 @@ type GRPCServer struct {
 	g       *grpc.Server
 	health  *health.Server
 	service string
+	// hg serves the health service alone (ServeHealth).
+	hg *grpc.Server
 	// end ends the service's stream handlers and waits (Server.Close);
 	// nil for a service whose handlers end with their streams.
 	end  func()
@@ -144,8 +146,19 @@ func newGRPCServer(opts GRPCOptions, service string, end func(), register func(*
 	h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	h.SetServingStatus(service, healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(g, h)
-	return &GRPCServer{g: g, health: h, service: service, end: end}
+	// The probe port carries no apex data and checks no token: a few
+	// streams per connection are plenty for probes, and keepalive is
+	// enforced as on the service port.
+	hg := grpc.NewServer(grpc.MaxConcurrentStreams(maxHealthStreams),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.MinPingInterval, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: opts.PingInterval, Timeout: opts.PingTimeout}))
+	healthpb.RegisterHealthServer(hg, h)
+	return &GRPCServer{g: g, health: h, service: service, end: end, hg: hg}
 }
+
+// maxHealthStreams bounds the concurrent streams of one connection to the
+// probe port (ServeHealth).
+const maxHealthStreams = 8
 
 // GRPC is the underlying server, for registering more services before
 // Serve.
@@ -163,7 +176,24 @@ func (s *GRPCServer) Serve(lis net.Listener) error {
 	return err
 }
 
-// Shutdown marks the server NOT_SERVING, ends every stream handler and
+// ServeHealth serves the standard health service alone — the statuses
+// Serve and Shutdown set, for "" and the service's name — in plaintext on
+// lis until Shutdown, for probes that can present neither a client
+// certificate nor a token (Kubernetes' native gRPC probes speak plain
+// HTTP/2). It carries nothing but serving statuses, so it may listen beyond
+// loopback without TLS. It returns nil after Shutdown, otherwise
+// grpc.Server.Serve's error. Optional; at most one call per listener, made
+// before or after Serve.
+func (s *GRPCServer) ServeHealth(lis net.Listener) error {
+	err := s.hg.Serve(lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown marks the server NOT_SERVING (on ServeHealth's port too, which
+// closes last), ends every stream handler and
 // wait of the service (the Replay service's Server.Close: their clients see
 // Unavailable) and stops gRPC gracefully: unary calls in flight finish,
 // no new ones start. If ctx ends first, the remaining connections are
@@ -187,5 +217,8 @@ func (s *GRPCServer) Shutdown(ctx context.Context) {
 			s.g.Stop()
 			<-done
 		}
+		// The probe port answers NOT_SERVING while the service drains,
+		// then closes (a health Watch would hold a graceful stop).
+		s.hg.Stop()
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"github.com/prometheus/client_golang/prometheus"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -181,7 +180,7 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	var serving sync.WaitGroup
 	serveErr := make(chan error, 1)
 	serving.Go(func() {
-		serveErr <- sf.serve(serveCtx, func(ln net.Listener) error { return g.Serve(ln) }, g.Shutdown, log, "params")
+		serveErr <- sf.serve(serveCtx, g, log, "params")
 	})
 	metrics, err := obs.startMetrics(func() (*prometheus.Registry, error) { return newMetricsRegistry(host.Stats, host.Config()) }, log)
 	if err != nil {

@@ -2,8 +2,8 @@
 // default command), load tests of the replay path (apex bench) and of a
 // replay server over gRPC (apex loadtest), the papers' small experiments
 // (apex experiment ...), the list of the registered replay methods (apex
-// methods) and the certificates for the network path's mutual TLS (apex
-// certs).
+// methods), the certificates for the network path's mutual TLS (apex
+// certs), and a health probe for containers (apex health).
 package main
 
 import (
@@ -47,6 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runLearner(args[1:], stdout, stderr)
 	case "actor":
 		return runActor(args[1:], stdout, stderr)
+	case "health":
+		return runHealth(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -69,6 +71,7 @@ commands:
   learner      learn from a replay server, serve parameters (apex learner -h)
   actor        run actors that insert into a replay server (apex actor -h)
   certs        make a CA, certificates and tokens for the network (apex certs -h)
+  health       ask a replay server or learner whether it serves (apex health -h)
 `)
 }
 

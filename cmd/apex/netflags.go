@@ -28,6 +28,7 @@ import (
 // serveFlags are a listening process's flags.
 type serveFlags struct {
 	listen, addrFile string
+	healthListen     string
 	cert, key, ca    string
 	tokens           string
 	insecure         bool
@@ -42,6 +43,7 @@ const gracefulStop = 10 * time.Second
 func addServeFlags(fs *flag.FlagSet, defListen, what string) *serveFlags {
 	f := &serveFlags{}
 	fs.StringVar(&f.listen, "listen", defListen, "host:port to serve "+what+" on (loopback by default; any other address needs -tls-cert, -tls-key and -tls-ca, or -insecure; port 0 picks a free port, see -addr-file)")
+	fs.StringVar(&f.healthListen, "health-listen", "", "also serve the standard gRPC health service alone, in plaintext, on this host:port (e.g. :7702), for probes that cannot do mutual TLS such as Kubernetes' grpc probes; it carries nothing but serving statuses, so any address is allowed (empty: off; the service port answers health checks either way)")
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the address actually listened on to this file once serving (for -listen with port 0)")
 	fs.StringVar(&f.cert, "tls-cert", "", "this server's certificate (PEM; apex certs makes one): mutual TLS 1.3, every client must present a certificate signed by -tls-ca")
 	fs.StringVar(&f.key, "tls-key", "", "the key of -tls-cert (PEM)")
@@ -82,6 +84,11 @@ func (f *serveFlags) check(log *slog.Logger) error {
 	}
 	if host, _, err := net.SplitHostPort(f.listen); err == nil && !auth.IsLoopback(host) && f.tokens == "" {
 		log.Warn("serving beyond loopback without -tokens: every client that can connect may make every call, the admin ones (checkpoints, limiter changes) included", "addr", f.listen)
+	}
+	if f.healthListen != "" {
+		if _, _, err := net.SplitHostPort(f.healthListen); err != nil {
+			return fmt.Errorf("-health-listen %q: %w", f.healthListen, err)
+		}
 	}
 	if f.addrFile != "" {
 		if err := checkWritableDir(filepath.Dir(f.addrFile)); err != nil {
@@ -130,33 +137,53 @@ func (f *serveFlags) grpcOptions(policy auth.Policy) (remote.GRPCOptions, error)
 	return o, nil
 }
 
-// serve listens on -listen, writes -addr-file and runs serveFn on the
-// listener until ctx ends; then shutdown stops it gracefully, forced after
-// the grace period. It returns the listener's or serveFn's error, if any.
-func (f *serveFlags) serve(ctx context.Context, serveFn func(net.Listener) error, shutdown func(context.Context), log *slog.Logger, what string) error {
+// serve listens on -listen (and -health-listen), writes -addr-file and
+// serves g there until ctx ends; then it stops g gracefully, forced after
+// the grace period. It returns a listener's or g's error, if any.
+func (f *serveFlags) serve(ctx context.Context, g *remote.GRPCServer, log *slog.Logger, what string) error {
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return fmt.Errorf("%s: listen: %w", what, err)
+	}
+	var hln net.Listener
+	if f.healthListen != "" {
+		if hln, err = net.Listen("tcp", f.healthListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("-health-listen: %w", err)
+		}
 	}
 	addr := ln.Addr().String()
 	if f.addrFile != "" {
 		if err := writeFileAtomic(f.addrFile, []byte(addr+"\n")); err != nil {
 			ln.Close()
+			if hln != nil {
+				hln.Close()
+			}
 			return fmt.Errorf("-addr-file: %w", err)
 		}
 	}
 	log.Info("serving", "what", what, "addr", addr, "tls", f.tlsOn(), "tokens", f.tokens != "")
-	errc := make(chan error, 1)
-	go func() { errc <- serveFn(ln) }()
+	errc := make(chan error, 2)
+	running := 1
+	go func() { errc <- g.Serve(ln) }()
+	if hln != nil {
+		running++
+		log.Info("serving", "what", what+" health (plaintext probe port)", "addr", hln.Addr().String())
+		go func() { errc <- g.ServeHealth(hln) }()
+	}
 	select {
-	case err := <-errc:
-		return err
+	case err = <-errc:
+		running--
 	case <-ctx.Done():
 	}
+	// Either server's end (a failure, or the stop asked for) stops both.
 	sctx, cancel := context.WithTimeout(context.Background(), gracefulStop)
 	defer cancel()
-	shutdown(sctx)
-	return <-errc
+	g.Shutdown(sctx)
+	for ; running > 0; running-- {
+		err = errors.Join(err, <-errc)
+	}
+	return err
 }
 
 // writeFileAtomic writes data to path through a temporary file in its

@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -189,7 +188,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if *ckEvery > 0 {
 		go periodicCheckpoints(ctx, srv, *ckEvery, log)
 	}
-	err = sf.serve(ctx, func(ln net.Listener) error { return g.Serve(ln) }, g.Shutdown, log, "replay")
+	err = sf.serve(ctx, g, log, "replay")
 	code := 0
 	if err != nil {
 		fmt.Fprintf(stderr, "apex replay: %v\n", err)
