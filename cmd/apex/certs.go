@@ -35,7 +35,11 @@ absent):
                               -token-file
 
 Keys and tokens are written with mode 0600. An existing file is an error, and nothing
-is written, unless -force replaces them all.
+is written, unless -force replaces them all. With -keep-existing, a DIR that
+already holds every one of these files is kept as it is (exit 0, nothing
+written): an init container or one-shot service may run again without
+rotating the CA under running processes; a DIR holding only some of them is
+still an error.
 
 Typical: apex certs -out ./pki -hosts=localhost,127.0.0.1,replay1.example.org
 
@@ -57,6 +61,7 @@ func runCerts(args []string, stdout, stderr io.Writer) int {
 	days := fs.Int("days", 365, "validity of every certificate in days (1 to 3650)")
 	role := fs.String("role", string(auth.RoleActor), "role written into the client certificate's subject: actor, learner or admin")
 	force := fs.Bool("force", false, "overwrite existing files")
+	keep := fs.Bool("keep-existing", false, "when -out already holds every file apex certs writes, keep them and exit 0 (an init step run again); some but not all present is still an error")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), certsUsage)
 		fs.PrintDefaults()
@@ -77,6 +82,9 @@ func runCerts(args []string, stdout, stderr io.Writer) int {
 	if err := auth.Role(*role).Validate(); err != nil {
 		return usageErr("-role: %v", err)
 	}
+	if *force && *keep {
+		return usageErr("-force and -keep-existing contradict each other: give one")
+	}
 	var hostList []string
 	for _, h := range strings.Split(*hosts, ",") {
 		h = strings.TrimSpace(h)
@@ -84,6 +92,18 @@ func runCerts(args []string, stdout, stderr io.Writer) int {
 			return usageErr("-hosts %q: %v", *hosts, err)
 		}
 		hostList = append(hostList, h)
+	}
+	if *keep {
+		present := 0
+		for _, f := range certFiles {
+			if _, err := os.Stat(filepath.Join(*out, f)); err == nil {
+				present++
+			}
+		}
+		if present == len(certFiles) {
+			fmt.Fprintf(stdout, "kept %s: it holds every file already (-keep-existing)\n", *out)
+			return 0
+		}
 	}
 	if err := writeCerts(*out, hostList, time.Duration(*days)*24*time.Hour, auth.Role(*role), *force, stdout); err != nil {
 		fmt.Fprintf(stderr, "apex certs: %v\n", err)

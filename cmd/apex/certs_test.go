@@ -165,3 +165,33 @@ func TestCertsErrors(t *testing.T) {
 		t.Errorf("-h: exit %d, %q", code, out)
 	}
 }
+
+// TestCertsKeepExisting: -keep-existing leaves a complete folder as it is
+// (exit 0, the CA unchanged), writes a missing one, still refuses a folder
+// holding some of the files only, and contradicts -force.
+func TestCertsKeepExisting(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	if code, _, errs := runCertsCmd(t, "-out", dir, "-keep-existing"); code != 0 {
+		t.Fatalf("first run: exit %d: %s", code, errs)
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCertsCmd(t, "-out", dir, "-keep-existing")
+	if code != 0 || !strings.Contains(out, "kept "+dir) {
+		t.Fatalf("second run: exit %d, %q, %s", code, out, errs)
+	}
+	if again, _ := os.ReadFile(filepath.Join(dir, "ca.pem")); !bytes.Equal(again, ca) {
+		t.Fatal("-keep-existing replaced the CA")
+	}
+	if err := os.Remove(filepath.Join(dir, "admin.token")); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runCertsCmd(t, "-out", dir, "-keep-existing"); code != 1 || !strings.Contains(errs, "exist") {
+		t.Fatalf("a partial folder: exit %d, %s", code, errs)
+	}
+	if code, _, errs := runCertsCmd(t, "-out", dir, "-keep-existing", "-force"); code != 2 {
+		t.Fatalf("-force with -keep-existing: exit %d, %s", code, errs)
+	}
+}
