@@ -127,6 +127,13 @@ func Dial(ctx context.Context, target string, opts ClientOptions) (*Client, erro
 		dopts = append(dopts, grpc.WithPerRPCCredentials(b))
 	}
 	dopts = append(dopts,
+		// apex configures its clients in code. Without this, gRPC's DNS
+		// resolver also looks up a TXT record for a service config and
+		// holds the first connection until that lookup ends: where the
+		// DNS server cannot answer it (Docker's embedded DNS on an
+		// internal network forwards it to an upstream it cannot reach)
+		// that is the resolver's 30 s timeout, past every call's deadline.
+		grpc.WithDisableServiceConfig(),
 		grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(replayv1.MaxMessageBytes),
 			grpc.MaxCallSendMsgSize(replayv1.MaxMessageBytes)),
