@@ -142,8 +142,13 @@ func ParseTokens(r io.Reader) (*Tokens, error) {
 }
 
 // LoadTokens reads a tokens file as ParseTokens does. A file that others
-// may read (any group or other permission bit) is refused: tokens are
-// secrets. An empty file gives empty Tokens. Cost: one file read.
+// may read is refused: tokens are secrets. The mode must be 0600 or
+// narrower, except that a file owned by root and read by another user may
+// also be group-readable (0640 or narrower: no group write, nothing for
+// others), as PostgreSQL allows for its key file: that is how Kubernetes
+// mounts a Secret for a pod running as a non-root user with an fsGroup
+// (root:fsGroup, 0440). An empty file gives empty Tokens. Cost: one file
+// read.
 func LoadTokens(path string) (*Tokens, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -154,7 +159,8 @@ func LoadTokens(path string) (*Tokens, error) {
 	if err != nil {
 		return nil, fmt.Errorf("auth: tokens: %w", err)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
+	owner, known := fileOwner(st)
+	if !tokensModeOK(st.Mode().Perm(), owner, known, os.Geteuid()) {
 		return nil, fmt.Errorf("auth: tokens file %s has mode %v: others may read it (chmod 600 %s)", path, st.Mode().Perm(), path)
 	}
 	t, err := ParseTokens(f)
@@ -162,6 +168,17 @@ func LoadTokens(path string) (*Tokens, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return t, nil
+}
+
+// tokensModeOK reports whether a tokens file with permissions perm, owned
+// by the user owner (known false: the system does not say), may be read by
+// the process whose effective user is euid: 0600 or narrower, or 0640 or
+// narrower for a root-owned file another user reads (through its group).
+func tokensModeOK(perm os.FileMode, owner int, known bool, euid int) bool {
+	if perm&0o077 == 0 {
+		return true
+	}
+	return known && owner == 0 && euid != 0 && perm&0o037 == 0
 }
 
 // errNoMethod is returned by Policy.Validate for an ill-formed name.
