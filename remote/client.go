@@ -181,6 +181,10 @@ func (c *Client) Close() error {
 	return err
 }
 
+// Target is the target the client was dialed with (Dial's target), which
+// names it in a ShardedWriter's statistics and placement.
+func (c *Client) Target() string { return c.conn.Target() }
+
 // isClosed reports whether Close has been called.
 func (c *Client) isClosed() bool {
 	select {

@@ -306,7 +306,7 @@ func NewShardedWriter(clients []*Client, id string, opts ShardedWriterOptions) (
 		if c == nil {
 			return nil, fmt.Errorf("remote: sharded writer: shard %d: nil client", i)
 		}
-		name := c.conn.Target()
+		name := c.Target()
 		if seen[name] {
 			return nil, fmt.Errorf("remote: sharded writer: shard %q given twice", name)
 		}
@@ -400,7 +400,7 @@ func (s *ShardedWriter) place(t *buffer.Transitions, rows int, key uint64) error
 		return s.state()
 	}
 	for {
-		sh, err := s.pick(key)
+		sh, deaths, err := s.pick(key)
 		if err != nil {
 			s.release()
 			return err
@@ -423,7 +423,7 @@ func (s *ShardedWriter) place(t *buffer.Transitions, rows int, key uint64) error
 		// The shard's monitor is moving its batches off it: wait until it
 		// has (so this run follows its earlier rows), then place again.
 		s.mu.Lock()
-		for sh.live && s.err == nil && !s.closing {
+		for sh.live && sh.deaths == deaths && s.err == nil && !s.closing {
 			ch := s.changed
 			s.mu.Unlock()
 			<-ch
@@ -442,16 +442,17 @@ func (s *ShardedWriter) release() {
 	}
 }
 
-// pick returns key's shard, waiting while no shard is alive.
-func (s *ShardedWriter) pick(key uint64) (*wshard, error) {
+// pick returns key's shard and its deaths so far, waiting while no shard
+// is alive.
+func (s *ShardedWriter) pick(key uint64) (*wshard, uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
 		if err := s.stateLocked(); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if i := s.placeLocked(key, nil); i >= 0 {
-			return s.shards[i], nil
+			return s.shards[i], s.shards[i].deaths, nil
 		}
 		ch := s.changed
 		s.mu.Unlock()

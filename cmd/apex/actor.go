@@ -104,7 +104,7 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 
 	dialCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	fleet, err := dialReplayFleet(dialCtx, *replayAddr, copts)
+	fleet, err := dialReplayFleet(dialCtx, *replayAddr, copts, nil)
 	if err != nil {
 		return usageErr(fmt.Errorf("-replay %s: %w", *replayAddr, err))
 	}

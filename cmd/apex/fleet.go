@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/apexrl/apex/remote"
@@ -19,11 +20,16 @@ type replayFleet struct {
 // dialReplayFleet resolves list (remote.ResolveShards: comma-separated
 // host:port entries, a DNS name expanding to every address it resolves
 // to) and dials each shard (remote.DialShard). A list of one entry that
-// names one shard is dialed as written, as a single server always was (a
-// DNS name is then resolved by gRPC, again after a reconnection). Like
-// Dial it does no I/O beyond the DNS lookups; an error is the flag's.
-func dialReplayFleet(ctx context.Context, list string, copts remote.ClientOptions) (*replayFleet, error) {
-	shards, err := remote.ResolveShards(ctx, list, nil)
+// names one shard is dialed as written, as a single server always was. A
+// DNS name that resolves to one address is dialed by its name too, so
+// gRPC resolves it again when it reconnects: a shard restarted elsewhere
+// under the same name (a StatefulSet's pod, replay-0.replay:7700) is found
+// at its new address. A name that expands to several shards is resolved
+// once, here: each of its shards is dialed at its address. Like Dial it
+// does no I/O beyond the DNS lookups (lookup's; net.DefaultResolver's
+// when nil); an error is the flag's.
+func dialReplayFleet(ctx context.Context, list string, copts remote.ClientOptions, lookup remote.Resolver) (*replayFleet, error) {
+	shards, err := remote.ResolveShards(ctx, list, lookup)
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +42,18 @@ func dialReplayFleet(ctx context.Context, list string, copts remote.ClientOption
 		f.clients = []*remote.Client{c}
 		return f, nil
 	}
+	byName := func(a remote.ShardAddr) string { // the entry's host:port
+		_, port, _ := net.SplitHostPort(a.Addr)
+		return net.JoinHostPort(a.Host, port)
+	}
+	perEntry := map[string]int{}
 	for _, a := range shards {
+		perEntry[byName(a)]++
+	}
+	for _, a := range shards {
+		if name := byName(a); perEntry[name] == 1 && net.ParseIP(a.Host) == nil {
+			a.Addr = name // by name: re-resolved on reconnection
+		}
 		c, err := remote.DialShard(ctx, a, copts)
 		if err != nil {
 			f.Close()
@@ -47,11 +64,11 @@ func dialReplayFleet(ctx context.Context, list string, copts remote.ClientOption
 	return f, nil
 }
 
-// names are the shards' addresses, for logs and errors.
+// names are the shards' targets as dialed, for logs and errors.
 func (f *replayFleet) names() []string {
-	out := make([]string, len(f.shards))
-	for i, a := range f.shards {
-		out[i] = a.Addr
+	out := make([]string, len(f.clients))
+	for i, c := range f.clients {
+		out[i] = c.Target()
 	}
 	return out
 }
