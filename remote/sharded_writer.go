@@ -200,8 +200,11 @@ var _ runtime.Sink = (*ShardedWriter)(nil)
 // episode stays whole on one shard (ReF-ER's episode eviction and TER's
 // predecessor links need it), every process agrees on the placement of a
 // given (writer, episode), and losing one shard moves only the episodes
-// it held. The writer remembers the shard of its 4096 latest episodes, so
-// a shard that rejoins takes new episodes, not the tails of running ones.
+// it held. Consecutive runs bound for the same shard travel as one
+// message, which carries the last run's episode as its key (an actor's
+// batch ends with the episode its next batch continues). The writer
+// remembers the shard of its 4096 latest episodes, so a shard that
+// rejoins takes new episodes, not the tails of running ones.
 //
 // Failures: a shard's stream error is noticed at once; the shard is then
 // probed (Info, within ProbeTimeout): one that answers is resumed and gets
@@ -217,7 +220,8 @@ var _ runtime.Sink = (*ShardedWriter)(nil)
 // (placed by the same hashing over the shards left) and sends them there:
 // the episodes it held are split at that point (their acknowledged part
 // stays on the dead shard and comes back with its checkpoint when it
-// restarts), and a batch the dead shard had stored without acknowledging
+// restarts; a moved message goes where its key's episode now goes, the
+// episodes that ended in it along), and a batch the dead shard had stored without acknowledging
 // it is then stored twice, once on each shard (at most Window batches per
 // death). A dead shard is probed with backoff (MinBackoff doubling to
 // MaxBackoff), gRPC's reconnection backoff reset before each probe, and
@@ -248,8 +252,9 @@ type ShardedWriter struct {
 	maxRows int
 	slots   chan struct{} // a place per batch held and not acknowledged: shards × Window
 
-	insertMu sync.Mutex // serializes Insert
-	batchNo  uint64     // Inserts so far, the run key of a layout without episodes (under insertMu)
+	insertMu sync.Mutex  // serializes Insert
+	batchNo  uint64      // Inserts so far, the run key of a layout without episodes (under insertMu)
+	runs     []insertRun // Insert's, reused (under insertMu)
 
 	ctx    context.Context // ends the probes (Close)
 	cancel context.CancelFunc
@@ -361,16 +366,33 @@ func (s *ShardedWriter) Insert(t *buffer.Transitions) error {
 		}
 	}
 	s.batchNo++
-	episodes := len(t.EpisodeID) == n
-	for lo := 0; lo < n; {
-		hi, key := n, episodeKey(s.idHash^noEpisodeSalt, s.batchNo)
-		if episodes {
-			hi = lo + 1
+	// Runs of one episode each, and their shards: consecutive runs bound
+	// for the same shard travel as one message, keyed by the last run's
+	// episode (the one the actor's next batch continues).
+	runs := s.runs[:0]
+	if len(t.EpisodeID) == n {
+		for lo := 0; lo < n; {
+			hi := lo + 1
 			for hi < n && t.EpisodeID[hi] == t.EpisodeID[lo] {
 				hi++
 			}
-			key = episodeKey(s.idHash, t.EpisodeID[lo])
+			runs = append(runs, insertRun{hi: hi, key: episodeKey(s.idHash, t.EpisodeID[lo])})
+			lo = hi
 		}
+	} else {
+		runs = append(runs, insertRun{hi: n, key: episodeKey(s.idHash^noEpisodeSalt, s.batchNo)})
+	}
+	s.mu.Lock()
+	for i := range runs {
+		runs[i].shard = s.placeLocked(runs[i].key, nil) // -1 while no shard lives: place waits
+	}
+	s.mu.Unlock()
+	s.runs = runs
+	for lo, r := 0, 0; r < len(runs); r++ {
+		if r+1 < len(runs) && runs[r+1].shard == runs[r].shard && runs[r].shard >= 0 {
+			continue // the next run goes along
+		}
+		hi, key := runs[r].hi, runs[r].key
 		for plo := lo; plo < hi; plo += s.maxRows {
 			phi := min(hi, plo+s.maxRows)
 			piece := t
@@ -385,6 +407,14 @@ func (s *ShardedWriter) Insert(t *buffer.Transitions) error {
 		lo = hi
 	}
 	return nil
+}
+
+// insertRun is rows [previous run's hi, hi) of an Insert: one episode,
+// its placement key and shard.
+type insertRun struct {
+	hi    int
+	key   uint64
+	shard int
 }
 
 // noEpisodeSalt keeps the run keys of a layout without episodes (the
