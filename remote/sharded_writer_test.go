@@ -526,7 +526,9 @@ func TestShardedWriterStreamBreaks(t *testing.T) {
 func TestShardedWriterSilentShard(t *testing.T) {
 	checkLeaks(t)
 	fl := newTestFleet(t, 2)
-	const ack, probe = 150 * time.Millisecond, 100 * time.Millisecond
+	// A probe that takes longer than ProbeTimeout fails: on a loaded
+	// machine under -race 100 ms is not enough for an Info to a live shard.
+	const ack, probe = 300 * time.Millisecond, 500 * time.Millisecond
 	s := newTestShardedWriter(t, fl, "silent", ShardedWriterOptions{WriterOptions: WriterOptions{Window: 2}, AckTimeout: ack, ProbeTimeout: probe})
 	var next float32
 	insertEpisodes(t, s, 1, 20, 2, &next)
@@ -770,7 +772,7 @@ func TestShardedWriterConcurrentKill(t *testing.T) {
 	checkLeaks(t)
 	fl := newTestFleet(t, 3)
 	s := newTestShardedWriter(t, fl, "concurrent", ShardedWriterOptions{WriterOptions: WriterOptions{Window: 3},
-		AckTimeout: 5 * time.Second, ProbeTimeout: 100 * time.Millisecond})
+		AckTimeout: 5 * time.Second, ProbeTimeout: time.Second})
 	const goroutines, most = 4, 20000
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
