@@ -47,8 +47,7 @@ type episodes struct {
 	req      replayv1.SampleRequest // the ObserveEpisodes request
 	// live[h]: the observer was told episode h finished and not that it
 	// was dropped.
-	live  []bool
-	nLive int
+	live []bool
 	// The episode being assembled from its parts.
 	part              sampler.Episode
 	partLen           int
@@ -84,7 +83,6 @@ func (e *episodes) Observe(o sampler.EpisodeObserver) {
 	e.obs = o
 	e.on, e.followed = nil, false
 	clear(e.live)
-	e.nLive = 0
 	if o == nil {
 		return
 	}
@@ -101,7 +99,6 @@ func (e *episodes) subscribe(resync bool) error {
 			e.obs.EpisodeDropped(int32(h))
 		}
 	}
-	e.nLive = 0
 	e.inPart = false
 	s := e.s
 	s.nextID++
@@ -170,9 +167,8 @@ func (e *episodes) event(ev *replayv1.EpisodeEvent) error {
 		if h < 0 || int(h) > e.slots {
 			return fmt.Errorf("a dropped episode of handle %d (the table has %d slots)", h, e.slots)
 		}
-		if int(h) < len(e.live) && e.live[h] {
+		if int(h) < len(e.live) {
 			e.live[h] = false
-			e.nLive--
 		}
 		if e.obs != nil {
 			e.obs.EpisodeDropped(h)
@@ -235,10 +231,7 @@ func (e *episodes) finished(p *replayv1.EpisodePart) error {
 	for len(e.live) <= h {
 		e.live = append(e.live, false)
 	}
-	if !e.live[h] {
-		e.live[h] = true
-		e.nLive++
-	}
+	e.live[h] = true
 	if e.obs != nil {
 		e.part.Slots, e.part.Reward, e.part.Discount = e.partSlots, e.partRew, e.partDisc
 		e.obs.EpisodeFinished(e.part)
