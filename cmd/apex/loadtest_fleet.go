@@ -380,12 +380,6 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 	list := strings.Join(addrs, ",")
 	nonce := rand.Uint64()
 	common := []string{"-replay=" + list, fmt.Sprintf("-seed=%d", c.lt.Seed), "-table=" + c.lt.Table}
-	learner, err := startPart(dir, "learner", append(common, "-role=learner", fmt.Sprintf("-sample-batch=%d", c.lt.SampleBatch),
-		"-shard-sampling="+c.sampling, fmt.Sprintf("-sample-rate=%g", c.sampleRate)))
-	if err != nil {
-		return nil, err
-	}
-	parts = append(parts, learner)
 	var hosts []*fleetPart
 	for h := range c.hosts {
 		n, first := c.lt.Streams/c.hosts, h*(c.lt.Streams/c.hosts)
@@ -404,6 +398,43 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 		parts = append(parts, p)
 		hosts = append(hosts, p)
 	}
+	// The learner starts once every shard holds a batch (as Ape-X's
+	// learner waits for its replay to fill): remote.ShardedMethod
+	// refreshes a shard's mass only from its replies (or while the fleet's
+	// limiter holds draws, and these shards run none), so a shard it first
+	// sees empty would never be drawn from.
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		full := 0
+		for _, a := range addrs {
+			if n, err := shardSize(ctx, a); err == nil && n >= uint64(c.lt.SampleBatch) {
+				full++
+			}
+		}
+		if full == len(addrs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the shards did not each hold %d items within 60 s of the actor hosts' start", c.lt.SampleBatch)
+		}
+		for _, p := range hosts {
+			select {
+			case <-p.exited:
+				return nil, fmt.Errorf("%s ended before the learner started: %w", p.name, p.exitErr())
+			default:
+			}
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	learner, err := startPart(dir, "learner", append(common, "-role=learner", fmt.Sprintf("-sample-batch=%d", c.lt.SampleBatch),
+		"-shard-sampling="+c.sampling, fmt.Sprintf("-sample-rate=%g", c.sampleRate)))
+	if err != nil {
+		return nil, err
+	}
+	parts = append(parts, learner)
 	for _, p := range parts {
 		select {
 		case <-p.ready:
