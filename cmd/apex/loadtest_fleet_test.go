@@ -61,11 +61,13 @@ func TestLoadtestShardKill(t *testing.T) {
 			CPUSec float64 `json:"cpu_s"`
 		} `json:"processes"`
 		PerShard []struct {
-			Acked      uint64 `json:"acked_items"`
-			Size       uint64 `json:"size_at_end"`
-			Lost       uint64 `json:"acked_inserts_lost"`
-			Measurable bool   `json:"loss_measurable"`
-			Incs       int    `json:"incarnations"`
+			Acked      uint64  `json:"acked_items"`
+			Size       uint64  `json:"size_at_end"`
+			Lost       uint64  `json:"acked_inserts_lost"`
+			Measurable bool    `json:"loss_measurable"`
+			Incs       int     `json:"incarnations"`
+			Samples    float64 `json:"samples_per_s"`
+			Inserts    float64 `json:"inserts_per_s"`
 		} `json:"per_shard"`
 		Chaos *struct {
 			Restored        bool    `json:"restored_from_checkpoint"`
@@ -90,6 +92,11 @@ func TestLoadtestShardKill(t *testing.T) {
 		c.Before, c.During, 100*c.Kept, c.After, c.FullRate, c.FirstDraw)
 	if rep.Inserts < 2000 || c.Before < 1500 {
 		t.Errorf("inserts %.0f/s, learner %.0f/s before the kill: the fleet did not run at its paced rates (4000, 3000)", rep.Inserts, c.Before)
+	}
+	for i, sh := range rep.PerShard {
+		if sh.Samples <= 0 || sh.Inserts <= 0 {
+			t.Errorf("shard %d: %.0f inserts/s, %.0f samples/s: the fleet did not use every shard", i, sh.Inserts, sh.Samples)
+		}
 	}
 	if c.Kept < 0.45 {
 		t.Errorf("the learner kept %.0f%% of its rate while the shard was down, want >= 45%%", 100*c.Kept)
