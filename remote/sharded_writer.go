@@ -198,9 +198,9 @@ var _ runtime.Sink = (*ShardedWriter)(nil)
 // rendezvous weight for (writer id, episode) — highest-random-weight
 // hashing (Thaler and Ravishankar 1998) over the shards' targets — so an
 // episode stays whole on one shard (ReF-ER's episode eviction and TER's
-// predecessor links need it), every process agrees on the placement of a
-// given (writer, episode), and losing one shard moves only the episodes
-// it held. Consecutive runs bound for the same shard travel as one
+// predecessor links need it), placement is a function of the writer id,
+// the episode and the live shards' targets alone (deterministic), and
+// losing one shard moves only the episodes it held. Consecutive runs bound for the same shard travel as one
 // message, which carries the last run's episode as its key (an actor's
 // batch ends with the episode its next batch continues). The writer
 // remembers the shard of its 4096 latest episodes, so a shard that
@@ -217,17 +217,17 @@ var _ runtime.Sink = (*ShardedWriter)(nil)
 // marked dead within ProbeTimeout of its stream's error, or within
 // AckTimeout + AckTimeout/4 + ProbeTimeout when it goes silent. Marking it
 // dead moves its unacknowledged batches, in order, to the live shards
-// (placed by the same hashing over the shards left) and sends them there:
-// the episodes it held are split at that point (their acknowledged part
-// stays on the dead shard and comes back with its checkpoint when it
-// restarts; a moved message goes where its key's episode now goes, the
-// episodes that ended in it along), and a batch the dead shard had stored without acknowledging
-// it is then stored twice, once on each shard (at most Window batches per
-// death). A dead shard is probed with backoff (MinBackoff doubling to
-// MaxBackoff), gRPC's reconnection backoff reset before each probe, and
-// rejoins when it answers (with its new incarnation, and Config when set),
-// taking new episodes; its writer's sequence numbers go on from where they
-// were.
+// (placed by the same hashing over the shards left; a message goes where
+// its key's episode now goes, with the episodes that ended in it) and
+// sends them there. The episodes it held are split at that point: their
+// acknowledged part stays on the dead shard and comes back with its
+// checkpoint when it restarts, and a batch the dead shard had stored
+// without acknowledging it is then stored twice, once on each shard (at
+// most its window's batches per death). A dead shard is probed with
+// backoff (MinBackoff doubling to MaxBackoff), gRPC's reconnection backoff
+// reset before each probe, and rejoins when it answers (with its new
+// incarnation, and Config when set), taking new episodes; its writer's
+// sequence numbers go on from where they were.
 //
 // Bounds: at most Window batches newly placed on a shard are
 // unacknowledged, and shards × Window in all (a shard that takes over a
@@ -242,8 +242,11 @@ var _ runtime.Sink = (*ShardedWriter)(nil)
 // to place it, plus a Writer's encode and wait for window space. One
 // goroutine per shard watches it (and probes it while dead), besides each
 // shard writer's own. Concurrency: Insert, Flush and Stats are safe for
-// concurrent use (Inserts are serialized, in call order); Close is called
-// once, after the last Insert, and may run while an Insert waits.
+// concurrent use. Inserts are serialized, in call order, as a Writer's
+// are: one that waits for a full shard's window (that shard's
+// backpressure, or a shard dying until it is marked dead) holds back the
+// Inserts behind it, whatever their shards. Close is called once, after
+// the last Insert, and may run while an Insert waits.
 type ShardedWriter struct {
 	id      string
 	idHash  uint64

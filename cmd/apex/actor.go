@@ -247,15 +247,21 @@ type sinkSummary struct {
 }
 
 // writerStats is w's counters as one Writer's (a ShardedWriter's summed
-// over its shards: ShardedWriterStats.Sum).
-func writerStats(w insertSink) remote.WriterStats {
+// over its shards: ShardedWriterStats.Sum) and its shards'.
+func writerStats(w insertSink) (remote.WriterStats, actorShards) {
 	switch w := w.(type) {
 	case *remote.Writer:
-		return w.Stats()
+		return w.Stats(), actorShards{Shards: 1, Live: 1}
 	case *remote.ShardedWriter:
-		return w.Stats().Sum()
+		st := w.Stats()
+		sh := actorShards{Shards: len(st.Shards), Live: st.Live}
+		for _, s := range st.Shards {
+			sh.Deaths += s.Deaths
+			sh.Rejoins += s.Rejoins
+		}
+		return st.Sum(), sh
 	}
-	return remote.WriterStats{}
+	return remote.WriterStats{}, actorShards{}
 }
 
 // summarize reads w's counters (a ShardedWriter's summed over its shards).
@@ -338,7 +344,7 @@ func (o *actorObs) watchParams(ctx context.Context) {
 func (o *actorObs) snapshot() actorSnapshot {
 	s := actorSnapshot{Params: o.sub.Stats()}
 	if w := o.writer.Load(); w != nil {
-		s.Writer = writerStats(*w)
+		s.Writer, s.Shards = writerStats(*w)
 	}
 	if h := o.host.Load(); h != nil {
 		s.Host = h.Stats()

@@ -422,12 +422,23 @@ var replayMetrics = []statMetric[remote.ServerStats]{
 // host and the writer are zero until the first parameters arrived (they
 // are made then).
 type actorSnapshot struct {
-	Host   runtime.ActorHostStats
+	Host runtime.ActorHostStats
+	// Writer is the insert writer's counters (a fleet's summed over its
+	// shards: remote.ShardedWriterStats.Sum), Shards the fleet's own.
 	Writer remote.WriterStats
+	Shards actorShards
 	Params remote.SubscriberStats
 	// ParamsAge is the time since the newest parameter version arrived
 	// (0 before the first).
 	ParamsAge time.Duration
+}
+
+// actorShards are an actor host's replay shards: how many, how many live,
+// their deaths and rejoins (one live shard and no deaths for a single
+// replay server).
+type actorShards struct {
+	Shards, Live    int
+	Deaths, Rejoins uint64
 }
 
 // actorMetrics are apex actor's metrics, from one actorSnapshot.
@@ -450,6 +461,11 @@ var actorMetrics = []statMetric[actorSnapshot]{
 	{"apex_actor_writer_in_flight_batches", "Insert batches sent or queued and not yet acknowledged.", gauge, func(s *actorSnapshot) float64 { return float64(s.Writer.Pending) }},
 	{"apex_actor_writer_replay_incarnation", "The replay server incarnation of the latest acknowledgement (0 before the first).", gauge, func(s *actorSnapshot) float64 { return float64(s.Writer.Incarnation) }},
 	{"apex_actor_writer_replay_incarnations_total", "Replay server incarnation changes the writer saw after its first acknowledgement (server restarts).", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Incarnations) }},
+	{"apex_actor_writer_replay_shards", "Replay shards the writer inserts into (1: a single replay server).", gauge, func(s *actorSnapshot) float64 { return float64(s.Shards.Shards) }},
+	{"apex_actor_writer_replay_shards_live", "Replay shards taking inserts now (the others are dead and probed).", gauge, func(s *actorSnapshot) float64 { return float64(s.Shards.Live) }},
+	{"apex_actor_writer_shard_deaths_total", "Replay shards marked dead (stream error or silence, then a failed probe).", counter, func(s *actorSnapshot) float64 { return float64(s.Shards.Deaths) }},
+	{"apex_actor_writer_shard_rejoins_total", "Dead replay shards that answered a probe and took inserts again.", counter, func(s *actorSnapshot) float64 { return float64(s.Shards.Rejoins) }},
+	{"apex_actor_writer_moved_batches_total", "Unacknowledged insert batches moved off a dead shard to the live ones.", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Moved) }},
 	{"apex_actor_params_version", "The newest parameter version the actors act with (the learner's update count; 0 before the first).", gauge, func(s *actorSnapshot) float64 { return float64(s.Params.Version) }},
 	{"apex_actor_params_age_seconds", "Time since the newest parameter version arrived from the learner (0 before the first): how stale the actors' policy is.", gauge, func(s *actorSnapshot) float64 { return s.ParamsAge.Seconds() }},
 	{"apex_actor_params_versions_total", "Parameter versions received and published to the actors.", counter, func(s *actorSnapshot) float64 { return float64(s.Params.Versions) }},
