@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -408,9 +407,9 @@ func sameRunConfig(clients []*Client, infos []*replayv1.InfoReply) error {
 	ref := infos[0]
 	for i := 1; i < len(infos); i++ {
 		in := infos[i]
-		if !bytes.Equal(in.GetConfig(), ref.GetConfig()) {
-			return fmt.Errorf("remote: sharded method: shards %s and %s serve different run configurations: start every shard of a fleet with the same run flags",
-				clients[0].conn.Target(), clients[i].conn.Target())
+		if d := ConfigDiff(ref.GetConfig(), in.GetConfig()); d != "" {
+			return fmt.Errorf("remote: sharded method: replay shards %s and %s serve different run configurations (%s): start every shard of a fleet with the same run flags",
+				clients[0].conn.Target(), clients[i].conn.Target(), d)
 		}
 		a, b := ref.GetTables()[0], in.GetTables()[0]
 		la, lb := a.GetLimiter(), b.GetLimiter()

@@ -4,10 +4,12 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/buffer"
@@ -25,6 +27,13 @@ type testShard struct {
 	bs   *bufServer
 	c    *Client
 }
+
+// testReconnect re-dials a stopped shard every 10-50 ms (gRPC's default
+// backoff grows to seconds).
+var testReconnect = grpc.WithConnectParams(grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.6, MaxDelay: 50 * time.Millisecond},
+	MinConnectTimeout: time.Second,
+})
 
 // shardLayout is the layout the sharded tests use.
 func shardLayout(capacity int) buffer.Config {
@@ -51,7 +60,7 @@ func newTestShard(t *testing.T, name, method string, layout buffer.Config, lim *
 	t.Cleanup(func() { sh.srv.Close() })
 	sh.bs = newBufServer(t, func(s *grpc.Server) { replayv1.RegisterReplayServer(s, sh.srv) })
 	sh.c, err = Dial(context.Background(), "passthrough:///"+name, ClientOptions{Insecure: true,
-		DialOptions: []grpc.DialOption{grpc.WithContextDialer(sh.bs.dial)}})
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(sh.bs.dial), testReconnect}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,5 +329,312 @@ func TestShardedWriteBacksRouted(t *testing.T) {
 	other[0].Slot ^= 1
 	if _, err := m.Selector.Update(other, absTD); err == nil {
 		t.Error("a write-back for refs that are not the latest batch's: no error")
+	}
+}
+
+// restart stops the shard's server and serves a new one (a new
+// incarnation) over a new buffer filled with prios, tagged tag.
+func (sh *testShard) restart(t *testing.T, method string, layout buffer.Config, lim *runtime.RateLimiter, config string, prios []float64, tag float32) {
+	t.Helper()
+	sh.bs.stop()
+	sh.srv.Close()
+	buf, err := buffer.New(layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := sampler.NewMethod(method, buf, sampler.MethodConfig{BetaSteps: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(Table{Buffer: buf, Method: m, Limiter: lim, Config: []byte(config)}, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	sh.srv, sh.buf = srv, buf
+	sh.fill(t, prios, tag)
+	sh.bs.start()
+}
+
+// TestShardedDeadShard stops one of two shards: the write-backs meant for
+// it are dropped and counted, never applied; the learner keeps drawing
+// from the other; the shard, restarted with a new incarnation, rejoins
+// within the probe backoff and rows come from it again, while write-backs
+// for rows drawn from its earlier incarnation are dropped.
+func TestShardedDeadShard(t *testing.T) {
+	checkLeaks(t)
+	layout := shardLayout(16)
+	const cfg = `{"run":1}`
+	ones := []float64{1, 1, 1, 1, 1, 1, 1, 1}
+	a := newTestShard(t, "shard-a", "per", layout, nil, cfg)
+	b := newTestShard(t, "shard-b", "per", layout, nil, cfg)
+	a.fill(t, ones, 0)
+	b.fill(t, ones, 1)
+	_, local := localTwin(t, "per", layout)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	counters := &ShardCounters{}
+	m, err := ShardedMethod(ctx, clientsOf(a, b), local, 0, ShardOptions{Deadline: 300 * time.Millisecond, ProbeMin: 10 * time.Millisecond, ProbeMax: 40 * time.Millisecond, Counters: counters})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	dst, _ := a.buf.NewBatch(8)
+	fromB := func() int {
+		n := 0
+		for j := range 8 {
+			if dst.Obs[2*j+1] == 1 {
+				n++
+			}
+		}
+		return n
+	}
+	if err := m.Selector.Sample(rng, dst); err != nil {
+		t.Fatal(err)
+	}
+	nb := fromB()
+	if nb == 0 || nb == 8 {
+		t.Fatalf("%d of 8 rows from shard b", nb)
+	}
+	absTD := []float64{5, 5, 5, 5, 5, 5, 5, 5}
+	b.bs.stop() // shard b dies
+	res, err := m.Selector.Update(dst.Refs, absTD)
+	if err != nil || res.Applied != 8-nb || res.Stale != nb {
+		t.Fatalf("write-back with shard b down: %+v, %v (want %d applied, %d dropped)", res, err, 8-nb, nb)
+	}
+	st := counters.Snapshot()
+	if st.Dropped != uint64(nb) || st.Shards[1].Dropped != uint64(nb) || st.Shards[1].Up || st.Shards[1].Downs != 1 {
+		t.Fatalf("after the write-back: %+v", st)
+	}
+	for slot := range 8 { // nothing applied on b
+		if _, p, _ := b.buf.SlotPriority(slot); p != 1 {
+			t.Fatalf("shard b slot %d: priority %v after its write-back was dropped", slot, p)
+		}
+	}
+	// The learner keeps drawing, from shard a only.
+	for i := range 20 {
+		if err := m.Selector.Sample(rng, dst); err != nil {
+			t.Fatalf("draw %d with shard b down: %v", i, err)
+		}
+		if n := fromB(); n != 0 {
+			t.Fatalf("draw %d: %d rows from the dead shard", i, n)
+		}
+		if _, err := m.Selector.Update(dst.Refs, absTD); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldInc := counters.Snapshot().Shards[1].Incarnation
+	b.restart(t, "per", layout, nil, cfg, ones, 1)
+	start := time.Now()
+	for fromB() == 0 {
+		if time.Since(start) > 2*time.Second {
+			t.Fatalf("shard b did not rejoin within 2 s of its restart: %+v", counters.Snapshot())
+		}
+		time.Sleep(5 * time.Millisecond)
+		if err := m.Selector.Sample(rng, dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("shard b rejoined %v after its restart", time.Since(start))
+	st = counters.Snapshot()
+	if !st.Shards[1].Up || st.Shards[1].Incarnation == oldInc || st.Shards[1].Rejoins == 0 {
+		t.Fatalf("after the rejoin: %+v", st.Shards[1])
+	}
+	// Rows drawn before another restart: their write-back is dropped,
+	// never applied to the new incarnation.
+	nb = fromB()
+	b.restart(t, "per", layout, nil, cfg, ones, 1)
+	res, err = m.Selector.Update(dst.Refs, absTD)
+	if err != nil || res.Stale != nb {
+		t.Fatalf("write-back across a restart: %+v, %v (want %d dropped)", res, err, nb)
+	}
+	for slot := range 8 {
+		if _, p, _ := b.buf.SlotPriority(slot); p != 1 {
+			t.Fatalf("restarted shard b slot %d: priority %v: a write-back for its earlier incarnation was applied", slot, p)
+		}
+	}
+	cancel()
+}
+
+// TestShardedGlobalRatio runs a learner over two shards whose inserts are
+// uneven (shard a takes batches of 8 rows as fast as it may, b one row a millisecond of shard b's) and whose sampling
+// shares differ from their insert shares (b's items carry about 15× the
+// priority): the fleet's sample-to-insert ratio holds on the fleet's
+// counts throughout, both sides make progress (no shard's limiter stalls
+// on its own counts), actors wait while the learner does not draw, and
+// the learner waits while actors do not insert.
+func TestShardedGlobalRatio(t *testing.T) {
+	checkLeaks(t)
+	lcfg := runtime.RateLimiterConfig{SamplesPerInsert: 2, MinSizeToSample: 16, ErrorBuffer: 24}
+	layout := shardLayout(4096)
+	const cfg = `{"run":1}`
+	limA, _ := runtime.NewRateLimiter(lcfg)
+	limB, _ := runtime.NewRateLimiter(lcfg)
+	a := newTestShard(t, "shard-a", "per", layout, limA, cfg)
+	b := newTestShard(t, "shard-b", "per", layout, limB, cfg)
+
+	// The actors: each shard's inserts pass its limiter as the server's
+	// insert path does (reserve, store, commit).
+	actx, stopActors := context.WithCancel(context.Background())
+	defer stopActors()
+	done := make(chan struct{}, 2)
+	actor := func(sh *testShard, lim *runtime.RateLimiter, rows int, prio float64, tag float32, pause time.Duration) {
+		defer func() { done <- struct{}{} }()
+		prios := make([]float64, rows)
+		for i := range prios {
+			prios[i] = prio
+		}
+		for actx.Err() == nil {
+			if err := lim.ReserveInsert(actx, rows); err != nil {
+				return
+			}
+			sh.fill(t, prios, tag)
+			_ = lim.CommitInsert(rows)
+			time.Sleep(pause)
+		}
+	}
+	go actor(a, limA, 8, 1, 0, 0)
+	go actor(b, limB, 1, 20, 1, time.Millisecond) // a slow actor host
+
+	_, local := localTwin(t, "per", layout)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	counters := &ShardCounters{}
+	m, err := ShardedMethod(ctx, clientsOf(a, b), local, 0, ShardOptions{Counters: counters})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rows = 8
+	inserted := func() int64 {
+		ia, _ := limA.Counts()
+		ib, _ := limB.Counts()
+		return ia + ib
+	}
+	minDiff := lcfg.SamplesPerInsert*float64(lcfg.MinSizeToSample) - lcfg.ErrorBuffer
+	maxDiff := lcfg.SamplesPerInsert*float64(lcfg.MinSizeToSample) + lcfg.ErrorBuffer
+	rng := rand.New(rand.NewPCG(5, 6))
+	dst, _ := a.buf.NewBatch(rows)
+	var sampled int64
+	inBound := false
+	for i := range 400 {
+		if err := m.Selector.Sample(rng, dst); err != nil {
+			t.Fatalf("draw %d: %v (inserted %d, sampled %d)", i, err, inserted(), sampled)
+		}
+		sampled += rows
+		// The learner's side: a draw is admitted only when its first row
+		// fits the fleet's balance.
+		if diff := float64(inserted())*lcfg.SamplesPerInsert - float64(sampled-rows) - 1; diff < minDiff {
+			t.Fatalf("draw %d admitted at balance %v < %v (inserted %d, sampled %d)", i, diff, minDiff, inserted(), sampled)
+		}
+		// The actors' side: the fleet's balance stays within the bound,
+		// plus what each shard may admit on counts one round trip old (one
+		// batch and one learner batch per shard).
+		// Before the learner's first message each shard's limiter admits
+		// its own start-up allowance; the check starts once the fleet's
+		// balance has come within the bound.
+		slack := 2 * (lcfg.SamplesPerInsert*8 + rows)
+		diff := float64(inserted())*lcfg.SamplesPerInsert - float64(sampled)
+		if !inBound {
+			inBound = diff <= maxDiff+slack
+			if i > 100 && !inBound {
+				t.Fatalf("draw %d: the fleet's balance %v never came within %v + %v", i, diff, maxDiff, slack)
+			}
+		} else if diff > maxDiff+slack {
+			t.Fatalf("draw %d: the fleet's balance %v exceeds %v + %v (inserted %d, sampled %d)", i, diff, maxDiff, slack, inserted(), sampled)
+		}
+		absTD := make([]float64, rows)
+		for j := range absTD {
+			absTD[j] = 0.5 + rng.Float64() + 100*float64(dst.Obs[2*j+1]) // b's rows keep their high priority
+		}
+		if _, err := m.Selector.Update(dst.Refs, absTD); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := counters.Snapshot()
+	ia, _ := limA.Counts()
+	ib, _ := limB.Counts()
+	t.Logf("inserted a %d, b %d; sampled %d (a %d rows, b %d rows); gate waits %d (%v)", ia, ib, sampled, st.Shards[0].Rows, st.Shards[1].Rows, st.GateWaits, st.GateWait)
+	if st.Shards[1].Rows <= st.Shards[0].Rows || ia <= 2*ib { // b: under a third of the inserts, over half the samples
+		t.Errorf("the test wants sampling shares unlike insert shares: inserted a %d b %d, sampled a %d b %d", ia, ib, st.Shards[0].Rows, st.Shards[1].Rows)
+	}
+	// The learner stops: the actors wait on the fleet's balance.
+	before := inserted()
+	time.Sleep(100 * time.Millisecond)
+	if got := inserted(); float64(got)*lcfg.SamplesPerInsert-float64(sampled) > maxDiff+2*lcfg.SamplesPerInsert*8 {
+		t.Errorf("with the learner stopped the actors inserted %d → %d items: past the bound (sampled %d)", before, got, sampled)
+	}
+	// The actors stop: the learner waits (then gives up at its deadline).
+	stopActors()
+	<-done
+	<-done
+	short, cancelShort := context.WithCancel(context.Background())
+	time.AfterFunc(150*time.Millisecond, cancelShort)
+	_, local2 := localTwin(t, "per", layout)
+	m2, err := ShardedMethod(short, clientsOf(a, b), local2, 0, ShardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drawn := 0
+	for ; drawn < 1000; drawn++ {
+		if err := m2.Selector.Sample(rng, dst); err != nil {
+			break
+		}
+	}
+	if drawn == 1000 {
+		t.Fatal("with the actors stopped the learner never waited")
+	}
+	if short.Err() == nil {
+		t.Fatalf("the learner's draw %d failed before its context ended", drawn)
+	}
+	cancelShort()
+}
+
+// TestShardedRefusals: shards serving different run configurations are
+// refused by name; exact sampling refuses a method that cannot draw at
+// positions (rank), which the one-shard mode takes; TER, whose weights
+// need its own last sample, is refused in both.
+func TestShardedRefusals(t *testing.T) {
+	checkLeaks(t)
+	layout := shardLayout(16)
+	a := newTestShard(t, "shard-a", "per", layout, nil, `{"capacity":16,"seed":1}`)
+	b := newTestShard(t, "shard-b", "per", layout, nil, `{"capacity":16,"seed":2}`)
+	_, local := localTwin(t, "per", layout)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := ShardedMethod(ctx, clientsOf(a, b), local, 0, ShardOptions{})
+	if err == nil || !strings.Contains(err.Error(), "shard-a") || !strings.Contains(err.Error(), "shard-b") || !strings.Contains(err.Error(), "seed differ") {
+		t.Errorf("mismatched run configurations: %v", err)
+	}
+
+	ra := newTestShard(t, "rank-a", "rank", layout, nil, `{"run":1}`)
+	rb := newTestShard(t, "rank-b", "rank", layout, nil, `{"run":1}`)
+	ra.fill(t, []float64{1, 2, 3, 4}, 0)
+	rb.fill(t, []float64{1, 2, 3, 4}, 1)
+	_, rank := localTwin(t, "rank", layout)
+	if _, err := ShardedMethod(ctx, clientsOf(ra, rb), rank, 0, ShardOptions{}); err == nil || !strings.Contains(err.Error(), "-shard-sampling=one") {
+		t.Errorf("rank in exact mode: %v", err)
+	}
+	m, err := ShardedMethod(ctx, clientsOf(ra, rb), rank, 0, ShardOptions{Sampling: ShardOne})
+	if err != nil {
+		t.Fatalf("rank in one mode: %v", err)
+	}
+	dst, _ := ra.buf.NewBatch(4)
+	if err := m.Selector.Sample(rand.New(rand.NewPCG(1, 1)), dst); err != nil {
+		t.Fatalf("rank in one mode: %v", err)
+	}
+
+	terLayout := twinLayout(t, "ter", sampler.MethodConfig{})
+	ta := newTestShard(t, "ter-a", "ter", terLayout, nil, `{"run":1}`)
+	_, ter := localTwin(t, "ter", terLayout)
+	for _, mode := range []ShardSampling{ShardExact, ShardOne} {
+		if _, err := ShardedMethod(ctx, clientsOf(ta), ter, 0, ShardOptions{Sampling: mode}); err == nil || !strings.Contains(err.Error(), "run one replay server") {
+			t.Errorf("ter, %s: %v", mode, err)
+		}
+	}
+	if _, err := ShardedMethod(ctx, nil, local, 0, ShardOptions{}); err == nil {
+		t.Error("no shards: no error")
+	}
+	if _, err := ParseShardSampling("all"); err == nil {
+		t.Error("ParseShardSampling(all): no error")
 	}
 }
