@@ -657,7 +657,6 @@ func (s *sharded) observe(sh *shard, inc uint64, mass float64, size int, minProb
 		sh.base += sh.reported - int64(inserted)
 		sh.incarnation = inc
 		sh.st.incarnation = inc
-		s.opts.Counters.update(func(st *ShardStats) { st.Shards[sh.i].Rejoins++ })
 	}
 	sh.mass, sh.size, sh.minProb, sh.reported = mass, size, minProb, int64(inserted)
 }

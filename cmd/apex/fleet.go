@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/apexrl/apex/remote"
@@ -25,7 +26,8 @@ type replayFleet struct {
 // gRPC resolves it again when it reconnects: a shard restarted elsewhere
 // under the same name (a StatefulSet's pod, replay-0.replay:7700) is found
 // at its new address. A name that expands to several shards is resolved
-// once, here: each of its shards is dialed at its address. Like Dial it
+// once, here: each of its shards is dialed at its address. A fleet's
+// shards re-dial a lost shard every 50-250 ms. Like Dial it
 // does no I/O beyond the DNS lookups (lookup's; net.DefaultResolver's
 // when nil); an error is the flag's.
 func dialReplayFleet(ctx context.Context, list string, copts remote.ClientOptions, lookup remote.Resolver) (*replayFleet, error) {
@@ -46,6 +48,10 @@ func dialReplayFleet(ctx context.Context, list string, copts remote.ClientOption
 		_, port, _ := net.SplitHostPort(a.Addr)
 		return net.JoinHostPort(a.Host, port)
 	}
+	// A fleet's shards re-dial a lost shard quickly (fastReconnect): a
+	// restarted shard rejoins in well under gRPC's default backoff.
+	sopts := copts
+	sopts.DialOptions = append(slices.Clip(copts.DialOptions), fastReconnect)
 	perEntry := map[string]int{}
 	for _, a := range shards {
 		perEntry[byName(a)]++
@@ -54,7 +60,7 @@ func dialReplayFleet(ctx context.Context, list string, copts remote.ClientOption
 		if name := byName(a); perEntry[name] == 1 && net.ParseIP(a.Host) == nil {
 			a.Addr = name // by name: re-resolved on reconnection
 		}
-		c, err := remote.DialShard(ctx, a, copts)
+		c, err := remote.DialShard(ctx, a, sopts)
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("shard %s: %w", a, err)

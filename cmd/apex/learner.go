@@ -15,9 +15,10 @@ import (
 
 	"github.com/apexrl/apex/remote"
 	"github.com/apexrl/apex/runtime"
+	"github.com/apexrl/apex/sampler"
 )
 
-const learnerUsage = `usage: apex learner -replay=HOST:PORT [flags]
+const learnerUsage = `usage: apex learner -replay=HOST:PORT[,HOST:PORT...] [flags]
 
 The learner of a distributed run: it connects to an apex replay server,
 takes the run's configuration from it, samples through the server's replay
@@ -27,6 +28,18 @@ stage's episode events too, which its controller follows), learns, and serves it
 hosts (the Params service on -listen). It evaluates, stops and writes
 results.json, curve.png and its checkpoint to -out as apex train does;
 -resume continues from such a checkpoint (the replay server keeps the data).
+
+Against a fleet of replay shards (-replay lists several, or names a DNS
+name that resolves to several addresses; every shard must serve the same
+run configuration, refused by name otherwise) it samples each batch across
+the shards: -shard-sampling=exact spreads the batch's stratified targets
+over the shards by their masses (per, lap, pal, uniform), one picks one
+shard per batch with probability proportional to its mass (any method but
+ter; rank then ranks within each shard); either way every row carries the
+probability of the procedure run, so the importance weights are exact. It
+enforces the run's sample-to-insert ratio on the fleet's counts. A shard
+that fails or does not answer within -shard-deadline is left out (its
+write-backs dropped and counted) and probed until it rejoins.
 
 The learner's own settings (-steps, -duration, -target-return,
 -stop-when-solved, -float32, -learner-workers) are this process's; every
@@ -44,7 +57,9 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	local := def
 	fs := flag.NewFlagSet("apex learner", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	replayAddr := fs.String("replay", "127.0.0.1:7700", "the apex replay server's host:port")
+	replayAddr := fs.String("replay", "127.0.0.1:7700", "the apex replay server's host:port, or a fleet's shards: a comma-separated list (a DNS name expands to every address it resolves to)")
+	shardSampling := fs.String("shard-sampling", "exact", "with several replay shards: exact (each batch's stratified targets spread over the shards by mass) or one (one shard per batch, chosen by mass)")
+	shardDeadline := fs.Duration("shard-deadline", remote.DefaultShardDeadline, "with several replay shards: how long a shard may take to answer a draw, write-back or tally before it is left out and probed")
 	addLearnerFlags(fs, &local)
 	sf := addServeFlags(fs, "127.0.0.1:7701", "the parameter service (actor hosts subscribe to it)")
 	df := addDialFlags(fs, "tls-client-", true)
@@ -69,8 +84,12 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErr(err)
 	}
-	if err := checkCounts(fs, []string{"steps", "duration", "learner-workers", "checkpoint-every", "progress"}); err != nil {
+	if err := checkCounts(fs, []string{"steps", "duration", "learner-workers", "checkpoint-every", "progress", "shard-deadline"}); err != nil {
 		return usageErr(err)
+	}
+	sampling, err := remote.ParseShardSampling(*shardSampling)
+	if err != nil {
+		return usageErr(fmt.Errorf("-shard-sampling: %w", err))
 	}
 	if err := sf.check(log); err != nil {
 		return usageErr(err)
@@ -98,12 +117,12 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 
 	dialCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	client, err := remote.Dial(dialCtx, *replayAddr, copts)
+	fleet, err := dialReplayFleet(dialCtx, *replayAddr, copts, nil)
 	if err != nil {
 		return usageErr(fmt.Errorf("-replay %s: %w", *replayAddr, err))
 	}
-	defer client.Close()
-	cfg, err := client.Config(dialCtx)
+	defer fleet.Close()
+	cfg, _, err := fleet.config(dialCtx)
 	if err != nil {
 		fmt.Fprintf(stderr, "apex learner: the replay server at %s: %v\n", *replayAddr, err)
 		return 1
@@ -127,7 +146,18 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 			return usageErr(fmt.Errorf("-resume %s: %w", *resume, err))
 		}
 	}
-	m, err := client.Method(dialCtx, localMethod, prior)
+	// The stage lives as long as the run (its streams, a fleet's probes).
+	stageCtx, endStage := context.WithCancel(ctx)
+	defer endStage()
+	var m sampler.Method
+	var shardStats *remote.ShardCounters
+	if len(fleet.clients) == 1 {
+		m, err = fleet.clients[0].Method(stageCtx, localMethod, prior)
+	} else {
+		shardStats = &remote.ShardCounters{}
+		m, err = remote.ShardedMethod(stageCtx, fleet.clients, localMethod, prior,
+			remote.ShardOptions{Sampling: sampling, Deadline: *shardDeadline, Counters: shardStats})
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "apex learner: the replay server's stage: %v\n", err)
 		return 1
@@ -140,7 +170,7 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	var polling sync.WaitGroup
 	defer func() { stopPoll(); polling.Wait() }()
-	polling.Go(func() { pollInserted(pollCtx, client, &inserted) })
+	polling.Go(func() { pollInserted(pollCtx, fleet.clients, &inserted) })
 	hostOpts := []runtime.LearnerOption{runtime.SeededRemotely(),
 		runtime.WithEnvCounter(func() (int64, int64) { return inserted.Load(), 0 })}
 	var host *runtime.LearnerHost
@@ -193,7 +223,7 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 		defer metrics.Close(metricsShutdownTimeout)
 	}
 	c := host.Config()
-	log.Info("learner", "replay", *replayAddr, "resumed_steps", prior, "env", c.Env, "sampler", c.Sampler, "algo", c.Algo, "float32", c.Float32,
+	log.Info("learner", "replay", *replayAddr, "shards", len(fleet.clients), "shard_sampling", sampling, "resumed_steps", prior, "env", c.Env, "sampler", c.Sampler, "algo", c.Algo, "float32", c.Float32,
 		"learner_workers", c.LearnerWorkers, "batch", c.Batch)
 	done := make(chan struct{})
 	var printer sync.WaitGroup
@@ -201,6 +231,15 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	res, err := host.Run(ctx)
 	close(done)
 	printer.Wait()
+	if shardStats != nil {
+		st := shardStats.Snapshot()
+		attrs := []any{"draws", st.Draws, "replans", st.Replans, "gate_waits", st.GateWaits, "gate_wait_s", round1(st.GateWait.Seconds()),
+			"write_backs_applied", st.Applied, "write_backs_stale", st.Stale, "write_backs_dropped", st.Dropped}
+		for i, sh := range st.Shards {
+			attrs = append(attrs, fmt.Sprintf("shard%d", i), fmt.Sprintf("%s up=%t rows=%d downs=%d rejoins=%d dropped=%d", sh.Target, sh.Up, sh.Rows, sh.Downs, sh.Rejoins, sh.Dropped))
+		}
+		log.Info("shards", attrs...)
+	}
 	code := 0
 	if res != nil {
 		if werr := writeResults(*out, res); werr != nil {
@@ -231,19 +270,25 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// pollInserted stores the replay server's count of inserted transitions
-// in n once a second until ctx ends (a failed Info keeps the last count).
-func pollInserted(ctx context.Context, c *remote.Client, n *atomic.Int64) {
+// pollInserted stores the replay servers' count of inserted transitions
+// (summed over a fleet's shards) in n once a second until ctx ends (a
+// shard whose Info fails counts as its last answer).
+func pollInserted(ctx context.Context, clients []*remote.Client, n *atomic.Int64) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	last := make([]uint64, len(clients))
 	for {
-		if info, err := c.Info(ctx); err == nil {
-			var sum uint64
-			for _, tab := range info.GetTables() {
-				sum += tab.GetCounters().GetInsertedItems()
+		var sum uint64
+		for i, c := range clients {
+			if info, err := c.Info(ctx); err == nil {
+				last[i] = 0
+				for _, tab := range info.GetTables() {
+					last[i] += tab.GetCounters().GetInsertedItems()
+				}
 			}
-			n.Store(int64(sum))
+			sum += last[i]
 		}
+		n.Store(int64(sum))
 		select {
 		case <-ctx.Done():
 			return

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLearnerFleet runs apex learner against two apex replay shards (the
+// run's rate limiter on) fed by one actor host: shards serving another run
+// configuration are refused by name, a bad -shard-sampling is a usage
+// error; the learner samples across both shards, keeps learning when
+// shard b is killed by its pid, takes b back when it restarts on its
+// address (a new incarnation), and exits 0 with its results. Every process
+// is ended by its own pid and every file removed (t.TempDir).
+func TestLearnerFleet(t *testing.T) {
+	bin := apexBinary(t)
+	dir := t.TempDir()
+	run := []string{"-env=CartPole-v1", "-actors=2", "-seed=3"}
+	startShard := func(name, listen string, extra ...string) (*proc, string) {
+		addrFile := filepath.Join(dir, name+".addr")
+		args := append([]string{"replay", "-listen=" + listen, "-addr-file=" + addrFile}, run...)
+		p := startProc(t, dir, name, bin, append(args, extra...)...)
+		return p, waitAddr(t, p, addrFile)
+	}
+	_, a := startShard("shard-a", "127.0.0.1:0")
+	b, baddr := startShard("shard-b", "127.0.0.1:0")
+	other, oaddr := startShard("shard-other", "127.0.0.1:0", "-seed=4")
+
+	mismatch := startProc(t, dir, "learner-mismatch", bin, "learner", "-replay="+a+","+oaddr, "-listen=127.0.0.1:0",
+		"-progress=0", "-out="+filepath.Join(dir, "mismatch"))
+	if err, exited := mismatch.wait(time.Minute); !exited || err == nil ||
+		!strings.Contains(mismatch.output(), a) || !strings.Contains(mismatch.output(), oaddr) || !strings.Contains(mismatch.output(), "seed differ") {
+		t.Fatalf("apex learner against mismatched shards: exited %v, %v:\n%s", exited, err, mismatch.output())
+	}
+	other.stop(t)
+	bad := startProc(t, dir, "learner-bad", bin, "learner", "-replay="+a+","+baddr, "-shard-sampling=all")
+	if err, exited := bad.wait(time.Minute); !exited || exitCode(err) != 2 || !strings.Contains(bad.output(), "-shard-sampling") {
+		t.Fatalf("apex learner -shard-sampling=all: exited %v, %v:\n%s", exited, err, bad.output())
+	}
+
+	learnerAddr := filepath.Join(dir, "learner.addr")
+	out := filepath.Join(dir, "learner")
+	learner := startProc(t, dir, "learner", bin, "learner", "-replay="+a+","+baddr, "-shard-sampling=exact", "-shard-deadline=500ms",
+		"-listen=127.0.0.1:0", "-addr-file="+learnerAddr, "-duration=25s", "-stop-when-solved=false", "-progress=1s", "-out="+out)
+	laddr := waitAddr(t, learner, learnerAddr)
+	actor := startProc(t, dir, "actor", bin, "actor", "-replay="+a+","+baddr, "-learner="+laddr, "-progress=0",
+		"-shard-ack-timeout=500ms", "-shard-probe-timeout=300ms")
+	waitInserted(t, a, 500, time.Minute, "two shards", actor, learner)
+	waitInserted(t, baddr, 500, time.Minute, "two shards", actor, learner)
+	time.Sleep(2 * time.Second)
+
+	if err := b.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if _, exited := b.wait(10 * time.Second); !exited {
+		t.Fatal("shard b did not exit on SIGKILL")
+	}
+	time.Sleep(3 * time.Second)
+	if _, baddr2 := startShard("shard-b2", baddr); baddr2 != baddr {
+		t.Fatalf("shard b restarted on %s, not %s", baddr2, baddr)
+	}
+	err, exited := learner.wait(2 * time.Minute)
+	if !exited || err != nil {
+		t.Fatalf("the learner: exited %v, %v:\n%s", exited, err, learner.output())
+	}
+	var res struct {
+		LearnerSteps int64  `json:"learner_steps"`
+		StopReason   string `json:"stop_reason"`
+	}
+	raw, rerr := os.ReadFile(filepath.Join(out, "results.json"))
+	if rerr == nil {
+		rerr = json.Unmarshal(raw, &res)
+	}
+	if rerr != nil || res.StopReason != "duration" || res.LearnerSteps < 100 {
+		t.Fatalf("the learner's results (%v): %+v:\n%s", rerr, res, learner.output())
+	}
+	o := learner.output()
+	i := strings.LastIndex(o, "msg=shards")
+	if i < 0 {
+		t.Fatalf("the learner logged no shard record:\n%s", o)
+	}
+	rec := o[i:]
+	bRec := "" // shard b's entry (the shards are in address order)
+	if j := strings.Index(rec, "\""+baddr+" "); j >= 0 {
+		bRec, _, _ = strings.Cut(rec[j+1:], "\"")
+	}
+	if !strings.Contains(bRec, " up=true ") || !strings.Contains(bRec, " downs=1 rejoins=1 ") {
+		t.Errorf("the learner's shard record (want shard b down once, back up):\n%s", rec)
+	}
+	t.Logf("%d learner steps; %s", res.LearnerSteps, strings.TrimSpace(rec))
+}
+
+// exitCode is a process's exit status from its Wait error (0 for nil, -1
+// when it did not exit normally).
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
+}
