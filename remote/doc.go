@@ -17,8 +17,12 @@
 // learner's remote stage (Client.Method: a sampler.Method whose Selector,
 // Weighter, Features, Evaluated and, for the ReF-ER methods, Episodes
 // go to the server; the ReF-ER controller follows the server stage's
-// episodes through the episode feed on the Sample stream) and the actor hosts'
-// ParamsSubscriber. cmd/apex's replay, learner and actor commands are
+// episodes through the episode feed on the Sample stream), the learner's
+// stage over a fleet (ShardedMethod: each batch drawn across the shards,
+// exactly by their masses or one shard per batch, every row with the
+// probability of the procedure run; write-backs routed to their shards;
+// the fleet's sample-to-insert ratio on the fleet's counts; dead shards
+// left out and probed) and the actor hosts' ParamsSubscriber. cmd/apex's replay, learner and actor commands are
 // built from these and the runtime's ReplayCore, LearnerHost and
 // ActorHost.
 //
@@ -27,5 +31,6 @@
 // gRPC hands it (plus one reader) and ends every one of them on shutdown;
 // a Writer and a ParamsSubscriber each own one goroutine, ended by Close;
 // a ShardedWriter owns two per shard (its writer's and a monitor), ended by
-// Close.
+// Close; a ShardedMethod one per down shard while it is probed, ended by
+// its context.
 package remote

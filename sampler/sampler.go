@@ -22,9 +22,10 @@
 // A replay method is a stage paired with the loss its expected gradient
 // was derived for (Fujimoto et al. 2020): Method holds the pairing, and
 // the capabilities a method has beyond Selector (Features, Evaluated,
-// State, Stats, Episodes; nil when absent). Each method is described by a
-// Spec registered in registry.go (one method_<name>.go file per method;
-// Register adds more, Methods and Lookup list them): its options and
+// State, Stats, Episodes, Positional: drawing at given positions of the
+// mass, for sampling across replay shards; nil when absent). Each method
+// is described by a Spec registered in registry.go (one method_<name>.go
+// file per method; Register adds more, Methods and Lookup list them): its options and
 // flags, its buffer layout, its learners, its loss and how it is built.
 // NewMethod builds the valid ones by name (uniform, per, rank with Huber,
 // MSE or L1; lap with Huber(k); pal, uniform selection with the PAL loss
