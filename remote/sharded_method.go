@@ -271,7 +271,9 @@ type sharded struct {
 // within opts.Deadline) is down: the batch is planned again over the
 // others, and the shard is probed with backoff (ProbeMin doubling to
 // ProbeMax) by a goroutine that ends with ctx; once it answers it rejoins
-// with its masses and, if it restarted, its new incarnation.
+// with its masses and, if it restarted, its new incarnation. While no
+// live shard holds items (every shard down, or none filled yet) a draw
+// waits, as it waits on the limiter.
 //
 // The fleet's sample-to-insert ratio (the shards' common limiter
 // configuration) is enforced on the fleet's counts: the learner counts
@@ -457,14 +459,17 @@ func (s *sharded) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 		return fmt.Errorf("remote: sharded sample: %w: a batch of 0 rows", buffer.ErrBatchSize)
 	}
 	s.rejoin()
-	if err := s.gate(); err != nil {
-		return err
-	}
 	step := s.steps + 1
 	var lastErr error
-	for attempt := 0; attempt <= len(s.shards); attempt++ {
+	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			s.opts.Counters.update(func(st *ShardStats) { st.Replans++ })
+		}
+		if attempt > maxReplans {
+			return fmt.Errorf("remote: sharded draw for step %d: %d plans failed, the last: %w", step, attempt, lastErr)
+		}
+		if err := s.gate(n); err != nil { // after a loss: wait for a live shard
+			return err
 		}
 		if err := s.plan(rng, n); err != nil {
 			if lastErr != nil {
@@ -480,9 +485,6 @@ func (s *sharded) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 			return fmt.Errorf("remote: sharded draw for step %d: %w", step, err)
 		}
 		lastErr = err
-		if attempt == len(s.shards) {
-			return fmt.Errorf("remote: sharded draw for step %d: %w", step, err)
-		}
 	}
 	if err := s.assemble(dst, n); err != nil {
 		return fmt.Errorf("remote: sharded draw for step %d: %w", step, err)
@@ -500,6 +502,11 @@ func (s *sharded) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 	return nil
 }
 
+// maxReplans bounds the plans of one draw after shards failed during it
+// (each failure takes a shard down until a probe answers, ProbeMin later
+// at the earliest).
+const maxReplans = 64
+
 // errShardDown marks a failure that took a shard down (the batch is
 // planned again without it).
 var errShardDown = errors.New("shard down")
@@ -514,16 +521,9 @@ var errShardDown = errors.New("shard down")
 func (s *sharded) plan(rng *rand.Rand, n int) error {
 	var mass float64
 	live := s.live[:0]
-	// A stage that cannot draw at positions draws without replacement's
-	// bound: in one mode a shard holding fewer items than the batch is
-	// left out of the choice.
-	minSize := 1
-	if s.opts.Sampling == ShardOne && s.local.Positional == nil {
-		minSize = n
-	}
 	for _, sh := range s.shards {
 		sh.rows, sh.first, sh.at, sh.q, sh.reply, sh.failed = 0, 0, sh.at[:0], 0, nil, nil
-		if sh.up && sh.mass > 0 && sh.size >= minSize {
+		if s.eligible(sh, n) {
 			mass += sh.mass
 			live = append(live, sh)
 		}
@@ -568,6 +568,18 @@ func (s *sharded) plan(rng *rand.Rand, n int) error {
 		sh.rows++
 	}
 	return nil
+}
+
+// eligible reports whether sh may serve rows of a batch of n: it is up
+// and holds items with mass. A stage that cannot draw at positions cannot
+// repeat items either: in one mode a shard holding fewer items than the
+// batch is left out of the choice.
+func (s *sharded) eligible(sh *shard, n int) bool {
+	minSize := 1
+	if s.opts.Sampling == ShardOne && s.local.Positional == nil {
+		minSize = n
+	}
+	return sh.up && sh.mass > 0 && !math.IsInf(sh.mass, 0) && sh.size >= minSize
 }
 
 // drawPlanned sends the planned draws to their shards, then reads the
@@ -910,16 +922,26 @@ func (s *sharded) tallyShards(shards []*shard, fleet bool) {
 	s.opts.Counters.update(s.recordLocked)
 }
 
-// gate holds a draw until the fleet's counts admit it (no limiter: at
-// once): it tallies the live shards (handing them the fleet's counts) and
-// sleeps between rounds while the counts do not admit the draw. It waits
+// gate holds a draw of n rows until the fleet's counts admit it (no
+// limiter: at once) and a live shard holds items (every shard down, or
+// none has items yet): it tallies the live shards (handing them the
+// fleet's counts), takes back the shards whose probes answered, and sleeps
+// between rounds while the draw cannot go. It waits
 // as long as the first client's DrawTimeout allows (no bound when 0) and
 // ctx lives.
-func (s *sharded) gate() error {
-	if s.lim == nil {
-		return nil
+func (s *sharded) gate(n int) error {
+	ready := func() bool {
+		if s.lim != nil && !s.lim.AdmitsSample(s.inserted(), int64(s.sampled)) {
+			return false
+		}
+		for _, sh := range s.shards {
+			if s.eligible(sh, n) {
+				return true
+			}
+		}
+		return false
 	}
-	if s.lim.AdmitsSample(s.inserted(), int64(s.sampled)) {
+	if ready() {
 		return nil
 	}
 	start := time.Now()
@@ -932,7 +954,7 @@ func (s *sharded) gate() error {
 		before := s.inserted()
 		s.rejoin()
 		s.tallyRound(true)
-		if s.lim.AdmitsSample(s.inserted(), int64(s.sampled)) {
+		if ready() {
 			d := time.Since(start)
 			s.opts.Counters.update(func(st *ShardStats) { st.GateWaits++; st.GateWait += d })
 			return nil
@@ -941,8 +963,8 @@ func (s *sharded) gate() error {
 			sleep = gateMinSleep
 		}
 		if !limit.IsZero() && time.Now().After(limit) {
-			return fmt.Errorf("remote: sharded draw: the fleet's rate limiter held it over %v (inserted %d, sampled %d): %w",
-				time.Since(start).Round(time.Millisecond), s.inserted(), s.sampled, context.DeadlineExceeded)
+			return fmt.Errorf("remote: sharded draw: held over %v by the fleet's rate limiter or for a live shard with items (inserted %d, sampled %d; %s): %w",
+				time.Since(start).Round(time.Millisecond), s.inserted(), s.sampled, s.describe(), context.DeadlineExceeded)
 		}
 		t := time.NewTimer(sleep)
 		select {

@@ -336,24 +336,43 @@ func TestShardedWriteBacksRouted(t *testing.T) {
 // incarnation) over a new buffer filled with prios, tagged tag.
 func (sh *testShard) restart(t *testing.T, method string, layout buffer.Config, lim *runtime.RateLimiter, config string, prios []float64, tag float32) {
 	t.Helper()
+	if err := sh.restartErr(t, method, layout, lim, config, prios, tag); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restartErr is restart for any goroutine: it returns its error.
+func (sh *testShard) restartErr(t *testing.T, method string, layout buffer.Config, lim *runtime.RateLimiter, config string, prios []float64, tag float32) error {
 	sh.bs.stop()
 	sh.srv.Close()
 	buf, err := buffer.New(layout)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	m, err := sampler.NewMethod(method, buf, sampler.MethodConfig{BetaSteps: 100})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	srv, err := NewServer(Table{Buffer: buf, Method: m, Limiter: lim, Config: []byte(config)}, ServerOptions{})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	t.Cleanup(srv.Close)
+	tr := &buffer.Transitions{}
+	for i, p := range prios {
+		tr.Obs = append(tr.Obs, float32(i), tag)
+		tr.NextObs = append(tr.NextObs, float32(i), tag)
+		tr.Action = append(tr.Action, int32(i%2))
+		tr.Reward = append(tr.Reward, float32(i))
+		tr.Discount = append(tr.Discount, 0.99)
+		tr.Priority = append(tr.Priority, p)
+	}
+	if err := buf.Insert(tr); err != nil {
+		return err
+	}
 	sh.srv, sh.buf = srv, buf
-	sh.fill(t, prios, tag)
 	sh.bs.start()
+	return nil
 }
 
 // TestShardedDeadShard stops one of two shards: the write-backs meant for
@@ -452,6 +471,24 @@ func TestShardedDeadShard(t *testing.T) {
 		if _, p, _ := b.buf.SlotPriority(slot); p != 1 {
 			t.Fatalf("restarted shard b slot %d: priority %v: a write-back for its earlier incarnation was applied", slot, p)
 		}
+	}
+	// Every shard down: a draw waits until one comes back.
+	a.bs.stop()
+	b.bs.stop()
+	restarted := make(chan error, 1)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		restarted <- a.restartErr(t, "per", layout, nil, cfg, ones, 0)
+	}()
+	start = time.Now()
+	if err := m.Selector.Sample(rng, dst); err != nil {
+		t.Fatalf("a draw with every shard down: %v", err)
+	}
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited < 100*time.Millisecond || fromB() != 0 {
+		t.Fatalf("with every shard down the draw returned after %v with %d rows from b", waited, fromB())
 	}
 	cancel()
 }
