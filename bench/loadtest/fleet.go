@@ -103,7 +103,10 @@ type Actors struct {
 // order of remote.ResolveShards): one remote.ShardedWriter that the
 // simulated actors share (batches placed by rendezvous hashing, a dead
 // shard's batches moved to the live ones, its probes every 50-200 ms).
-// Stop ends it.
+// Stop ends it. Cost: one goroutine per simulated actor plus the writer's,
+// 16 prepared batches shared read-only, and at most shards × Window
+// batches held by the writer. Its methods are safe for concurrent use
+// (Stop once).
 func StartActors(clients []*remote.Client, cfg ActorsConfig) (*Actors, error) {
 	if err := cfg.validate(len(clients)); err != nil {
 		return nil, err
@@ -326,7 +329,10 @@ type learnerShard struct {
 // in counters) and batch its batch (the rows per draw); probeConns are
 // one connection per shard, in the order of m's clients, for the probe
 // streams. Its round trips count in phase "warmup" until Phase names
-// another. Stop ends it.
+// another. Stop ends it. Cost: one drawing goroutine, and two per shard
+// for the probe streams (each one row every ProbeEvery); the round-trip
+// histograms are fixed-size, one per phase. Its methods are safe for
+// concurrent use (Stop once).
 func StartLearner(m sampler.Method, batch *buffer.Batch, counters *remote.ShardCounters, probeConns []*grpc.ClientConn, cfg LearnerConfig) (*Learner, error) {
 	switch {
 	case len(probeConns) < 1 || len(probeConns) > remote.MaxShards:
@@ -414,7 +420,7 @@ func (l *Learner) run() {
 }
 
 // Phase starts recording round trips under name (a later call with the
-// same name goes on adding to it).
+// same name goes on adding to it). O(1); safe for concurrent use.
 func (l *Learner) Phase(name string) {
 	l.histMu.Lock()
 	defer l.histMu.Unlock()
@@ -440,7 +446,8 @@ func (l *Learner) record(d time.Duration) {
 	}
 }
 
-// RTTs returns each phase's round trips so far, by phase name.
+// RTTs returns each phase's round trips so far, by phase name. O(phases ×
+// histogram size); safe for concurrent use.
 func (l *Learner) RTTs() map[string]RTT {
 	l.histMu.Lock()
 	defer l.histMu.Unlock()
@@ -472,8 +479,10 @@ func (l *Learner) Stats() ([]ShardSamples, LearnerTotals) {
 	return out, t
 }
 
-// Stop ends the streams (those waiting for a shard's answer are
-// cancelled after grace) and waits for them.
+// Stop ends the drawing loop (after its current draw, which the sharded
+// method's deadline bounds) and the probe streams (cancelled after grace
+// when a shard does not answer) and waits for them. Call once; the
+// caller then ends the sharded method's context.
 func (l *Learner) Stop(grace time.Duration) {
 	close(l.stop)
 	t := time.AfterFunc(grace, l.cancel)

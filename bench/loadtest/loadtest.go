@@ -1,6 +1,8 @@
 // Package loadtest drives one apex replay server (the Replay service of
 // api/replay/v1) over gRPC and measures it: the harness behind
-// `apex loadtest`.
+// `apex loadtest`. Its fleet parts (StartActors, StartLearner; fleet.go)
+// are the actor hosts and the learner of `apex loadtest -shards=N`, which
+// runs each in a process of its own against N servers.
 //
 // The load is Config.Streams simulated actors, each one Insert stream
 // sending batches of Config.InsertBatch synthetic CartPole transitions
