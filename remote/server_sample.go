@@ -164,7 +164,8 @@ func (s *Server) draw(ctx context.Context, d *replayv1.Draw, st *sampleStream) (
 	}
 	err := s.sampleDraw(st, d, b)
 	s.feedAfterDraw(st)
-	if err == nil && m.Weighter != nil {
+	weigh := m.Weighter != nil && len(d.At) == 0 // a fleet's learner weighs positional rows itself
+	if err == nil && weigh {
 		if werr := m.Weighter.Weights(b, int64(d.Step-1)); werr != nil {
 			err = fmt.Errorf("weights: %w", werr)
 		}
@@ -181,7 +182,7 @@ func (s *Server) draw(ctx context.Context, d *replayv1.Draw, st *sampleStream) (
 	out.Keys = AppendKeys(out.Keys[:0], b.Refs)
 	out.Prob = append(out.Prob[:0], b.Prob...)
 	out.Weight = out.Weight[:0]
-	if m.Weighter != nil {
+	if weigh {
 		out.Weight = append(out.Weight, b.Weight...)
 	}
 	out.Size, out.Total, out.MinProb = uint64(b.Size), b.Total, b.MinProb

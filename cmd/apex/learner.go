@@ -212,7 +212,12 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	serving.Go(func() {
 		serveErr <- sf.serve(serveCtx, g, log, "params")
 	})
-	metrics, err := obs.startMetrics(func() (*prometheus.Registry, error) { return newMetricsRegistry(host.Stats, host.Config()) }, log)
+	metrics, err := obs.startMetrics(func() (*prometheus.Registry, error) {
+		if shardStats != nil {
+			return newStatsRegistry(newTrainCollector(host.Stats, host.Config()), newStatsCollector(shardStats.Snapshot, learnerShardMetrics))
+		}
+		return newMetricsRegistry(host.Stats, host.Config())
+	}, log)
 	if err != nil {
 		stopServing()
 		serving.Wait()

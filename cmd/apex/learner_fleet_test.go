@@ -9,6 +9,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/apexrl/apex/remote"
 )
 
 // TestLearnerFleet runs apex learner against two apex replay shards (the
@@ -107,4 +112,56 @@ func exitCode(err error) int {
 		return ee.ExitCode()
 	}
 	return -1
+}
+
+// TestLearnerShardMetricNames: apex learner's fleet metrics are well
+// named, distinct, read what they say, pass the Prometheus linter and are
+// listed in the README.
+func TestLearnerShardMetricNames(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, m := range learnerShardMetrics {
+		if seen[m.name] {
+			t.Errorf("%s twice", m.name)
+		}
+		seen[m.name] = true
+		if !strings.HasPrefix(m.name, "apex_learner_") {
+			t.Errorf("%s: not apex_learner_...", m.name)
+		}
+		if (m.kind == counter) != strings.HasSuffix(m.name, "_total") {
+			t.Errorf("%s: counters and only counters end in _total", m.name)
+		}
+		if !strings.Contains(string(readme), "`"+m.name+"`") {
+			t.Errorf("README.md does not list %s", m.name)
+		}
+	}
+	snap := remote.ShardStats{Draws: 9, Dropped: 4, GateWait: 1500 * time.Millisecond,
+		Shards: []remote.ShardState{{Up: true, Downs: 1, Rejoins: 1}, {Up: false, Downs: 2}}}
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(newStatsCollector(func() remote.ShardStats { return snap }, learnerShardMetrics)); err != nil {
+		t.Fatal(err)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %+v", err, problems)
+	}
+	want := `# HELP apex_learner_replay_shards_live Replay shards in the masses now (the others are down and probed).
+# TYPE apex_learner_replay_shards_live gauge
+apex_learner_replay_shards_live 1
+# HELP apex_learner_shard_downs_total Times a shard was left out (its stream broke or it missed the deadline).
+# TYPE apex_learner_shard_downs_total counter
+apex_learner_shard_downs_total 3
+# HELP apex_learner_shard_gate_wait_seconds_total Time draws were held by the fleet's rate limiter or for a live shard.
+# TYPE apex_learner_shard_gate_wait_seconds_total counter
+apex_learner_shard_gate_wait_seconds_total 1.5
+# HELP apex_learner_shard_write_backs_dropped_total Write-back values dropped for a shard that was down or had restarted since the draw (never applied).
+# TYPE apex_learner_shard_write_backs_dropped_total counter
+apex_learner_shard_write_backs_dropped_total 4
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "apex_learner_replay_shards_live", "apex_learner_shard_downs_total",
+		"apex_learner_shard_gate_wait_seconds_total", "apex_learner_shard_write_backs_dropped_total"); err != nil {
+		t.Error(err)
+	}
 }

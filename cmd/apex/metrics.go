@@ -474,3 +474,41 @@ var actorMetrics = []statMetric[actorSnapshot]{
 	{"apex_actor_params_reconnects_total", "Parameter streams re-opened after a break.", counter, func(s *actorSnapshot) float64 { return float64(s.Params.Reconnects) }},
 	{"apex_actor_params_errors_total", "Parameter stream errors and malformed chunks that broke a stream.", counter, func(s *actorSnapshot) float64 { return float64(s.Params.Errors) }},
 }
+
+// learnerShardMetrics are apex learner's metrics of a fleet of replay
+// shards (remote.ShardedMethod's counters; served only against a fleet).
+var learnerShardMetrics = []statMetric[remote.ShardStats]{
+	{"apex_learner_replay_shards", "Replay shards the learner samples from.", gauge, func(s *remote.ShardStats) float64 { return float64(len(s.Shards)) }},
+	{"apex_learner_replay_shards_live", "Replay shards in the masses now (the others are down and probed).", gauge, func(s *remote.ShardStats) float64 { return float64(liveShards(s)) }},
+	{"apex_learner_shard_draws_total", "Batches drawn across the shards.", counter, func(s *remote.ShardStats) float64 { return float64(s.Draws) }},
+	{"apex_learner_shard_replans_total", "Batches planned again without a shard that failed during the draw.", counter, func(s *remote.ShardStats) float64 { return float64(s.Replans) }},
+	{"apex_learner_shard_gate_waits_total", "Draws held by the fleet's rate limiter or for a live shard with items.", counter, func(s *remote.ShardStats) float64 { return float64(s.GateWaits) }},
+	{"apex_learner_shard_gate_wait_seconds_total", "Time draws were held by the fleet's rate limiter or for a live shard.", counter, func(s *remote.ShardStats) float64 { return s.GateWait.Seconds() }},
+	{"apex_learner_shard_downs_total", "Times a shard was left out (its stream broke or it missed the deadline).", counter, func(s *remote.ShardStats) float64 {
+		return shardSum(s, func(x remote.ShardState) uint64 { return x.Downs })
+	}},
+	{"apex_learner_shard_rejoins_total", "Times a down shard answered a probe and was taken back.", counter, func(s *remote.ShardStats) float64 {
+		return shardSum(s, func(x remote.ShardState) uint64 { return x.Rejoins })
+	}},
+	{"apex_learner_shard_write_backs_dropped_total", "Write-back values dropped for a shard that was down or had restarted since the draw (never applied).", counter, func(s *remote.ShardStats) float64 { return float64(s.Dropped) }},
+}
+
+// liveShards counts the shards up in s.
+func liveShards(s *remote.ShardStats) int {
+	n := 0
+	for _, x := range s.Shards {
+		if x.Up {
+			n++
+		}
+	}
+	return n
+}
+
+// shardSum sums f over s's shards.
+func shardSum(s *remote.ShardStats, f func(remote.ShardState) uint64) float64 {
+	var n uint64
+	for _, x := range s.Shards {
+		n += f(x)
+	}
+	return float64(n)
+}

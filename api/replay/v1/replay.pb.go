@@ -1393,7 +1393,8 @@ type Batch struct {
 	// prob is each row's probability as actually drawn.
 	Prob []float64 `protobuf:"fixed64,4,rep,packed,name=prob,proto3" json:"prob,omitempty"`
 	// weight is each row's loss weight from the stage (importance weights);
-	// empty when the stage has none (all 1).
+	// empty when the stage has none (all 1), and for a positional draw
+	// (Draw.at), whose learner weighs rows over the whole fleet.
 	Weight []float64 `protobuf:"fixed64,5,rep,packed,name=weight,proto3" json:"weight,omitempty"`
 	// size, total and min_prob describe the table when the batch was drawn.
 	Size    uint64   `protobuf:"varint,6,opt,name=size,proto3" json:"size,omitempty"`
