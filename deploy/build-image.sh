@@ -3,6 +3,9 @@
 #
 #   deploy/build-image.sh [TAG]     (TAG defaults to apex:dev)
 #
+# APEX_BINARY=path uses that binary instead of building one; it must be
+# static (CGO_ENABLED=0), as the tests' build is.
+#
 # The build context is a temporary folder holding only what the image
 # needs (deploy/Dockerfile, the binary, two empty folders), so nothing of
 # the source tree is sent to the Docker daemon. Needs go and docker; pulls
@@ -12,7 +15,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 tag=${1:-apex:dev}
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
-(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$ctx/apex" ./cmd/apex)
+if [[ -n "${APEX_BINARY:-}" ]]; then
+	cp "$APEX_BINARY" "$ctx/apex"
+else
+	(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$ctx/apex" ./cmd/apex)
+fi
 cp "$root/deploy/Dockerfile" "$ctx/Dockerfile"
 mkdir -p "$ctx/state/pki" "$ctx/state/data"
 chmod 0700 "$ctx/state/pki"
