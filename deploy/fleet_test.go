@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,6 +148,29 @@ func (f *fleet) actorsState(ids []string) (acked int64, live, rejoins, deaths in
 		live, rejoins, deaths = min(live, r.ShardsLive), min(rejoins, r.ShardRejoins), min(deaths, r.ShardDeaths)
 	}
 	return acked, live, rejoins, deaths
+}
+
+// lastRecord is the last JSON record with message msg a container logged
+// (nil if none).
+func (f *fleet) lastRecord(id, msg string) map[string]any {
+	f.t.Helper()
+	out, err := f.try(30*time.Second, "docker", "logs", id)
+	if err != nil {
+		f.t.Fatalf("docker logs %s: %v\n%s", id, err, out)
+	}
+	var last map[string]any
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var r map[string]any
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r["msg"] == msg {
+			last = r
+		}
+	}
+	if last == nil {
+		f.t.Fatalf("no %q record in the logs of %s:\n%s", msg, id, out[max(0, len(out)-3000):])
+	}
+	return last
 }
 
 // ipOf is a container's address on the fleet's network.
@@ -318,6 +342,23 @@ func TestComposeFleet(t *testing.T) {
 		before, during, 100*during/before, after, 100*after/before, partitioned, 100*partitioned/before, healedRate, 100*healedRate/before)
 	t.Logf("recovery: kill noticed by the actor hosts in %.1f s; restarted shard rejoined %.1f s after docker start (healthy after %.1f s); disconnect noticed in %.1f s; rejoined %.1f s after reconnecting",
 		noticed.Sub(killed).Seconds(), rejoined.Sub(restarted).Seconds(), healthy.Sub(restarted).Seconds(), cutNoticed.Sub(cut).Seconds(), healed.Sub(reconnected).Seconds())
+	// The learner's own view of the shards, in its last record once
+	// stopped: each shard drawn from, lost once and back.
+	f.compose(time.Minute, "stop", "-t", "30", "learner")
+	shardsRec := f.lastRecord(learner, "shards")
+	for _, key := range []string{"shard0", "shard1"} {
+		v, _ := shardsRec[key].(string)
+		var target string
+		var up bool
+		var rows, downs, rejoins, dropped int64
+		if _, err := fmt.Sscanf(v, "%s up=%t rows=%d downs=%d rejoins=%d dropped=%d", &target, &up, &rows, &downs, &rejoins, &dropped); err != nil {
+			t.Fatalf("the learner's shards record %v: %s %q: %v", shardsRec, key, v, err)
+		}
+		t.Logf("learner's %s (%s): up %v, rows drawn %d, downs %d, rejoins %d, write-backs dropped %d", key, target, up, rows, downs, rejoins, dropped)
+		if !up || rows == 0 || downs < 1 || rejoins < 1 {
+			t.Errorf("the learner's %s: %q: want up, rows drawn, at least one down and one rejoin", key, v)
+		}
+	}
 	// Bounds for a loaded 2-core CI machine running five containers (the
 	// issue's targets, >= 45% during a loss and full rate soon after, are
 	// measured and reported; these catch a stall).
