@@ -306,6 +306,9 @@ func TestComposeFleet(t *testing.T) {
 		out, _ := f.try(time.Minute, "docker", "inspect", "-f", "{{.State.Health.Status}}", shard["replay-1"])
 		return strings.TrimSpace(out) == "healthy"
 	})
+	if r := f.lastRecord(shard["replay-1"], "replay"); r["restored"] != true {
+		t.Fatalf("the restarted replay-1 did not restore its checkpoint: %v", r)
+	}
 	if ip := f.ipOf(shard["replay-1"]); ip != ip1 {
 		t.Fatalf("replay-1 came back on %s, not %s: clients keep the addresses they resolved at start", ip, ip1)
 	}

@@ -78,3 +78,38 @@ func TestHealthProbe(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayRestoreMissingOK: with -restore-missing-ok a -restore file
+// that does not exist yet starts an empty replay server (a container's
+// first start); without it, or without -restore, it is a usage error.
+func TestReplayRestoreMissingOK(t *testing.T) {
+	bin := apexBinary(t)
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "ckpt", "replay.ckpt")
+	var out bytes.Buffer
+	for _, args := range [][]string{{"-restore=" + missing}, {"-restore-missing-ok"}} {
+		out.Reset()
+		if code := run(append([]string{"replay", "-listen=127.0.0.1:0"}, args...), &out, &out); code != 2 {
+			t.Errorf("apex replay %v exited %d, want 2:\n%s", args, code, out.String())
+		}
+	}
+	addrFile := filepath.Join(dir, "replay.addr")
+	replay := startProc(t, dir, "replay", bin, "replay", "-listen=127.0.0.1:0", "-addr-file="+addrFile,
+		"-checkpoint-dir="+filepath.Dir(missing), "-restore="+missing, "-restore-missing-ok", "-env=CartPole-v1", "-actors=2", "-log-format=json")
+	waitAddr(t, replay, addrFile)
+	replay.stop(t)
+	if err, _ := replay.wait(0); err != nil {
+		t.Fatalf("replay: %v\n%s", err, replay.output())
+	}
+	if o := replay.output(); !strings.Contains(o, "no checkpoint yet") || !strings.Contains(o, `"restored":false`) {
+		t.Fatalf("the first start does not say it started empty:\n%s", o)
+	}
+	// Its final checkpoint is there now: the same command line restores it.
+	replay2 := startProc(t, dir, "replay2", bin, "replay", "-listen=127.0.0.1:0", "-addr-file="+addrFile+"2",
+		"-checkpoint-dir="+filepath.Dir(missing), "-restore="+missing, "-restore-missing-ok", "-env=CartPole-v1", "-actors=2", "-log-format=json")
+	waitAddr(t, replay2, addrFile+"2")
+	replay2.stop(t)
+	if o := replay2.output(); !strings.Contains(o, `"restored":true`) {
+		t.Fatalf("the second start did not restore %s:\n%s", missing, o)
+	}
+}

@@ -63,6 +63,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	ckDir := fs.String("checkpoint-dir", "", "folder for the replay's checkpoint (replay.ckpt: buffer, stage state, limiter balance), written on the admin Checkpoint call, every -checkpoint-every and at the end (empty: none)")
 	ckEvery := fs.Duration("checkpoint-every", 0, "time between periodic checkpoints into -checkpoint-dir (0: only on request and at the end)")
 	restore := fs.String("restore", "", "start from this replay checkpoint (one written by apex replay with the same run flags)")
+	missingOK := fs.Bool("restore-missing-ok", false, "with -restore: a checkpoint file that does not exist yet starts an empty replay (logged) instead of being an error, so one command line serves a container's first start and its restarts (-restore=<checkpoint-dir>/replay.ckpt)")
 	limiterFrom := fs.String("limiter-from", "", "with -restore, which rate limiter configuration wins where the checkpoint's (samples per insert, min size to sample, error buffer) differs from the one these flags give (-replay-ratio, -min-replay, -batch, -rate-limit): checkpoint or flags; empty: such a restore is refused, naming both")
 	rateLimit := fs.Bool("rate-limit", true, "hold draws and inserts to -replay-ratio (Reverb's sample-to-insert ratio); false: only -min-replay holds draws back (load tests)")
 	obs := addObsFlags(fs, true)
@@ -119,12 +120,21 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if !*rateLimit {
 		limCfg.SamplesPerInsert, limCfg.ErrorBuffer = 1, noRatioErrorBuffer
 	}
+	if *missingOK && *restore == "" {
+		return usageErr(errors.New("-restore-missing-ok needs -restore"))
+	}
 	var core *runtime.ReplayCore
+	var ckpt *os.File
 	if *restore != "" {
-		f, err := os.Open(*restore)
-		if err != nil {
+		ckpt, err = os.Open(*restore)
+		if errors.Is(err, os.ErrNotExist) && *missingOK {
+			log.Info("restore", "note", "no checkpoint yet: starting empty (-restore-missing-ok)", "path", *restore)
+		} else if err != nil {
 			return usageErr(fmt.Errorf("-restore: %w", err))
 		}
+	}
+	if ckpt != nil {
+		f := ckpt
 		core, err = runtime.LoadReplayCoreWith(cfg, f, runtime.RestoreOptions{Limiter: &limCfg, LimiterFrom: *limiterFrom})
 		f.Close()
 		if err != nil {
@@ -183,7 +193,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	c := core.Config()
 	lc := core.Limiter().Config()
 	log.Info("replay", "env", c.Env, "sampler", c.Sampler, "algo", c.Algo, "capacity", c.Capacity, "incarnation", srv.Incarnation(),
-		"restored", *restore != "", "rate_limit", *rateLimit, "samples_per_insert", lc.SamplesPerInsert,
+		"restored", ckpt != nil, "rate_limit", *rateLimit, "samples_per_insert", lc.SamplesPerInsert,
 		"min_size_to_sample", lc.MinSizeToSample, "error_buffer", lc.ErrorBuffer, "items", core.Buffer().Size())
 	if *ckEvery > 0 {
 		go periodicCheckpoints(ctx, srv, *ckEvery, log)
