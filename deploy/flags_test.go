@@ -24,19 +24,20 @@ import (
 type apexCLI struct {
 	bin   string
 	flags map[string]map[string]string // subcommand -> flag -> default ("" if none)
+	bools map[string]map[string]bool   // subcommand -> its boolean flags
 	certs []string                     // file names apex certs writes
 }
 
 // flagLine and defaultRe read flag.PrintDefaults' output.
 var (
-	flagLine  = regexp.MustCompile(`^  -([A-Za-z0-9_.-]+)`)
+	flagLine  = regexp.MustCompile(`^  -([A-Za-z0-9_.-]+)( \S+)?$`)
 	defaultRe = regexp.MustCompile(`\(default "?([^")]*)"?\)$`)
 )
 
 // newCLI asks the binary bin for its subcommands' flags.
 func newCLI(t testing.TB, bin string) *apexCLI {
 	t.Helper()
-	c := &apexCLI{bin: bin, flags: map[string]map[string]string{}}
+	c := &apexCLI{bin: bin, flags: map[string]map[string]string{}, bools: map[string]map[string]bool{}}
 	dir := t.TempDir()
 	out, err := exec.Command(bin, "certs", "-out="+dir).CombinedOutput()
 	if err != nil {
@@ -66,6 +67,7 @@ func (c *apexCLI) flagsOf(sub string) map[string]string {
 		return nil
 	}
 	fl := map[string]string{}
+	bools := map[string]bool{}
 	var last string
 	sc := bufio.NewScanner(&out)
 	for sc.Scan() {
@@ -73,6 +75,7 @@ func (c *apexCLI) flagsOf(sub string) map[string]string {
 		if m := flagLine.FindStringSubmatch(line); m != nil {
 			last = m[1]
 			fl[last] = ""
+			bools[last] = m[2] == ""
 		} else if last != "" {
 			if m := defaultRe.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
 				fl[last] = m[1]
@@ -80,6 +83,7 @@ func (c *apexCLI) flagsOf(sub string) map[string]string {
 		}
 	}
 	c.flags[sub] = fl
+	c.bools[sub] = bools
 	return fl
 }
 
@@ -113,7 +117,9 @@ func (c *apexCLI) check(inv invocation, probs *[]string) parsed {
 		*probs = append(*probs, fmt.Sprintf("%s: apex has no subcommand %q", inv.where, p.sub))
 		return p
 	}
-	for _, a := range inv.args[1:] {
+	args := inv.args[1:]
+	for i := 0; i < len(args); i++ {
+		a := args[i]
 		if !strings.HasPrefix(a, "-") {
 			*probs = append(*probs, fmt.Sprintf("%s: apex %s: argument %q is not a flag (apex takes no positional arguments)", inv.where, p.sub, a))
 			continue
@@ -121,6 +127,10 @@ func (c *apexCLI) check(inv invocation, probs *[]string) parsed {
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		if !hasVal {
 			val = "true"
+			if _, ok := fl[name]; ok && !c.bools[p.sub][name] && i+1 < len(args) {
+				i++ // "-flag value", as the flag package reads it
+				val = args[i]
+			}
 		}
 		if _, ok := fl[name]; !ok {
 			*probs = append(*probs, fmt.Sprintf("%s: apex %s has no flag -%s (in %q)", inv.where, p.sub, name, a))
