@@ -346,7 +346,7 @@ func TestComposeFleet(t *testing.T) {
 	t.Logf("recovery: kill noticed by the actor hosts in %.1f s; restarted shard rejoined %.1f s after docker start (healthy after %.1f s); disconnect noticed in %.1f s; rejoined %.1f s after reconnecting",
 		noticed.Sub(killed).Seconds(), rejoined.Sub(restarted).Seconds(), healthy.Sub(restarted).Seconds(), cutNoticed.Sub(cut).Seconds(), healed.Sub(reconnected).Seconds())
 	// The learner's own view of the shards, in its last record once
-	// stopped: each shard drawn from, lost once and back.
+	// stopped: each shard drawn from, lost and back.
 	f.compose(time.Minute, "stop", "-t", "30", "learner")
 	shardsRec := f.lastRecord(learner, "shards")
 	for _, key := range []string{"shard0", "shard1"} {
@@ -358,8 +358,10 @@ func TestComposeFleet(t *testing.T) {
 			t.Fatalf("the learner's shards record %v: %s %q: %v", shardsRec, key, v, err)
 		}
 		t.Logf("learner's %s (%s): up %v, rows drawn %d, downs %d, rejoins %d, write-backs dropped %d", key, target, up, rows, downs, rejoins, dropped)
-		if !up || rows == 0 || downs < 1 || rejoins < 1 {
-			t.Errorf("the learner's %s: %q: want up, rows drawn, at least one down and one rejoin", key, v)
+		// Not "up": the learner's stop ends its streams before this
+		// record, which counts one more down on every shard.
+		if rows == 0 || downs < 1 || rejoins < 1 {
+			t.Errorf("the learner's %s: %q: want rows drawn, at least one down and one rejoin", key, v)
 		}
 	}
 	// Bounds for a loaded 2-core CI machine running five containers (the
