@@ -167,8 +167,9 @@ func TestSaveStripedWhileInUse(t *testing.T) {
 }
 
 // TestStripeGate: while a snapshot holds a stripe, Insert puts batches
-// into the other stripes without waiting, a write-back to a held slot
-// waits for the stripe's release (and then applies), a one-stripe
+// into the other stripes without waiting, a write-back applies its refs
+// of other stripes at once and waits for the stripe's release for its
+// refs there (then applies them), a one-stripe
 // buffer's Insert waits, and a second SaveStriped is refused.
 func TestStripeGate(t *testing.T) {
 	cfg := Config{Capacity: 64, Stripes: 4, ObsDim: 1}
@@ -190,11 +191,26 @@ func TestStripeGate(t *testing.T) {
 	if w := b.stripes[0].written.Load(); w != before {
 		t.Fatalf("a held stripe took inserts: written %d → %d", before, w)
 	}
+	other, _, ok := b.SlotPriority(20) // stripe 1
+	if !ok {
+		t.Fatal("slot 20 empty")
+	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := b.UpdatePriorities([]Ref{ref}, []float64{7})
+		_, err := b.UpdatePriorities([]Ref{ref, other}, []float64{7, 5})
 		done <- err
 	}()
+	// The other stripe's write is applied while the held one waits.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, p, _ := b.SlotPriority(20); p == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.thawStripe(0)
+			t.Fatal("the write-back to an open stripe waited for the held one")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	select {
 	case err := <-done:
 		b.thawStripe(0)
