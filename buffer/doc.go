@@ -37,7 +37,12 @@
 //  4. Write new priorities back with UpdatePriorities(batch.Refs, ...); refs
 //     whose slot was overwritten meanwhile are dropped and counted.
 //  5. Read Stats for metrics; call Save/Load and CheckInvariants only while
-//     no goroutine writes.
+//     no goroutine writes. SaveStriped checkpoints while everything runs:
+//     it holds one stripe at a time, for that stripe's copy (inserts go
+//     to the other stripes, a write-back to it waits for the copy,
+//     sampling goes on); each stripe is a consistent snapshot at its own
+//     instant, the learner-side counters are read after the last stripe
+//     (snapshot.go), and Load reads it as it reads Save's checkpoints.
 //  6. A stage that keeps its own index over the contents (TER's state
 //     graph) follows new items with a Watcher (NewWatcher, Poll) from its
 //     owner goroutine: no lock and no extra work on Insert.

@@ -26,6 +26,24 @@
 // built from these and the runtime's ReplayCore, LearnerHost and
 // ActorHost.
 //
+// Checkpoints: Server.Checkpoint writes Table.Save's stream into a
+// temporary file in the checkpoint folder, syncs it, renames it over the
+// checkpoint and syncs the folder, so the file on disk is always a whole
+// checkpoint and a crash mid-checkpoint leaves the previous one (a
+// temporary file left by a crash is removed by the next Checkpoint). The
+// server keeps serving meanwhile: Table.Save (runtime.ReplayCore's
+// SaveStriped for apex replay) holds the stage's lock only to copy the
+// stage's own state and the limiter's configuration and balance, then
+// writes the buffer with buffer.Buffer.SaveStriped, which holds one stripe
+// at a time for the copy of that stripe (inserts go to the other stripes,
+// a write-back to it waits for that copy, draws go on). Consistency: each
+// stripe is a consistent snapshot at its own instant; the stage state and
+// the limiter's counts are taken before the first stripe (so the buffer
+// holds every insert the limiter counted); the buffer's learner-side
+// counters after the last. runtime.LoadReplayCoreWith reads it back and
+// refuses a rate limiter configuration that differs from the flags'
+// unless told which wins.
+//
 // The package's pure parts (columns, keys) start no goroutines and
 // allocate nothing per row; the server runs one goroutine per stream that
 // gRPC hands it (plus one reader) and ends every one of them on shutdown;

@@ -106,8 +106,11 @@ func waitAddr(t *testing.T, p *proc, file string) string {
 // (learning through the remote stage, serving parameters) and two apex
 // actor hosts (two actors each, one insert stream and one parameter
 // subscription per host). The learner stops once CartPole is solved; its
-// final evaluation must reach 475. Every process is ended by its own pid
-// and every file removed (t.TempDir).
+// final evaluation must reach 475. Then, with no learner drawing, the
+// rate limiter holds the actor hosts (their inserts stop, they keep
+// running); a second learner resumes from the first one's checkpoint,
+// counts on from its steps, and the actors' inserts go on. Every process
+// is ended by its own pid and every file removed (t.TempDir).
 func TestDistributedCartPole(t *testing.T) {
 	bin := apexBinary(t)
 	dir := t.TempDir()
@@ -122,9 +125,10 @@ func TestDistributedCartPole(t *testing.T) {
 		"-duration=4m", "-progress=2s", "-out="+out)
 	laddr := waitAddr(t, learner, learnerAddr)
 
+	var actors []*proc
 	for i := range 2 {
-		startProc(t, dir, fmt.Sprintf("actor%d", i), bin, "actor", "-replay="+raddr, "-learner="+laddr,
-			"-hosts=2", fmt.Sprintf("-host=%d", i), "-progress=2s")
+		actors = append(actors, startProc(t, dir, fmt.Sprintf("actor%d", i), bin, "actor", "-replay="+raddr, "-learner="+laddr,
+			"-hosts=2", fmt.Sprintf("-host=%d", i), "-progress=2s"))
 	}
 	err, exited := learner.wait(5 * time.Minute)
 	if !exited {
@@ -151,9 +155,46 @@ func TestDistributedCartPole(t *testing.T) {
 	if res.FinalReturn < 475 {
 		t.Fatalf("final evaluation %.1f < 475 (stop reason %s); learner output:\n%s", res.FinalReturn, res.StopReason, learner.output())
 	}
+	// With no learner drawing, the rate limiter holds the actors: their
+	// inserts stop (the server's count stays put over 2 s) while the
+	// actor hosts keep running, waiting.
+	cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer ccancel()
+	rc, err := remote.Dial(cctx, raddr, remote.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	inserted := func() uint64 {
+		t.Helper()
+		info, err := rc.Info(cctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.GetTables()[0].GetCounters().GetInsertedItems()
+	}
+	held, stable := inserted(), false
+	for range 30 { // at most about a minute
+		time.Sleep(2 * time.Second)
+		now := inserted()
+		if now == held {
+			stable = true
+			break
+		}
+		held = now
+	}
+	if !stable {
+		t.Fatalf("the actors' inserts did not stop without a learner (the limiter should hold them): %d items and counting", held)
+	}
+	for _, a := range actors {
+		if err, exited := a.wait(0); exited {
+			t.Fatalf("%s exited while the limiter held it (%v):\n%s", a.name, err, a.output())
+		}
+	}
 	// A second learner resumes from the first one's checkpoint against
-	// the same replay server (the actors still running) and goes on
-	// counting from its steps.
+	// the same replay server (the actors still running, waiting on the
+	// limiter) and goes on counting from its steps; its draws release the
+	// actors, whose inserts go on.
 	out2 := filepath.Join(dir, "learner2")
 	resumed := startProc(t, dir, "learner2", bin, "learner", "-replay="+raddr, "-listen=127.0.0.1:0",
 		"-resume="+filepath.Join(out, "learner.ckpt"), fmt.Sprintf("-steps=%d", res.LearnerSteps+300), "-duration=2m",
@@ -172,7 +213,16 @@ func TestDistributedCartPole(t *testing.T) {
 	if rerr != nil || res2.StopReason != "steps" || res2.LearnerSteps <= res.LearnerSteps {
 		t.Fatalf("the resumed learner's results (%v): %d steps (%s), the first learner's %d:\n%s", rerr, res2.LearnerSteps, res2.StopReason, res.LearnerSteps, resumed.output())
 	}
-	t.Logf("resumed from %d learner steps to %d", res.LearnerSteps, res2.LearnerSteps)
+	if after := inserted(); after <= held {
+		t.Fatalf("the actors inserted nothing after the learner resumed (%d items before and after)", held)
+	} else {
+		t.Logf("resumed from %d learner steps to %d; the actors, held at %d items, went on to %d", res.LearnerSteps, res2.LearnerSteps, held, after)
+	}
+	for _, a := range actors {
+		if err, exited := a.wait(0); exited {
+			t.Fatalf("%s exited (%v):\n%s", a.name, err, a.output())
+		}
+	}
 	// The replay server and the actor hosts stop gracefully on SIGTERM.
 	replay.stop(t)
 	if err, _ := replay.wait(0); err != nil {
