@@ -6,8 +6,11 @@
 // Server side: the wire codec of a table's columns (EncodeTransitions,
 // DecodeTransitions, EncodeBatch), keys (Key, RefOf: a stored item's slot
 // and generation in one uint64), the Replay server (NewServer over a
-// Table, NewGRPCServer with health, limits, TLS and token checks) and the
-// learner's parameter service (NewParamsServer, NewParamsGRPCServer).
+// Table, NewGRPCServer with health, limits, TLS and token checks;
+// GRPCServer.ServeHealth serves the health service alone in plaintext for
+// probes that can do neither TLS nor tokens) and the learner's parameter
+// service (NewParamsServer, NewParamsGRPCServer). Clients configure
+// themselves in code: Dial turns off DNS service-config lookups.
 // Client side: Dial, the insert Writer (a runtime.Sink with a window of
 // unacknowledged batches, resent after a break and stored once), the
 // ShardedWriter over a fleet of shards (ResolveShards, DialShard,

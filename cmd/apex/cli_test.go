@@ -228,7 +228,7 @@ func TestTrainBatch1000(t *testing.T) {
 
 // TestHelpOnce: every command's -h prints its usage once, on stdout.
 func TestHelpOnce(t *testing.T) {
-	cmds := [][]string{{"-h"}, {"train", "-h"}, {"-help"}, {"bench", "-h"}, {"experiment", "-h"}, {"methods", "-h"}, {"certs", "-h"}}
+	cmds := [][]string{{"-h"}, {"train", "-h"}, {"-help"}, {"bench", "-h"}, {"experiment", "-h"}, {"methods", "-h"}, {"certs", "-h"}, {"health", "-h"}}
 	for _, e := range experiments {
 		cmds = append(cmds, []string{"experiment", e.name, "-h"})
 	}
