@@ -9,6 +9,7 @@ import (
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/sampler"
 )
 
 func cartPoleRows(n int) *buffer.Transitions {
@@ -103,4 +104,62 @@ func benchServer(b *testing.B, method string) (*Server, *buffer.Buffer, *bufServ
 	}
 	b.Cleanup(srv.Close)
 	return srv, buf, newBufServer(b, func(s *grpc.Server) { replayv1.RegisterReplayServer(s, srv) })
+}
+
+// BenchmarkShardedSampleUpdate is BenchmarkStageSampleUpdate across
+// shards (each 2^16 rows, in one process over bufconn): one shard through
+// Client.Method, and two through ShardedMethod, exact and one-shard.
+func BenchmarkShardedSampleUpdate(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		shards int
+		mode   ShardSampling
+	}{{"single", 1, 0}, {"exact/shards=2", 2, ShardExact}, {"one/shards=2", 2, ShardOne}} {
+		b.Run(c.name, func(b *testing.B) {
+			var clients []*Client
+			for range c.shards {
+				_, buf, bs := benchServer(b, "per")
+				if err := buf.Insert(cartPoleRows(1 << 16)); err != nil {
+					b.Fatal(err)
+				}
+				clients = append(clients, bs.client(ClientOptions{}))
+			}
+			lbuf, _ := buffer.New(buffer.Config{Capacity: 1024, ObsDim: 4, Action: buffer.Discrete, NumActions: 2})
+			local := mustMethod(b, "per", lbuf)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var m sampler.Method
+			var err error
+			if c.shards == 1 {
+				m, err = clients[0].Method(ctx, local, 0)
+			} else {
+				m, err = ShardedMethod(ctx, clients, local, 0, ShardOptions{Sampling: c.mode})
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			bt, _ := lbuf.NewBatch(512)
+			absTD := make([]float64, 512)
+			for i := range absTD {
+				absTD[i] = float64(i%7) + 0.5
+			}
+			rng := newRand(1)
+			b.ResetTimer()
+			start := time.Now()
+			for step := range b.N {
+				if err := m.Selector.Sample(rng, bt); err != nil {
+					b.Fatal(err)
+				}
+				if err := m.Weighter.Weights(bt, int64(step)); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := m.Selector.Update(bt.Refs, absTD); err != nil {
+					b.Fatal(err)
+				}
+			}
+			el := time.Since(start)
+			b.ReportMetric(float64(b.N*512)/el.Seconds(), "rows/s")
+			b.ReportMetric(float64(el.Microseconds())/float64(b.N), "µs/step")
+		})
+	}
 }

@@ -233,14 +233,15 @@ type sharded struct {
 	// lim is the fleet's limiter configuration (nil: no ratio limit).
 	lim *runtime.RateLimiterConfig
 
-	sampled  uint64 // the fleet's sampled items
-	steps    uint64 // draws that succeeded, priorSteps included
-	rowShard []int32
-	live     []*shard     // plan's scratch
-	refs     []buffer.Ref // the latest batch's, in order
-	cols     replayv1.Columns
-	keys     []uint64
-	td       []float64
+	sampled uint64   // the fleet's sampled items
+	steps   uint64   // draws that succeeded, priorSteps included
+	live    []*shard // plan's scratch
+	// refs are the latest batch's, in order: the rows of shard sh are
+	// refs[sh.first : sh.first+sh.rows] (a batch's rows are consecutive
+	// per shard), which routes its write-back.
+	refs []buffer.Ref
+	cols replayv1.Columns
+	keys []uint64
 }
 
 // ShardedMethod returns the learner's replay method over a fleet of replay
@@ -677,10 +678,6 @@ func (s *sharded) observe(sh *shard, inc uint64, mass float64, size int, minProb
 func (s *sharded) assemble(dst *buffer.Batch, n int) error {
 	c := &s.cols
 	resetColumns(c)
-	if cap(s.rowShard) < n {
-		s.rowShard = make([]int32, n)
-	}
-	s.rowShard = s.rowShard[:n]
 	dst.Prob = dst.Prob[:0]
 	s.keys = s.keys[:0]
 	first := true
@@ -696,9 +693,8 @@ func (s *sharded) assemble(dst *buffer.Batch, n int) error {
 		}
 		first = false
 		s.keys = append(s.keys, b.GetKeys()...)
-		for j, p := range b.GetProb() {
+		for _, p := range b.GetProb() {
 			dst.Prob = append(dst.Prob, sh.q*p)
-			s.rowShard[sh.first+j] = int32(sh.i)
 		}
 	}
 	c.Rows = uint32(n)
