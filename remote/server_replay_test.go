@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/buffer"
@@ -419,4 +420,79 @@ func (f *failingWriter) Write(p []byte) (int, error) {
 	}
 	f.n -= len(p)
 	return f.w.Write(p)
+}
+
+// TestCheckpointDoesNotStopServing: while a checkpoint is being written
+// (its file's writer held partway through), inserts are
+// acknowledged and a draw and its write-back answered; released, the
+// checkpoint completes and loads. The old discipline (the stage and every
+// buffer writer held for the whole Save) fails this test by timing out.
+func TestCheckpointDoesNotStopServing(t *testing.T) {
+	cfg := smallCfg(256, 4)
+	tab := testTable(t, "per", cfg, nil)
+	tab.CheckpointDir = t.TempDir()
+	reached, release := make(chan struct{}), make(chan struct{})
+	tab.Save = func(w io.Writer, stage sync.Locker) error {
+		stage.Lock() // the stage's state would be copied here
+		stage.Unlock()
+		return tab.Buffer.SaveStriped(&heldWriter{w: w, after: 2048, reached: reached, release: release})
+	}
+	h := serve(t, tab, ServerOptions{})
+	rng := rand.New(rand.NewPCG(8, 8))
+	ins := h.insertStream(ctx(t))
+	_, c := batchOf(t, rng, cfg, 64)
+	insert(t, ins, "w", 1, c)
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.cli.Checkpoint(ctx(t), &replayv1.CheckpointRequest{})
+		done <- err
+	}()
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the checkpoint wrote nothing within 30 s")
+	}
+	for seq := uint64(2); seq < 6; seq++ {
+		_, c := batchOf(t, rng, cfg, 32)
+		insert(t, ins, "w", seq, c)
+	}
+	ss := h.sampleStream(ctx(t))
+	b := draw(t, ss, &replayv1.Draw{Id: 1, Batch: 8, Seed: 1, Step: 1})
+	res := writeBack(t, ss, &replayv1.WriteBack{Id: 1, Incarnation: b.Incarnation, Keys: b.Keys, AbsTd: []float64{1, 2, 3, 4, 5, 6, 7, 8}})
+	if res.Applied+res.Stale != 8 {
+		t.Fatalf("write-back during a checkpoint: %v", res)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(tab.CheckpointDir, DefaultTableName+".ckpt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := buffer.Load(bytes.NewReader(data))
+	if err != nil || got.Size() < 64 || got.Size() > 64+4*32 {
+		t.Fatalf("the checkpoint written while serving: %v (size %d)", err, got.Size())
+	}
+}
+
+// heldWriter passes writes to w; once after bytes have gone through it
+// closes reached and waits for release.
+type heldWriter struct {
+	w         io.Writer
+	after     int
+	reached   chan struct{}
+	release   chan struct{}
+	n         int
+	signalled bool
+}
+
+func (h *heldWriter) Write(p []byte) (int, error) {
+	h.n += len(p)
+	if h.n >= h.after && !h.signalled {
+		h.signalled = true
+		close(h.reached)
+		<-h.release
+	}
+	return h.w.Write(p)
 }
