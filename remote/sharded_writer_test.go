@@ -240,7 +240,13 @@ func newTestShardedWriter(t *testing.T, fl *testFleet, id string, opts ShardedWr
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close(context.Background()) })
+	t.Cleanup(func() {
+		// Bounded: a shard the test left holding batches must not hang
+		// the cleanup (what it holds is then counted lost).
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Close(ctx)
+	})
 	return s
 }
 
@@ -638,6 +644,14 @@ func TestShardedWriterBadInput(t *testing.T) {
 	if _, err := NewShardedWriter(fl.clients, "w", ShardedWriterOptions{WriterOptions: WriterOptions{Layout: episodeLayout}, AckTimeout: -1}); err == nil {
 		t.Error("negative AckTimeout: no error")
 	}
+	closed, err := Dial(context.Background(), "passthrough:///closed", ClientOptions{Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	if _, err := NewShardedWriter([]*Client{fl.clients[0], closed}, "w", ShardedWriterOptions{WriterOptions: WriterOptions{Layout: episodeLayout}}); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("a closed client: %v", err) // and no goroutine left for the first shard (checkLeaks)
+	}
 	s := newTestShardedWriter(t, fl, "w", ShardedWriterOptions{})
 	bad := episodeRows(3, 0, 1)
 	bad.Obs = bad.Obs[:5]
@@ -840,4 +854,53 @@ func TestShardedWriterConcurrentKill(t *testing.T) {
 		t.Errorf("%d distinct rows stored, inserted %d", len(seen), rows)
 	}
 	t.Logf("%d rows; shard 2: %d deaths, %d rejoins, %d batches moved", rows, st.Shards[2].Deaths, st.Shards[2].Rejoins, st.Shards[2].Moved)
+}
+
+// TestShardedWriterCloseUnblocks: Close with a context that has ended
+// (apex actor's stop grace run out) while an Insert waits for a held
+// shard's window: the Insert returns the loss, Close says how many
+// batches were lost, and the counts add up.
+func TestShardedWriterCloseUnblocks(t *testing.T) {
+	checkLeaks(t)
+	fl := newTestFleet(t, 2)
+	for _, f := range fl.fakes {
+		f.set(func(f *fakeShard) { f.holdAcks = true })
+	}
+	s := newTestShardedWriter(t, fl, "close", ShardedWriterOptions{WriterOptions: WriterOptions{Window: 1}, AckTimeout: time.Minute})
+	done := make(chan error, 1)
+	go func() {
+		var next float32
+		for ep := uint64(1); ; ep++ {
+			if err := s.Insert(episodeRows(2, next, ep)); err != nil {
+				done <- err
+				return
+			}
+			next += 2
+		}
+	}()
+	// The Insert goroutine ends up waiting for a full window (of one
+	// shard; Inserts are serialized, so the other may be empty).
+	if !waitStats(s, 10*time.Second, func(st ShardedWriterStats) bool { return st.Shards[0].Blocked+st.Shards[1].Blocked > 0 }) {
+		t.Fatalf("no Insert waits: %+v", s.Stats())
+	}
+	held := s.Stats().Shards[0].Pending + s.Stats().Shards[1].Pending
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := s.Close(expired)
+	if want := fmt.Sprintf("%d batches (%d items) lost", held, 2*held); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Close: %v, want %q", err, want)
+	}
+	select {
+	case ierr := <-done:
+		if ierr == nil {
+			t.Error("the waiting Insert returned no error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting Insert did not return after Close")
+	}
+	st := s.Stats()
+	checkBalance(t, st)
+	if st.Lost != uint64(held) || st.LostItems != uint64(2*held) {
+		t.Errorf("stats %+v, %d batches held", st, held)
+	}
 }
