@@ -284,7 +284,9 @@ type sharded struct {
 // (Draw.fleet, Tally.fleet), so each shard's limiter blocks its inserts on
 // the fleet's balance rather than its own. A down shard keeps its
 // inserted count in the sum (what it stored was stored); its limiter, on
-// restart, is standalone until the learner's first message.
+// restart, is standalone until the learner's first message, and a shard
+// the learner cannot reach (but actors can) holds its inserts at the
+// fleet's balance as it last heard it.
 //
 // Refused: no clients, a local method that is invalid or has an episode
 // stage (ReF-ER), a local Weighter that cannot weigh a batch from its
