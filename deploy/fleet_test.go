@@ -279,6 +279,32 @@ func TestComposeFleet(t *testing.T) {
 		return r
 	}
 	before := measure("before", time.Now())
+	// backToRate waits (at most a minute) for the learner to run at half
+	// its rate before, over two seconds of records after since, and
+	// returns when that span began: the learner back to rate.
+	backToRate := func(since time.Time, what string) time.Time {
+		t.Helper()
+		var back time.Time
+		f.waitFor(time.Minute, "the learner back to half its rate "+what, func() bool {
+			recs := f.progress(learner)
+			for i := range recs {
+				if recs[i].Time.Before(since) {
+					continue
+				}
+				for j := i + 1; j < len(recs); j++ {
+					if d := recs[j].Time.Sub(recs[i].Time); d >= 2*time.Second {
+						if float64(recs[j].LearnerSteps-recs[i].LearnerSteps)/d.Seconds() >= before/2 {
+							back = recs[i].Time
+							return true
+						}
+						break
+					}
+				}
+			}
+			return false
+		})
+		return back
+	}
 
 	// 1. A shard killed: the actor hosts move to the other, the learner
 	// keeps learning from it.
@@ -312,7 +338,8 @@ func TestComposeFleet(t *testing.T) {
 	if ip := f.ipOf(shard["replay-1"]); ip != ip1 {
 		t.Fatalf("replay-1 came back on %s, not %s: clients keep the addresses they resolved at start", ip, ip1)
 	}
-	after := measure("after replay-1 rejoined", rejoined)
+	recovered := backToRate(rejoined, "after replay-1 rejoined")
+	after := measure("after replay-1 rejoined", recovered)
 
 	// 2. A shard cut off the network and connected again.
 	_, _, _, deaths1 := f.actorsState(actors)
@@ -339,12 +366,14 @@ func TestComposeFleet(t *testing.T) {
 		_, live, rejoins, _ := f.actorsState(actors)
 		return live == 2 && rejoins > rejoins1
 	})
-	healedRate := measure("after replay-0 reconnected", healed)
+	recoveredCut := backToRate(healed, "after replay-0 rejoined")
+	healedRate := measure("after replay-0 reconnected", recoveredCut)
 
 	t.Logf("recovery: learner steps/s before %.1f; replay-1 killed %.1f (%.0f%%), after its restart %.1f (%.0f%%); replay-0 disconnected %.1f (%.0f%%), after reconnecting %.1f (%.0f%%)",
 		before, during, 100*during/before, after, 100*after/before, partitioned, 100*partitioned/before, healedRate, 100*healedRate/before)
-	t.Logf("recovery: kill noticed by the actor hosts in %.1f s; restarted shard rejoined %.1f s after docker start (healthy after %.1f s); disconnect noticed in %.1f s; rejoined %.1f s after reconnecting",
-		noticed.Sub(killed).Seconds(), rejoined.Sub(restarted).Seconds(), healthy.Sub(restarted).Seconds(), cutNoticed.Sub(cut).Seconds(), healed.Sub(reconnected).Seconds())
+	t.Logf("recovery: kill noticed by the actor hosts in %.1f s; restarted shard rejoined %.1f s after docker start (healthy after %.1f s), the learner at half its rate %.1f s after the rejoin; disconnect noticed in %.1f s; rejoined %.1f s after reconnecting, the learner at half its rate %.1f s after the rejoin",
+		noticed.Sub(killed).Seconds(), rejoined.Sub(restarted).Seconds(), healthy.Sub(restarted).Seconds(), max(0, recovered.Sub(rejoined).Seconds()),
+		cutNoticed.Sub(cut).Seconds(), healed.Sub(reconnected).Seconds(), max(0, recoveredCut.Sub(healed).Seconds()))
 	// The learner's own view of the shards, in its last record once
 	// stopped: each shard drawn from, lost and back.
 	f.compose(time.Minute, "stop", "-t", "30", "learner")
