@@ -98,9 +98,10 @@ type ServerOptions struct {
 // inserts run concurrently with draws and with each other (the buffer's
 // contract); Checkpoint holds the stage only while it copies the stage's
 // own state, and each stripe of the buffer only while it copies that
-// stripe (Table.Save). Each stream handler is one goroutine plus one receiving goroutine
-// that reads at most one message ahead; every handler returns when its
-// client goes, when its context ends or when Close is called.
+// stripe (Table.Save). Each stream handler is one goroutine that waits
+// plus one worker that reads each message and handles it (serveStream);
+// every handler returns when its client goes, when its context ends or
+// when Close is called, once the message in hand (if any) is answered.
 type Server struct {
 	replayv1.UnimplementedReplayServer
 
@@ -324,53 +325,64 @@ func (s *Server) waitErr(ctx context.Context, what string, err error) error {
 	return status.Errorf(codes.Internal, "remote: %s: %v", what, err)
 }
 
-// recvd is one result of a stream's Recv.
-type recvd[T any] struct {
-	m   *T
-	err error
-}
-
-// receive starts the stream's receiving goroutine: it hands each message
-// (and finally Recv's error) over an unbuffered channel, so it holds at
-// most one message read ahead of the handler, and ends when Recv fails or
-// ctx ends (the handler returned: gRPC then fails the pending Recv). A
-// message over MaxMessageBytes, which gRPC refuses (ResourceExhausted,
-// ending the stream), is counted as rejected here, where its error shows.
-func receive[T any](s *Server, ctx context.Context, recv func() (*T, error)) <-chan recvd[T] {
-	ch := make(chan recvd[T])
+// serveStream runs a stream's loop: a worker goroutine reads each message
+// with recv and hands it to handle on the same goroutine (no hand-over
+// per message), until recv fails (io.EOF, the client's clean end: nil),
+// handle returns an error, or ctx ends (the client went, or Close). The
+// handler's goroutine (the caller) only waits, so that Close ends a
+// stream whose worker is blocked in Recv: gRPC's Recv ends with the
+// stream, not with ctx, and the stream ends when its handler returns.
+//
+// The caller returns when ctx ends only once the worker is between
+// messages (in Recv, or about to read another): a message being handled
+// finishes, its reply included, so nothing touches the stream after the
+// handler returned and nothing is left half done; the worker then finds
+// the stream ended (or stop set) and exits. A message over
+// MaxMessageBytes, which gRPC refuses (ResourceExhausted, ending the
+// stream), is counted as rejected here, where its error shows.
+//
+// Cost per message: an uncontended mutex; no allocation, no goroutine
+// switch beyond gRPC's own.
+func serveStream[T any](s *Server, ctx context.Context, recv func() (*T, error), handle func(*T) error) error {
+	var (
+		mu   sync.Mutex // held while a message is handled
+		stop bool       // guarded by mu: the handler has returned
+	)
+	done := make(chan error, 1)
 	go func() {
 		for {
 			m, err := recv()
-			if err != nil && status.Code(err) == codes.ResourceExhausted {
-				s.c.rejected.Add(1)
-			}
-			select {
-			case ch <- recvd[T]{m, err}:
-			case <-ctx.Done():
+			if err != nil {
+				switch {
+				case err == io.EOF:
+					err = nil
+				case status.Code(err) == codes.ResourceExhausted:
+					s.c.rejected.Add(1)
+				}
+				done <- err
 				return
 			}
+			mu.Lock()
+			if stop {
+				mu.Unlock()
+				return
+			}
+			err = handle(m)
+			mu.Unlock()
 			if err != nil {
+				done <- err
 				return
 			}
 		}
 	}()
-	return ch
-}
-
-// next waits for the stream's next message; ok false ends the handler
-// with err (nil for the client's clean end of the stream).
-func next[T any](s *Server, ctx context.Context, in <-chan recvd[T]) (m *T, err error, ok bool) {
 	select {
-	case r := <-in:
-		switch {
-		case r.err == io.EOF:
-			return nil, nil, false
-		case r.err != nil:
-			return nil, r.err, false
-		}
-		return r.m, nil, true
+	case err := <-done:
+		return err
 	case <-ctx.Done():
-		return nil, s.ctxErr(ctx), false
+		mu.Lock()
+		stop = true
+		mu.Unlock()
+		return s.ctxErr(ctx)
 	}
 }
 

@@ -125,7 +125,7 @@ func newGRPCServer(opts GRPCOptions, service string, end func(), register func(*
 		opts.PingTimeout = DefaultPingTimeout
 	}
 	so := []grpc.ServerOption{
-		// Each stream may hold a message read ahead and its decode
+		// Each stream may hold the message it handles and its decode
 		// buffers (up to MaxMessageBytes each): bound the streams a
 		// connection may open.
 		grpc.MaxConcurrentStreams(MaxStreamsPerConn),

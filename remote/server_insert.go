@@ -16,7 +16,7 @@ import (
 // decoded and shape-checked, then stored iff its seq is above the
 // writer's highest stored seq (else acknowledged as a duplicate), after
 // the rate limiter admits it: while the limiter holds a batch the stream
-// is not read (one message at most is read ahead), so HTTP/2 flow control
+// is not read (no message is read ahead), so HTTP/2 flow control
 // pushes back to the client. A batch is acknowledged only once stored.
 // A malformed batch ends the stream with InvalidArgument (counted), a new
 // writer beyond MaxWriters with ResourceExhausted, a vanished client or
@@ -31,24 +31,17 @@ func (s *Server) Insert(stream grpc.BidiStreamingServer[replayv1.InsertRequest, 
 	defer s.c.insertStreams.Add(-1)
 	ctx, done := s.handlerCtx(stream.Context())
 	defer done()
-	in := receive(s, ctx, stream.Recv)
 	var t buffer.Transitions
 	ack := &replayv1.InsertAck{}
-	for {
-		req, err, ok := next(s, ctx, in)
-		if !ok {
-			return err
-		}
+	return serveStream(s, ctx, stream.Recv, func(req *replayv1.InsertRequest) error {
 		s.c.insertReceived.Add(1)
 		dup, size, err := s.insertOne(ctx, req, &t)
 		if err != nil {
 			return err
 		}
 		ack.Seq, ack.Duplicate, ack.Incarnation, ack.Size = req.Seq, dup, s.incarnation, uint64(size)
-		if err := stream.Send(ack); err != nil {
-			return err
-		}
-	}
+		return stream.Send(ack)
+	})
 }
 
 // insertOne stores one InsertRequest (decoded into t) or recognises a

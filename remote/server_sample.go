@@ -63,15 +63,11 @@ func (s *Server) Sample(stream grpc.BidiStreamingServer[replayv1.SampleRequest, 
 	defer s.c.sampleStreams.Add(-1)
 	ctx, done := s.handlerCtx(stream.Context())
 	defer done()
-	in := receive(s, ctx, stream.Recv)
 	st := &sampleStream{}
 	defer s.unobserve(st)
-	for {
-		req, err, ok := next(s, ctx, in)
-		if !ok {
-			return err
-		}
+	return serveStream(s, ctx, stream.Recv, func(req *replayv1.SampleRequest) error {
 		var reply *replayv1.SampleReply
+		var err error
 		switch k := req.Kind.(type) {
 		case *replayv1.SampleRequest_Draw:
 			if reply, err = s.draw(ctx, k.Draw, st); err == nil && st.observing {
@@ -81,7 +77,7 @@ func (s *Server) Sample(stream grpc.BidiStreamingServer[replayv1.SampleRequest, 
 			reply, err = s.writeBack(k.WriteBack, st)
 		case *replayv1.SampleRequest_ObserveEpisodes:
 			if err = s.observeEpisodes(k.ObserveEpisodes, st, stream); err == nil {
-				continue // answered by the feed's messages
+				return nil // answered by the feed's messages
 			}
 		case *replayv1.SampleRequest_Tally:
 			reply, err = s.tally(k.Tally, st)
@@ -91,10 +87,8 @@ func (s *Server) Sample(stream grpc.BidiStreamingServer[replayv1.SampleRequest, 
 		if err != nil {
 			return err
 		}
-		if err := stream.Send(reply); err != nil {
-			return err
-		}
-	}
+		return stream.Send(reply)
+	})
 }
 
 // drawBytes bounds the encoded size of a Batch reply of rows rows.
