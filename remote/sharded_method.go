@@ -73,6 +73,11 @@ const (
 	DefaultProbeMax      = 500 * time.Millisecond
 )
 
+// tallyEvery is how old a live shard's view may get while batches do not
+// touch it before a tally rides along with a draw (its mass refreshed, the
+// fleet's counts handed to its limiter).
+const tallyEvery = 20 * time.Millisecond
+
 // Bounds of the learner's wait on the fleet's rate limiter: it asks every
 // live shard for its counts, sleeping from gateMinSleep doubling to
 // gateMaxSleep between rounds while nothing changes.
@@ -201,9 +206,11 @@ type shard struct {
 	mass        float64
 	size        int
 	minProb     float64
-	reported    int64  // the limiter's own inserted count, as last reported
-	sampledSeen uint64 // the limiter's sampled count, as last tallied
-	base        int64  // added to reported: continuity over incarnations
+	seen        time.Time // the latest reply's arrival
+	tally       bool      // a tally rides along with the current draw
+	reported    int64     // the limiter's own inserted count, as last reported
+	sampledSeen uint64    // the limiter's sampled count, as last tallied
+	base        int64     // added to reported: continuity over incarnations
 	nextProbe   time.Time
 	backoff     time.Duration
 	probe       atomic.Pointer[replayv1.InfoReply] // set by a successful probe
@@ -255,7 +262,10 @@ type sharded struct {
 // as for Client.Method). priorSteps is the learner steps already taken.
 //
 // The learner keeps each shard's mass, size, smallest probability and
-// inserted count from every reply. opts.Sampling picks the exact mode
+// inserted count from every reply; a live shard a batch does not touch
+// gets a Tally along with the draw once its view is 20 ms old (or it held
+// nothing), so a shard empty at the start joins once it holds items and
+// every shard's limiter hears the fleet's counts. opts.Sampling picks the exact mode
 // (ShardExact: each batch's stratified targets spread over the shards by
 // their masses, Draw.at; needs a positional method) or one shard per
 // batch (ShardOne, with probability M_s/M). Each row's Prob is the
@@ -589,7 +599,15 @@ func (s *sharded) eligible(sh *shard, n int) bool {
 // replies. A shard that fails is taken down (errShardDown).
 func (s *sharded) drawPlanned(rng *rand.Rand, step uint64, n int) error {
 	sampled := s.sampled + uint64(n)
+	now := time.Now()
 	for _, sh := range s.shards {
+		// A live shard the batch does not touch hears the fleet's counts
+		// and tells its mass in a tally riding along, once its view is
+		// tallyEvery old (or it held nothing: it may have items now).
+		sh.tally = sh.rows == 0 && sh.up && (sh.mass <= 0 || sh.size == 0 || now.Sub(sh.seen) >= tallyEvery)
+		if sh.tally {
+			s.sendTally(sh, true)
+		}
 		if sh.rows == 0 {
 			continue
 		}
@@ -607,6 +625,9 @@ func (s *sharded) drawPlanned(rng *rand.Rand, step uint64, n int) error {
 	}
 	var down []string
 	for _, sh := range s.shards {
+		if sh.tally {
+			s.recvTally(sh) // a failure takes the shard down, not the draw
+		}
 		if sh.rows == 0 {
 			continue
 		}
@@ -674,6 +695,7 @@ func (s *sharded) observe(sh *shard, inc uint64, mass float64, size int, minProb
 		sh.st.incarnation = inc
 	}
 	sh.mass, sh.size, sh.minProb, sh.reported = mass, size, minProb, int64(inserted)
+	sh.seen = time.Now()
 }
 
 // assemble fills dst from the shards' replies, in row order.
@@ -887,37 +909,49 @@ func (s *sharded) tallyRound(fleet bool) {
 // down. A shard's new incarnation is rebased (observe).
 func (s *sharded) tallyShards(shards []*shard, fleet bool) {
 	for _, sh := range shards {
-		st := sh.st
-		st.nextID++
-		t := &replayv1.Tally{Table: s.table, Id: st.nextID}
-		if fleet {
-			t.Fleet = s.fleetCounts(sh, s.sampled)
-		}
-		st.req.Kind = &replayv1.SampleRequest_Tally{Tally: t}
-		sh.failed = st.send(&st.req)
+		s.sendTally(sh, fleet)
 	}
 	for _, sh := range shards {
-		if sh.failed == nil {
-			reply, err := sh.st.recv(s.opts.Deadline, nil)
-			if err == nil {
-				t := reply.GetTallied()
-				if t == nil || t.GetId() != sh.st.nextID {
-					err = sh.st.broken(fmt.Errorf("tally %d: the reply is %s", sh.st.nextID, describe(reply)))
-				} else {
-					s.observe(sh, t.GetIncarnation(), t.GetMass(), int(t.GetSize()), t.GetMinProb(), t.GetInserted())
-					sh.sampledSeen = t.GetSampled()
-					if !sh.up {
-						sh.up = true
-						s.opts.Counters.update(func(st *ShardStats) { st.Shards[sh.i].Up = true })
-					}
-					continue
-				}
-			}
-			sh.failed = err
-		}
-		s.down(sh, sh.failed)
+		s.recvTally(sh)
 	}
 	s.opts.Counters.update(s.recordLocked)
+}
+
+// sendTally sends sh a Tally (with the fleet's counts when fleet); a
+// failure is kept in sh.failed for recvTally.
+func (s *sharded) sendTally(sh *shard, fleet bool) {
+	st := sh.st
+	st.nextID++
+	t := &replayv1.Tally{Table: s.table, Id: st.nextID}
+	if fleet {
+		t.Fleet = s.fleetCounts(sh, s.sampled)
+	}
+	st.req.Kind = &replayv1.SampleRequest_Tally{Tally: t}
+	sh.failed = st.send(&st.req)
+}
+
+// recvTally reads sh's answer to sendTally (within Deadline): the shard
+// is up with its counts and masses, or down.
+func (s *sharded) recvTally(sh *shard) {
+	if sh.failed == nil {
+		reply, err := sh.st.recv(s.opts.Deadline, nil)
+		if err == nil {
+			t := reply.GetTallied()
+			if t == nil || t.GetId() != sh.st.nextID {
+				err = sh.st.broken(fmt.Errorf("tally %d: the reply is %s", sh.st.nextID, describe(reply)))
+			} else {
+				s.observe(sh, t.GetIncarnation(), t.GetMass(), int(t.GetSize()), t.GetMinProb(), t.GetInserted())
+				sh.sampledSeen = t.GetSampled()
+				if !sh.up {
+					sh.up = true
+					s.opts.Counters.update(func(st *ShardStats) { st.Shards[sh.i].Up = true })
+				}
+				return
+			}
+		}
+		sh.failed = err
+	}
+	s.down(sh, sh.failed)
 }
 
 // gate holds a draw of n rows until the fleet's counts admit it (no

@@ -675,3 +675,42 @@ func TestShardedRefusals(t *testing.T) {
 		t.Error("ParseShardSampling(all): no error")
 	}
 }
+
+// TestShardedEmptyShardJoins: a shard empty when the learner starts (no
+// limiter holds draws) is drawn from once it holds items: its mass is
+// refreshed by tallies riding along with the draws it does not serve.
+func TestShardedEmptyShardJoins(t *testing.T) {
+	checkLeaks(t)
+	layout := shardLayout(16)
+	for _, mode := range []ShardSampling{ShardExact, ShardOne} {
+		a := newTestShard(t, "shard-a", "per", layout, nil, `{"run":1}`)
+		b := newTestShard(t, "shard-b", "per", layout, nil, `{"run":1}`)
+		a.fill(t, []float64{1, 1, 1, 1}, 0)
+		_, local := localTwin(t, "per", layout)
+		ctx, cancel := context.WithCancel(context.Background())
+		m, err := ShardedMethod(ctx, clientsOf(a, b), local, 0, ShardOptions{Sampling: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(7, 8))
+		dst, _ := a.buf.NewBatch(4)
+		if err := m.Selector.Sample(rng, dst); err != nil {
+			t.Fatal(err)
+		}
+		b.fill(t, []float64{50, 50, 50, 50}, 1) // now most of the mass
+		fromB := false
+		for i := 0; i < 200 && !fromB; i++ {
+			if err := m.Selector.Sample(rng, dst); err != nil {
+				t.Fatal(err)
+			}
+			for j := range 4 {
+				fromB = fromB || dst.Obs[2*j+1] == 1
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if !fromB {
+			t.Errorf("%s: shard b, filled after the learner started, was never drawn from", mode)
+		}
+		cancel()
+	}
+}
