@@ -676,17 +676,28 @@ func TestConfigDiffAndFleetConfig(t *testing.T) {
 	}
 	fl := newTestFleet(t, 3)
 	names := []string{"a:1", "b:1", "c:1"}
-	cfg, err := FleetConfig(context.Background(), fl.clients, names)
+	cfg, infos, err := FleetConfig(context.Background(), fl.clients, names)
 	if err != nil || string(cfg) != `{"env":"test"}` {
 		t.Fatalf("FleetConfig: %q, %v", cfg, err)
 	}
-	fl.fakes[2].set(func(f *fakeShard) { f.config = []byte(`{"env":"other"}`) })
-	_, err = FleetConfig(context.Background(), fl.clients, names)
+	for i, info := range infos {
+		if info.GetIncarnation() != uint64(100+i) {
+			t.Errorf("infos[%d]: incarnation %d, want %d", i, info.GetIncarnation(), 100+i)
+		}
+	}
+	// One server listed twice (its two entries report one incarnation):
+	// refused, naming both entries.
+	fl.fakes[2].set(func(f *fakeShard) { f.incarnation = 100 })
+	if _, _, err = FleetConfig(context.Background(), fl.clients, names); err == nil || !strings.Contains(err.Error(), "a:1 and c:1 are one server") {
+		t.Errorf("one server twice: %v", err)
+	}
+	fl.fakes[2].set(func(f *fakeShard) { f.incarnation, f.config = 102, []byte(`{"env":"other"}`) })
+	_, _, err = FleetConfig(context.Background(), fl.clients, names)
 	if err == nil || !strings.Contains(err.Error(), "a:1 and c:1") || !strings.Contains(err.Error(), "env differ") {
 		t.Errorf("mismatch: %v", err)
 	}
 	fl.servers[1].stop()
-	if _, err = FleetConfig(context.Background(), fl.clients, names); err == nil || !strings.Contains(err.Error(), "b:1") {
+	if _, _, err = FleetConfig(context.Background(), fl.clients, names); err == nil || !strings.Contains(err.Error(), "b:1") {
 		t.Errorf("a shard down: %v", err)
 	}
 }

@@ -82,13 +82,15 @@ func (f *replayFleet) names() []string {
 // config is the run configuration every shard serves (and its JSON, which
 // a ShardedWriter holds a rejoining shard to): one Info call per shard; a
 // shard that does not answer or serves another configuration is an error
-// naming the shards (remote.FleetConfig).
+// naming the shards, and so are two entries that reach one server (they
+// report the same incarnation: 127.0.0.1:7700 and localhost:7700) —
+// remote.FleetConfig.
 func (f *replayFleet) config(ctx context.Context) (runtime.TrainConfig, []byte, error) {
 	if len(f.clients) == 1 {
 		cfg, err := f.clients[0].Config(ctx)
 		return cfg, nil, err
 	}
-	js, err := remote.FleetConfig(ctx, f.clients, f.names())
+	js, _, err := remote.FleetConfig(ctx, f.clients, f.names())
 	if err != nil {
 		return runtime.TrainConfig{}, nil, err
 	}

@@ -3,9 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc"
+
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/remote"
 )
 
@@ -46,5 +52,50 @@ func TestDialReplayFleet(t *testing.T) {
 	}
 	if _, err := dialReplayFleet(context.Background(), "nowhere.test:7700,127.0.0.1:1", copts, lookup); err == nil {
 		t.Error("an unknown host: no error")
+	}
+}
+
+// infoOnly is a replay server that answers Info alone.
+type infoOnly struct {
+	replayv1.UnimplementedReplayServer
+}
+
+func (infoOnly) Info(context.Context, *replayv1.InfoRequest) (*replayv1.InfoReply, error) {
+	return &replayv1.InfoReply{Incarnation: 42, Config: []byte(`{"env":"cartpole"}`)}, nil
+}
+
+// TestReplayFleetOneServerTwice: one server listed under two names
+// (127.0.0.1:port and localhost:port) is refused at start as one server
+// listed twice, naming both entries — not taken as two shards (whose
+// writers would then collide on one writer id).
+func TestReplayFleetOneServerTwice(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	replayv1.RegisterReplayServer(s, infoOnly{})
+	go func() { _ = s.Serve(ln) }()
+	defer s.Stop()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	lookup := func(_ context.Context, host string) ([]string, error) {
+		if host == "localhost" {
+			return []string{"127.0.0.1"}, nil
+		}
+		return nil, fmt.Errorf("no such host %s", host)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	f, err := dialReplayFleet(ctx, "127.0.0.1:"+port+",localhost:"+port, remote.ClientOptions{Insecure: true}, lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if len(f.clients) != 2 {
+		t.Fatalf("dialed %q: want the two entries as written", f.names())
+	}
+	_, _, err = f.config(ctx)
+	if err == nil || !strings.Contains(err.Error(), "are one server (both report incarnation 42)") || strings.Count(err.Error(), ":"+port) != 2 {
+		t.Errorf("one server listed twice: %v", err)
 	}
 }
