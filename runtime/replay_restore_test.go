@@ -255,3 +255,45 @@ func TestConsistentBalance(t *testing.T) {
 		}
 	}
 }
+
+// TestConsistentBalanceNarrowBand: a band under 1 wide (SamplesPerInsert
+// 0.9, ErrorBuffer 1) holds no whole sample count for 2 inserts: the
+// restore admits the side the checkpoint's balance blocked, and one call
+// of that side opens the other.
+func TestConsistentBalanceNarrowBand(t *testing.T) {
+	cfg := RateLimiterConfig{SamplesPerInsert: 0.9, MinSizeToSample: 1, ErrorBuffer: 1}
+	for _, c := range []struct {
+		sampled    int64
+		wantInsert bool // else a sample is admitted
+	}{{0, true}, {100, false}} {
+		ins, smp, note := consistentBalance(cfg, 2, c.sampled, 2)
+		r, err := NewRateLimiter(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.restore(ins, smp)
+		if r.CanInsert() && r.CanSample() {
+			t.Fatalf("sampled %d: restored (%d, %d) admits both: the band is not narrow, the test is wrong", c.sampled, ins, smp)
+		}
+		if note == "" {
+			t.Errorf("sampled %d: restored (%d, %d) without a note", c.sampled, ins, smp)
+		}
+		if c.wantInsert {
+			if !r.CanInsert() {
+				t.Fatalf("too few samples: restored (%d, %d) admits no insert", ins, smp)
+			}
+			r.restore(ins+1, smp)
+			if !r.CanSample() {
+				t.Errorf("too few samples: after an insert (%d, %d) admits no sample", ins+1, smp)
+			}
+		} else {
+			if !r.CanSample() {
+				t.Fatalf("too many samples: restored (%d, %d) admits no sample", ins, smp)
+			}
+			r.restore(ins, smp+1)
+			if !r.CanInsert() {
+				t.Errorf("too many samples: after a sample (%d, %d) admits no insert", ins, smp+1)
+			}
+		}
+	}
+}

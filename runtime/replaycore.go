@@ -396,7 +396,9 @@ func LoadReplayCore(cfg TrainConfig, r io.Reader) (*ReplayCore, error) {
 // inserts (a limiter that counted items the buffer lacks would admit
 // draws that fail while holding inserts), and the balance is clamped
 // into the band where both an insert and a sample are admitted under the
-// configuration in force (a checkpoint of another ratio would otherwise
+// configuration in force — or, when that band is under 1 wide and holds
+// no whole sample count, to where the side the checkpoint blocked is
+// admitted (see consistentBalance) — (a checkpoint of another ratio would otherwise
 // hold one side until the other had made up the difference). With an
 // unchanged configuration the clamp moves at most the one batch a
 // limiter may overshoot by. RestoreNotes says what was adjusted.
@@ -496,9 +498,16 @@ func LoadReplayCoreWith(cfg TrainConfig, r io.Reader, o RestoreOptions) (*Replay
 
 // consistentBalance is the balance a restore gives the limiter (see
 // LoadReplayCoreWith): inserted at most stored (the buffer's count of
-// inserts), then sampled moved so that the balance lies in the band
-// where an insert and a sample are both admitted under cfg. note says
-// what moved ("" if nothing). O(1).
+// inserts), then sampled moved toward the band where an insert and a
+// sample are both admitted under cfg. When the band is at least 1 wide
+// (2·ErrorBuffer ≥ SamplesPerInsert + 2) the balance lands inside it and
+// both are admitted. A narrower band may hold no whole sample count for
+// the restored inserts (SamplesPerInsert 0.9, ErrorBuffer 1,
+// MinSizeToSample 1, inserted 2: none admits both); then the side the
+// checkpoint's balance blocked is admitted (inserts when it had too few
+// samples, samples when it had too many), and the other side opens after
+// that side's next call, as in a live limiter with such a band. note
+// says what moved ("" if nothing). O(1).
 func consistentBalance(cfg RateLimiterConfig, inserted, sampled, stored int64) (ins, smp int64, note string) {
 	ins, smp = min(inserted, stored), sampled
 	off := cfg.SamplesPerInsert * float64(cfg.MinSizeToSample)
@@ -515,7 +524,7 @@ func consistentBalance(cfg RateLimiterConfig, inserted, sampled, stored int64) (
 	if ins == inserted && smp == sampled {
 		return ins, smp, ""
 	}
-	return ins, smp, fmt.Sprintf("rate limiter: the checkpoint's balance (inserted %d, sampled %d) restored as inserted %d, sampled %d (the buffer holds %d inserts; the balance clamped to where inserts and samples are both admitted)",
+	return ins, smp, fmt.Sprintf("rate limiter: the checkpoint's balance (inserted %d, sampled %d) restored as inserted %d, sampled %d (the buffer holds %d inserts; the balance clamped toward where inserts and samples are both admitted)",
 		inserted, sampled, ins, smp, stored)
 }
 
