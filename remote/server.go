@@ -133,7 +133,9 @@ type Server struct {
 	clock func() time.Time // nil: time.Now (tests set it)
 }
 
-// writerState is one writer's idempotency record.
+// writerState is one writer's idempotency record. The table lives in
+// memory only: a checkpoint does not hold it, so after a restore a
+// writer's resent batches are stored again.
 type writerState struct {
 	// sem (capacity 1) serializes the writer's batches across streams (a
 	// reconnect may overlap the old stream), so "store iff seq > high" is

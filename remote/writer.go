@@ -167,6 +167,10 @@ type writerHooks struct {
 // re-opens it with backoff and resends every unacknowledged batch in
 // order; the server acknowledges the ones it had stored as duplicates
 // (batches are numbered per writer id) and does not store them twice.
+// That holds while the server runs: its table of writers' highest
+// sequence numbers is not in its checkpoint, so a server restarted from a
+// checkpoint stores again every resent batch that the checkpoint already
+// held (at most the window's batches per restart).
 // When it gives up (MaxAttempts, a permanent refusal such as a malformed
 // batch or a bad token) the unacknowledged batches are counted as lost and
 // every later Insert, Flush and Close returns the error. Nothing is
@@ -847,8 +851,9 @@ func (w *Writer) detach() []*wbatch {
 // re-opens its stream and resends its window in order (the server
 // acknowledges what it had stored as duplicates); a detached one, whose
 // window is empty, takes new batches again (its sequence numbers go on
-// from where they were, so a restarted shard that restored its writer
-// table from a checkpoint never mistakes them for old ones).
+// from where they were). A restarted shard knows none of them: its
+// checkpoint holds no writer table, so whatever is resent to it is
+// stored, even a batch its checkpoint already held.
 func (w *Writer) resume() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
