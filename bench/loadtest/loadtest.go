@@ -10,9 +10,10 @@
 // and discount; no flags column; and a random float64 priority each,
 // encoded by remote.EncodeTransitions) with at most
 // Config.Window batches unacknowledged (as fast as the server takes them,
-// or paced to Config.InsertRate in all), and one learner on one Sample
-// stream that keeps Config.SampleInflight draws of Config.SampleBatch rows
-// in flight and answers each batch it receives with a priority write-back
+// or paced to Config.InsertRate in all), and one learner on
+// Config.SampleStreams Sample streams (one by default, all on the
+// learner's connection), each keeping Config.SampleInflight draws of
+// Config.SampleBatch rows in flight, and answers each batch it receives with a priority write-back
 // of random |δ| for every row. After Config.Warmup (and once the first
 // draw has been answered) the figures are counted for Config.Duration:
 // acknowledged inserts, drawn batches, written-back rows, the round trip
@@ -36,6 +37,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,6 +62,8 @@ const (
 	MaxBatch    = 8192
 	MaxWindow   = 1024
 	MaxInflight = 64
+	// MaxSampleStreams bounds Config.SampleStreams.
+	MaxSampleStreams = 16
 )
 
 // Config is one load test. The zero value is not valid: start from
@@ -86,6 +90,12 @@ type Config struct {
 	InsertRate float64
 	// SampleBatch is the number of rows per draw (1..MaxBatch).
 	SampleBatch int
+	// SampleStreams is the number of Sample streams the learner runs, all
+	// on its one connection, each keeping SampleInflight draws in flight
+	// (1..MaxSampleStreams): one learner process whose sampling is spread
+	// over several streams, so the server serves them in parallel up to
+	// its stage lock.
+	SampleStreams int
 	// SampleInflight is the number of draws the learner keeps in flight
 	// (1..MaxInflight).
 	SampleInflight int
@@ -115,7 +125,7 @@ const stopLimit = 10 * time.Second
 // 64-row batches, window 8, one connection per stream, 512-row draws with
 // 4 in flight, 2 s of warm-up and 10 s measured.
 func DefaultConfig() Config {
-	return Config{Streams: 64, InsertBatch: 64, Window: 8, SampleBatch: 512, SampleInflight: 4,
+	return Config{Streams: 64, InsertBatch: 64, Window: 8, SampleBatch: 512, SampleStreams: 1, SampleInflight: 4,
 		Warmup: 2 * time.Second, Duration: 10 * time.Second, Seed: 1}
 }
 
@@ -135,6 +145,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("-insert-rate=%v must be a finite rate >= 0 (0: unpaced)", c.InsertRate)
 	case c.SampleBatch < 1 || c.SampleBatch > MaxBatch:
 		return fmt.Errorf("-sample-batch=%d must be in 1..%d", c.SampleBatch, MaxBatch)
+	case c.SampleStreams < 1 || c.SampleStreams > MaxSampleStreams:
+		return fmt.Errorf("-sample-streams=%d must be in 1..%d", c.SampleStreams, MaxSampleStreams)
 	case c.SampleInflight < 1 || c.SampleInflight > MaxInflight:
 		return fmt.Errorf("-sample-inflight=%d must be in 1..%d", c.SampleInflight, MaxInflight)
 	case c.Warmup < 0:
@@ -164,6 +176,7 @@ type Report struct {
 	// InsertRate is the paced rate asked for (0: unpaced).
 	InsertRate     float64 `json:"insert_rate"`
 	SampleBatch    int     `json:"sample_batch"`
+	SampleStreams  int     `json:"sample_streams"`
 	SampleInflight int     `json:"sample_inflight"`
 	Seed           uint64  `json:"seed"`
 
@@ -216,8 +229,10 @@ type run struct {
 	fillOne atomic.Bool   // whether filled is closed
 	// window bounds (UnixNano) of the latencies recorded; set by Run.
 	from, to atomic.Int64
-	hist     meter.Histogram // owned by the learner's receiver until it ends
-	size     atomic.Uint64   // table size from the latest ack or batch
+	histMu   sync.Mutex // guards hist (the learner's receivers record into it)
+	hist     meter.Histogram
+	firstOne atomic.Bool   // whether first is closed
+	size     atomic.Uint64 // table size from the latest ack or batch
 }
 
 // Run connects (dial), checks the server (Info), runs the load and returns
@@ -269,7 +284,7 @@ func Run(ctx context.Context, dial Dialer, cfg Config) (*Report, error) {
 	}
 	rep := &Report{Method: tab.GetMethod(), Capacity: tab.GetCapacity(), Streams: cfg.Streams,
 		InsertBatch: cfg.InsertBatch, Window: cfg.Window, Conns: nconn, InsertRate: cfg.InsertRate, SampleBatch: cfg.SampleBatch,
-		SampleInflight: cfg.SampleInflight, Seed: cfg.Seed}
+		SampleStreams: cfg.SampleStreams, SampleInflight: cfg.SampleInflight, Seed: cfg.Seed}
 
 	r := &run{cfg: cfg, stop: make(chan struct{}), first: make(chan struct{}), filled: make(chan struct{})}
 	if tab.GetSize() >= uint64(cfg.SampleBatch) {
@@ -291,7 +306,9 @@ func Run(ctx context.Context, dial Dialer, cfg Config) (*Report, error) {
 		writer := fmt.Sprintf("loadtest-%016x-%d", nonce, i)
 		g.Go(func() error { return r.insertStream(gctx, g, client, writer, i) })
 	}
-	g.Go(func() error { return r.learner(gctx, g, learner) })
+	for i := range cfg.SampleStreams {
+		g.Go(func() error { return r.learner(gctx, g, learner, i) })
+	}
 	done := make(chan error, 1)
 	go func() { done <- g.Wait() }()
 	// finish stops the streams (gracefully, then by cancelling) and
@@ -386,10 +403,12 @@ func Run(ctx context.Context, dial Dialer, cfg Config) (*Report, error) {
 	rep.InsertsPerSec = float64(rep.Inserted) / el
 	rep.SampledPerSec = float64(rep.Sampled) / el
 	rep.DrawsPerSec = float64(rep.Draws) / el
+	r.histMu.Lock() // the receivers may still record (outside the window, so not)
 	rep.SampleRTTP50US = us(r.hist.Quantile(0.5))
 	rep.SampleRTTP90US = us(r.hist.Quantile(0.9))
 	rep.SampleRTTP99US = us(r.hist.Quantile(0.99))
 	rep.SampleRTTMaxUS = us(r.hist.Max())
+	r.histMu.Unlock()
 	rep.TableSize = r.size.Load()
 	rep.LoadtestCPUSec = (cpu1 - cpu0).Seconds()
 	if srvErr == nil && srvErr1 == nil && cfg.ServerCPU != nil {
@@ -567,13 +586,14 @@ func closeSend(s grpc.ClientStream, who string) error {
 	return nil
 }
 
-// learner is the sampling learner: a sender (this goroutine) that keeps
+// learner is one Sample stream of the sampling learner (stream i of
+// SampleStreams): a sender (this goroutine) that keeps
 // SampleInflight draws in flight and writes back random priorities for
 // every batch received, and a receiver (in g) that times the draws and
 // counts the answers. It sends its first draws once the table holds
 // SampleBatch items. After r.stop it sends no more draws, writes back the
 // batches still due, and closes the stream.
-func (r *run) learner(ctx context.Context, g *errgroup.Group, client replayv1.ReplayClient) error {
+func (r *run) learner(ctx context.Context, g *errgroup.Group, client replayv1.ReplayClient, i int) error {
 	stream, err := client.Sample(ctx)
 	if err != nil {
 		return fmt.Errorf("loadtest: learner: Sample: %w", err)
@@ -582,7 +602,6 @@ func (r *run) learner(ctx context.Context, g *errgroup.Group, client replayv1.Re
 	n := r.cfg.SampleBatch
 	sent := make([]atomic.Int64, k) // UnixNano a draw was sent, by id mod k
 	got := make(chan *replayv1.Batch, k)
-	var firstOnce atomic.Bool
 	g.Go(func() error {
 		defer close(got)
 		for {
@@ -601,11 +620,13 @@ func (r *run) learner(ctx context.Context, g *errgroup.Group, client replayv1.Re
 					return fmt.Errorf("loadtest: learner: draw %d answered with %d keys, want %d", b.GetId(), len(b.GetKeys()), n)
 				}
 				if at := sent[b.GetId()%uint64(k)].Load(); at >= r.from.Load() && now <= r.to.Load() {
+					r.histMu.Lock()
 					r.hist.Record(time.Duration(now - at))
+					r.histMu.Unlock()
 				}
 				r.count.draws.Add(1)
 				r.size.Store(b.GetSize())
-				if firstOnce.CompareAndSwap(false, true) {
+				if r.firstOne.CompareAndSwap(false, true) {
 					close(r.first)
 				}
 				got <- b // never blocks: at most k draws are in flight
@@ -619,7 +640,7 @@ func (r *run) learner(ctx context.Context, g *errgroup.Group, client replayv1.Re
 		}
 	})
 
-	rng := rand.New(rand.NewPCG(r.cfg.Seed, 0x5a3b1e))
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, 0x5a3b1e+uint64(i)))
 	prios := make([]float64, 4*n) // written back from a random offset
 	for i := range prios {
 		prios[i] = rng.ExpFloat64()

@@ -32,6 +32,7 @@ type fakeServer struct {
 	size       uint64
 	insertErr  error // returned by Insert at its first message, if set
 	writeBacks uint64
+	sampleOpen int // Sample streams opened
 }
 
 const fakeIncarnation = 7
@@ -71,6 +72,9 @@ func (f *fakeServer) Insert(s grpc.BidiStreamingServer[replayv1.InsertRequest, r
 }
 
 func (f *fakeServer) Sample(s grpc.BidiStreamingServer[replayv1.SampleRequest, replayv1.SampleReply]) error {
+	f.mu.Lock()
+	f.sampleOpen++
+	f.mu.Unlock()
 	for {
 		req, err := s.Recv()
 		if err == io.EOF {
@@ -152,6 +156,30 @@ func TestRunFake(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// Every draw answered (in or out of the window) was written back.
+	if f.writeBacks < rep.Draws {
+		t.Errorf("%d write-backs for %d draws in the window", f.writeBacks, rep.Draws)
+	}
+}
+
+// TestRunSampleStreams: with SampleStreams 3 the learner opens 3 Sample
+// streams, each drawing and writing back, and the report says so.
+func TestRunSampleStreams(t *testing.T) {
+	f := &fakeServer{}
+	cfg := smokeConfig()
+	cfg.SampleStreams = 3
+	rep, err := Run(context.Background(), serve(t, f), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, rep, cfg)
+	if rep.SampleStreams != 3 {
+		t.Errorf("report: %d sample streams, want 3", rep.SampleStreams)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sampleOpen != 3 {
+		t.Errorf("the server saw %d Sample streams, want 3", f.sampleOpen)
+	}
 	if f.writeBacks < rep.Draws {
 		t.Errorf("%d write-backs for %d draws in the window", f.writeBacks, rep.Draws)
 	}
@@ -262,6 +290,7 @@ func TestValidate(t *testing.T) {
 		"-insert-rate":     func(c *Config) { c.InsertRate = math.Inf(1) },
 		"-sample-batch":    func(c *Config) { c.SampleBatch = 0 },
 		"-sample-inflight": func(c *Config) { c.SampleInflight = MaxInflight + 1 },
+		"-sample-streams":  func(c *Config) { c.SampleStreams = MaxSampleStreams + 1 },
 		"-warmup":          func(c *Config) { c.Warmup = -1 },
 		"-duration":        func(c *Config) { c.Duration = 0 },
 	} {

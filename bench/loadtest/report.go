@@ -22,8 +22,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.InsertRate > 0 {
 		paced = "paced to " + meter.SI(r.InsertRate) + "/s"
 	}
-	p("load\t%d insert streams over %d connections (batches of %d, window %d, %s); 1 learner (draws of %d, %d in flight)\n",
-		r.Streams, r.Conns, r.InsertBatch, r.Window, paced, r.SampleBatch, r.SampleInflight)
+	p("load\t%d insert streams over %d connections (batches of %d, window %d, %s); 1 learner on %d Sample stream(s) (draws of %d, %d in flight per stream)\n",
+		r.Streams, r.Conns, r.InsertBatch, r.Window, paced, max(r.SampleStreams, 1), r.SampleBatch, r.SampleInflight)
 	p("measured\t%.2f s after %.2f s of warm-up\n", r.DurationSec, r.WarmupSec)
 	p("\n")
 	p("figure\ttotal\tper s\tper server CPU-s\tper CPU-s (both)\n")

@@ -35,8 +35,8 @@ Load-tests one replay server (apex replay) over loopback gRPC: -streams
 simulated actors, each an Insert stream of batches of -insert-batch random
 CartPole transitions (44 bytes, plus a random priority) with at most -window
 batches unacknowledged (paced to -insert-rate transitions/s in all, or
-as fast as the server takes them), and one learner on a Sample stream keeping
--sample-inflight draws of -sample-batch rows in flight and writing back
+as fast as the server takes them), and one learner on -sample-streams Sample
+streams (1 by default, on one connection), each keeping -sample-inflight draws of -sample-batch rows in flight and writing back
 random priorities for every row it draws. After -warmup it measures for
 -duration: inserted transitions/s, sampled transitions/s (each written
 back), draws/s, the round trip of each draw (sent → batch received) at p50,
@@ -108,6 +108,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 	fs.IntVar(&cfg.Conns, "conns", def.Conns, "client connections the insert streams share (0..-streams; 0: one per stream); the learner has its own")
 	fs.Float64Var(&cfg.InsertRate, "insert-rate", def.InsertRate, "pace the streams to this many transitions/s in all (0: as fast as the server acknowledges)")
 	fs.IntVar(&cfg.SampleBatch, "sample-batch", def.SampleBatch, fmt.Sprintf("rows per draw (1..%d)", loadtest.MaxBatch))
+	fs.IntVar(&cfg.SampleStreams, "sample-streams", def.SampleStreams, fmt.Sprintf("Sample streams the learner runs on its one connection, each with -sample-inflight draws in flight (1..%d; not with -shards)", loadtest.MaxSampleStreams))
 	fs.IntVar(&cfg.SampleInflight, "sample-inflight", def.SampleInflight, fmt.Sprintf("draws the learner keeps in flight (1..%d; not with -shards, where the learner draws one batch at a time)", loadtest.MaxInflight))
 	fs.DurationVar(&cfg.Warmup, "warmup", def.Warmup, "unmeasured load first (>= 0); measuring also waits for the first answered draw")
 	fs.DurationVar(&cfg.Duration, "duration", def.Duration, "measured window (> 0)")
@@ -150,6 +151,9 @@ func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 		}
 		if *server != "" || cfg.Conns != 0 {
 			return usageErr("-server and -conns do not apply with -shards (fleet mode starts its own shards)")
+		}
+		if cfg.SampleStreams != 1 {
+			return usageErr("-sample-streams does not apply with -shards (the fleet's learner draws through one remote.ShardedMethod)")
 		}
 	} else {
 		set := map[string]bool{}

@@ -19,6 +19,7 @@ func TestLoadtestBadFlags(t *testing.T) {
 		{"-insert-rate=NaN", "-insert-rate must be a finite number, got NaN"},
 		{"-sample-batch=0", "-sample-batch=0 must be in 1..8192"},
 		{"-sample-inflight=65", "-sample-inflight=65 must be in 1..64"},
+		{"-sample-streams=0", "-sample-streams=0 must be in 1..16"},
 		{"-warmup=-1s", "-warmup=-1s must not be negative"},
 		{"-duration=0s", "-duration=0s must be positive"},
 		{"-server=nohost", `-server="nohost" is not HOST:PORT`},
@@ -63,7 +64,7 @@ func TestLoadtestHelp(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", code, errOut.String())
 	}
 	for _, f := range []string{"server", "replay-args", "table", "streams", "insert-batch", "window", "conns", "insert-rate",
-		"sample-batch", "sample-inflight", "warmup", "duration", "seed", "json", "cpuprofile",
+		"sample-batch", "sample-streams", "sample-inflight", "warmup", "duration", "seed", "json", "cpuprofile",
 		"tls-cert", "tls-key", "tls-ca", "tls-server-name", "token-file", "insecure",
 		"shards", "actor-hosts", "shard-sampling", "sample-rate", "capacity", "chaos", "chaos-shard", "chaos-at", "chaos-down", "checkpoint-every"} {
 		if !strings.Contains(out.String(), "\n  -"+f+" ") && !strings.Contains(out.String(), "\n  -"+f+"\n") {
