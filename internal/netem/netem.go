@@ -124,6 +124,10 @@ type Config struct {
 	// DialTimeout bounds dialing Target (0: 5 s); a failed dial closes the
 	// accepted connection (Stats.DialFailures).
 	DialTimeout time.Duration
+	// Dial dials Target for each accepted connection (nil: a net.Dialer);
+	// tests use it to dial from another network namespace than the
+	// listener's.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 	// Seed seeds the loss, reset and jitter draws (each connection's
 	// directions draw from their own stream derived from it).
 	Seed uint64
@@ -346,8 +350,12 @@ func (c *conn) run() {
 		}
 		cancel()
 	}()
-	var d net.Dialer
-	t, err := d.DialContext(ctx, "tcp", p.cfg.Target)
+	dial := p.cfg.Dial
+	if dial == nil {
+		var d net.Dialer
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	t, err := dial(ctx, p.cfg.Target)
 	cancel()
 	if err != nil {
 		select {
