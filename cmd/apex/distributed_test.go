@@ -29,12 +29,19 @@ type proc struct {
 // if it has not exited within 10 s.
 func startProc(t *testing.T, dir, name, bin string, args ...string) *proc {
 	t.Helper()
+	return startCmd(t, dir, name, exec.Command(bin, args...))
+}
+
+// startCmd is startProc for a command already made (one run inside a
+// network namespace, say): cmd must exec the process to be ended, so that
+// its pid is cmd's.
+func startCmd(t *testing.T, dir, name string, cmd *exec.Cmd) *proc {
+	t.Helper()
 	logPath := filepath.Join(dir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		f.Close()
