@@ -38,6 +38,7 @@ func TestLoadtestBadFlags(t *testing.T) {
 		{"-shards=2 -chaos -chaos-shard=2", "-chaos-shard=2 must be in [0, 2)"},
 		{"-shards=2 -chaos -duration=2s -chaos-at=1s -chaos-down=1s", "must fall inside -duration=2s"},
 		{"-shards=2 -sample-rate=-1", "-sample-rate=-1 must be a finite rate >= 0"},
+		{"-shards=2 -sample-streams=2", "-sample-streams does not apply with -shards"},
 		{"-shards=2 -shard-sampling=all", `-shard-sampling="all": want exact or one`},
 		{"-shard-sampling=one", "-shard-sampling applies with -shards only"},
 		{"-shards=2 -capacity=10", "-capacity=10 must hold at least -sample-batch=512"},
