@@ -98,6 +98,13 @@ type Buffer struct {
 
 	// snapshotting is set while SaveStriped runs (one at a time).
 	snapshotting atomic.Bool
+	// thawed is closed when the stripe SaveStriped holds opens again: a
+	// new channel per frozen stripe, stored before the stripe's gate
+	// closes (writers waiting for a copy block on it; snapshot.go).
+	thawed atomic.Pointer[chan struct{}]
+	// drained (capacity 1) gets a token when the last writer leaves a
+	// frozen stripe (SaveStriped waits on it; snapshot.go).
+	drained chan struct{}
 
 	// rows holds the items row-major: global slot g's record is the
 	// rl.stride bytes at byte offset g·rl.stride, each column at its offset

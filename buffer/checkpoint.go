@@ -385,6 +385,7 @@ func (b *Buffer) initIndex() {
 	b.c.maxUnits.Store(b.init)
 	b.nlev = b.lay.levels()
 	b.stripes = make([]stripe, cfg.Stripes)
+	b.drained = make(chan struct{}, 1)
 	b.tree = make([][]atomic.Uint64, b.nlev)
 	for k := range b.nlev {
 		b.tree[k] = make([]atomic.Uint64, cfg.Stripes*b.lay.m[k])

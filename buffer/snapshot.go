@@ -50,6 +50,13 @@ import (
 // gateFrozen is the gate's frozen bit; the bits below count writers.
 const gateFrozen = 1 << 63
 
+// spinWaits is how many times a wait for a stripe yields the processor
+// (runtime.Gosched) before it blocks on a channel: a writer leaving a
+// stripe takes well under that, a stripe's copy (up to milliseconds) much
+// longer, and a blocked waiter burns no core (the package reads no
+// clock, so it blocks rather than sleeps).
+const spinWaits = 64
+
 // enterStripe admits a writer to stripe s unless a snapshot holds it.
 // O(1): one atomic add (two when refused).
 func (b *Buffer) enterStripe(s int) bool {
@@ -57,17 +64,46 @@ func (b *Buffer) enterStripe(s int) bool {
 	if g.Add(1)&gateFrozen == 0 {
 		return true
 	}
-	g.Add(^uint64(0))
+	b.left(g.Add(^uint64(0)))
 	return false
 }
 
 // leaveStripe ends a writer's stay in stripe s.
-func (b *Buffer) leaveStripe(s int) { b.stripes[s].gate.Add(^uint64(0)) }
+func (b *Buffer) leaveStripe(s int) { b.left(b.stripes[s].gate.Add(^uint64(0))) }
 
-// waitThaw waits (yielding the processor) while a snapshot holds stripe s.
+// left wakes SaveStriped when a writer's leaving emptied a frozen stripe
+// (gate, the gate's new value, is gateFrozen alone). A token already
+// waiting suffices: SaveStriped re-reads the gate after each.
+func (b *Buffer) left(gate uint64) {
+	if gate == gateFrozen {
+		select {
+		case b.drained <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitThaw waits while a snapshot holds stripe s: it yields the
+// processor spinWaits times, then blocks until the copy ends.
+//
+// The channel it blocks on is the latest frozen stripe's (stored before
+// that stripe's gate closed): if stripe s is still frozen after the load,
+// that channel is s's own or one already closed (one stripe is frozen at
+// a time), so the wait ends no later than s's copy.
 func (b *Buffer) waitThaw(s int) {
-	for b.stripes[s].gate.Load()&gateFrozen != 0 {
+	g := &b.stripes[s].gate
+	for range spinWaits {
+		if g.Load()&gateFrozen == 0 {
+			return
+		}
 		runtime.Gosched()
+	}
+	for {
+		ch := b.thawed.Load()
+		if g.Load()&gateFrozen == 0 {
+			return
+		}
+		<-*ch
 	}
 }
 
@@ -78,18 +114,34 @@ func (b *Buffer) enterWait(s int) {
 	}
 }
 
-// freezeStripe closes stripe s to writers and waits until none is inside.
-// Only SaveStriped calls it, one stripe at a time.
+// freezeStripe closes stripe s to writers and waits until none is inside:
+// it yields the processor spinWaits times, then blocks until the last
+// writer leaves (left). Only SaveStriped calls it, one stripe at a time.
 func (b *Buffer) freezeStripe(s int) {
+	ch := make(chan struct{})
+	b.thawed.Store(&ch)
+	select {
+	case <-b.drained: // a token of an earlier stripe's
+	default:
+	}
 	g := &b.stripes[s].gate
 	g.Add(gateFrozen)
-	for g.Load() != gateFrozen {
+	for range spinWaits {
+		if g.Load() == gateFrozen {
+			return
+		}
 		runtime.Gosched()
+	}
+	for g.Load() != gateFrozen {
+		<-b.drained
 	}
 }
 
-// thawStripe opens stripe s again.
-func (b *Buffer) thawStripe(s int) { b.stripes[s].gate.Add(^uint64(gateFrozen - 1)) }
+// thawStripe opens stripe s again and wakes the writers waiting for it.
+func (b *Buffer) thawStripe(s int) {
+	b.stripes[s].gate.Add(^uint64(gateFrozen - 1))
+	close(*b.thawed.Load())
+}
 
 // ErrSnapshotBusy is returned by SaveStriped when another SaveStriped of
 // the same buffer is running.

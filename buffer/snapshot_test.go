@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -279,4 +280,78 @@ func TestSaveStripedFailingWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	ckSameBuffer(t, b, ckLoad(t, ckSaveStriped(t, b)))
+}
+
+// cpuTime is the process's user plus system CPU time so far.
+func cpuTime(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestStripeWaitsBlock: writers waiting for a held stripe (a one-stripe
+// Insert, a write-back) and SaveStriped waiting for a writer to leave a
+// stripe block instead of spinning: over 400 ms of waiting the process
+// burns well under the 400 ms per waiter that spinning would, and each
+// wait ends when its stripe is released or left.
+func TestStripeWaitsBlock(t *testing.T) {
+	one := mustNew(t, Config{Capacity: 16, Stripes: 1, ObsDim: 1})
+	if err := one.Insert(items(one.Config(), 0, 4, nil)); err != nil {
+		t.Fatal(err)
+	}
+	ref, _, _ := one.SlotPriority(1)
+	one.freezeStripe(0)
+	ins, upd := make(chan error, 1), make(chan error, 1)
+	go func() { ins <- one.Insert(items(one.Config(), 10, 3, nil)) }()
+	go func() { _, err := one.UpdatePriorities([]Ref{ref}, []float64{3}); upd <- err }()
+	time.Sleep(50 * time.Millisecond) // past the spinning
+	c0 := cpuTime(t)
+	time.Sleep(400 * time.Millisecond)
+	burnt := cpuTime(t) - c0
+	one.thawStripe(0)
+	for _, ch := range []chan error{ins, upd} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiting writer did not finish after the release")
+		}
+	}
+	if burnt > 150*time.Millisecond {
+		t.Errorf("two writers waiting 400 ms for a held stripe burnt %v of CPU", burnt)
+	}
+	if _, p, _ := one.SlotPriority(1); p != 3 || one.Size() != 7 {
+		t.Fatalf("after the release: priority %v size %d", p, one.Size())
+	}
+
+	// A writer inside: the freeze waits for it to leave, blocked.
+	if !one.enterStripe(0) {
+		t.Fatal("an open stripe refused a writer")
+	}
+	frozen := make(chan struct{})
+	go func() { one.freezeStripe(0); close(frozen) }()
+	time.Sleep(50 * time.Millisecond)
+	c0 = cpuTime(t)
+	time.Sleep(400 * time.Millisecond)
+	burnt = cpuTime(t) - c0
+	select {
+	case <-frozen:
+		t.Fatal("freezeStripe returned with a writer inside")
+	default:
+	}
+	one.leaveStripe(0)
+	select {
+	case <-frozen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("freezeStripe did not return after the writer left")
+	}
+	one.thawStripe(0)
+	if burnt > 150*time.Millisecond {
+		t.Errorf("freezeStripe waiting 400 ms for a writer burnt %v of CPU", burnt)
+	}
 }
