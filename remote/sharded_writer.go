@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/runtime"
 )
@@ -93,13 +94,17 @@ func (o *ShardedWriterOptions) fill() error {
 // Lost).
 type ShardedWriterStats struct {
 	// Batches and Items count what Insert took (after splitting by
-	// episode and by MaxMessageBytes).
+	// episode and by MaxMessageBytes), Batches with the extra pieces of
+	// moved messages split by episode (Splits).
 	Batches, Items uint64
 	// Live is the number of shards alive now.
 	Live int
 	// Orphans is the batches taken off dead shards while no shard was
 	// alive, waiting for one to rejoin.
 	Orphans int
+	// Splits counts the messages taken off dead shards that were split by
+	// episode to be re-placed (each piece is counted in Batches).
+	Splits uint64
 	// Lost and LostItems count the batches abandoned when the writer gave
 	// up (every shard dead for AllDownTimeout, a refusal no shard would
 	// take, Close's context ended first): the shards' and the orphans'.
@@ -219,9 +224,12 @@ var _ runtime.Sink = (*ShardedWriter)(nil)
 // marked dead within ProbeTimeout of its stream's error, or within
 // AckTimeout + AckTimeout/4 + ProbeTimeout when it goes silent. Marking it
 // dead moves its unacknowledged batches, in order, to the live shards
-// (placed by the same hashing over the shards left; a message goes where
-// its key's episode now goes, with the episodes that ended in it) and
-// sends them there. The episodes it held are split at that point: their
+// (placed by the same hashing over the shards left; a message that
+// carries several episodes is split by episode where they now go to
+// different shards, each piece going where its episodes go, so a running
+// episode's moved rows and its later rows share a shard — it stays whole
+// unless the writer's bound on held batches has no room for the extra
+// pieces) and sends them there. The episodes it held are split at that point: their
 // acknowledged part stays on the dead shard and comes back with its
 // checkpoint when it restarts, and a batch the dead shard had stored
 // without acknowledging it is then stored twice, once on each shard (at
@@ -278,6 +286,7 @@ type ShardedWriter struct {
 	orphans  []*wbatch // taken off dead shards while none was alive
 	moving   int       // down()s between detaching a writer and placing its batches
 	moves    uint64    // batches placements changed (Flush re-checks)
+	splits   uint64    // moved messages split by episode
 	live     int
 	downAt   time.Time // when the last live shard died (live == 0)
 	closing  bool
@@ -633,7 +642,7 @@ func (s *ShardedWriter) Close(ctx context.Context) error {
 func (s *ShardedWriter) Stats() ShardedWriterStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := ShardedWriterStats{Batches: s.batches, Items: s.items, Live: s.live, Orphans: len(s.orphans),
+	st := ShardedWriterStats{Batches: s.batches, Items: s.items, Live: s.live, Orphans: len(s.orphans), Splits: s.splits,
 		Lost: s.lostOrph, LostItems: s.lostOrIt, Shards: make([]ShardWriterStats, len(s.shards))}
 	for i, sh := range s.shards {
 		ws := sh.w.Stats()
@@ -822,23 +831,104 @@ func (s *ShardedWriter) placeBatchesLocked(bs []*wbatch) {
 	}
 	s.moves += uint64(len(bs))
 	var exclude []bool
-	for _, b := range bs {
-		for {
-			i := s.placeLocked(b.key, exclude)
-			if i < 0 {
-				s.orphans = append(s.orphans, b)
-				break
+	var pieces []*wbatch
+	for _, whole := range bs {
+		pieces = s.splitMovedLocked(whole, pieces[:0])
+		for _, b := range pieces {
+			for {
+				i := s.placeLocked(b.key, exclude)
+				if i < 0 {
+					s.orphans = append(s.orphans, b)
+					break
+				}
+				if err := s.shards[i].w.adopt([]*wbatch{b}); err == nil {
+					break
+				}
+				// The shard is being marked dead (or the writer fails): not it.
+				if exclude == nil {
+					exclude = make([]bool, len(s.shards))
+				}
+				exclude[i] = true
 			}
-			if err := s.shards[i].w.adopt([]*wbatch{b}); err == nil {
-				break
-			}
-			// The shard is being marked dead (or the writer fails): not it.
-			if exclude == nil {
-				exclude = make([]bool, len(s.shards))
-			}
-			exclude[i] = true
 		}
 	}
+}
+
+// splitMovedLocked appends to out the pieces a batch taken off a dead
+// shard is re-placed as: a message that carries several episodes' runs
+// (consecutive runs the Insert found bound for one shard, keyed by the
+// last) is split where its runs' episodes now go to different live
+// shards, so each episode's rows follow the episode's own placement (and
+// the shard it is remembered on) rather than the last episode's. Each
+// extra piece takes a place of the writer's total bound; when none is
+// free, or no shard lives, or the message holds one episode or cannot be
+// decoded, the batch stays whole. O(rows) to decode and re-encode a
+// message that is split; O(1) otherwise beyond its decode.
+func (s *ShardedWriter) splitMovedLocked(b *wbatch, out []*wbatch) []*wbatch {
+	var t buffer.Transitions
+	if b.rows < 2 || DecodeTransitions(&t, s.opts.Layout, b.req.GetData()) != nil || len(t.EpisodeID) != b.rows {
+		return append(out, b)
+	}
+	type group struct {
+		hi    int
+		key   uint64
+		shard int
+	}
+	var groups []group
+	for lo := 0; lo < b.rows; {
+		hi := lo + 1
+		for hi < b.rows && t.EpisodeID[hi] == t.EpisodeID[lo] {
+			hi++
+		}
+		key := episodeKey(s.idHash, t.EpisodeID[lo])
+		sh := s.placeLocked(key, nil)
+		if sh < 0 {
+			return append(out, b) // no shard lives: an orphan, whole
+		}
+		if k := len(groups); k > 0 && groups[k-1].shard == sh {
+			groups[k-1].hi, groups[k-1].key = hi, key
+		} else {
+			groups = append(groups, group{hi: hi, key: key, shard: sh})
+		}
+		lo = hi
+	}
+	if len(groups) == 1 {
+		b.key = groups[0].key
+		return append(out, b)
+	}
+	taken := 0
+	for full := false; taken < len(groups)-1 && !full; {
+		select {
+		case s.slots <- struct{}{}:
+			taken++
+		default:
+			full = true
+		}
+	}
+	if taken < len(groups)-1 {
+		for range taken {
+			s.release()
+		}
+		return append(out, b)
+	}
+	start := len(out)
+	for lo, g := 0, 0; g < len(groups); g++ {
+		sub := rowRange(&t, lo, groups[g].hi, b.rows)
+		req := &replayv1.InsertRequest{Table: b.req.GetTable(), Writer: b.req.GetWriter(), Data: &replayv1.Columns{}}
+		if err := EncodeTransitions(req.Data, s.opts.Layout, &sub); err != nil {
+			// Cannot happen (the rows were decoded from this layout); stay whole.
+			out = out[:start]
+			for range taken {
+				s.release()
+			}
+			return append(out, b)
+		}
+		out = append(out, &wbatch{req: req, rows: groups[g].hi - lo, key: groups[g].key})
+		lo = groups[g].hi
+	}
+	s.batches += uint64(len(groups) - 1)
+	s.splits++
+	return out
 }
 
 // whileDead probes a dead shard with backoff until it answers (it

@@ -915,3 +915,86 @@ func TestShardedWriterCloseUnblocks(t *testing.T) {
 		t.Errorf("stats %+v, %d batches held", st, held)
 	}
 }
+
+// TestShardedWriterSplitsMovedMessage: one Insert of two episodes that
+// both live on shard X travels as one message; X dies holding it
+// unacknowledged. The message is split by episode: each episode's rows
+// go to the shard its own placement now names (they differ), and the
+// running episode's later rows follow them there, so on the surviving
+// shards each episode is whole on one shard.
+func TestShardedWriterSplitsMovedMessage(t *testing.T) {
+	checkLeaks(t)
+	fl := newTestFleet(t, 3)
+	s := newTestShardedWriter(t, fl, "host-2/actor-host-0/split", ShardedWriterOptions{
+		WriterOptions: WriterOptions{Window: 4}, AckTimeout: time.Second, ProbeTimeout: 200 * time.Millisecond})
+	all := func(int) bool { return true }
+	// Episodes a and b: both on shard x with every shard alive, on two
+	// different shards once x is gone.
+	var a, b uint64
+	x := -1
+	found := false
+	for e := uint64(1); e < 100000 && !found; e++ {
+		xe := rendezvous(episodeKey(s.idHash, e), s.shards, all)
+		if x < 0 {
+			x, a = xe, e
+			continue
+		}
+		if xe != x {
+			continue
+		}
+		without := func(i int) bool { return i != x }
+		if rendezvous(episodeKey(s.idHash, a), s.shards, without) != rendezvous(episodeKey(s.idHash, e), s.shards, without) {
+			b, found = e, true
+		}
+	}
+	if !found {
+		t.Fatal("no two episodes of one shard that part when it dies")
+	}
+	fl.fakes[x].set(func(f *fakeShard) { f.holdAcks = true })
+	var next float32
+	tr := episodeRows(3, next, a)
+	next += 3
+	pb := episodeRows(3, next, b)
+	next += 3
+	tr.Obs, tr.NextObs, tr.Action = append(tr.Obs, pb.Obs...), append(tr.NextObs, pb.NextObs...), append(tr.Action, pb.Action...)
+	tr.Reward, tr.Discount = append(tr.Reward, pb.Reward...), append(tr.Discount, pb.Discount...)
+	tr.EpisodeID, tr.EpisodeStep = append(tr.EpisodeID, pb.EpisodeID...), append(tr.EpisodeStep, pb.EpisodeStep...)
+	if err := s.Insert(tr); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Shards[x].Batches != 1 {
+		t.Fatalf("the two episodes took %d messages to shard %d, want one: %+v", st.Shards[x].Batches, x, st)
+	}
+	fl.servers[x].stop()
+	if !waitStats(s, 10*time.Second, func(st ShardedWriterStats) bool { return st.Shards[x].Deaths == 1 }) {
+		t.Fatalf("shard %d not marked dead: %+v", x, s.Stats())
+	}
+	// Episode a goes on (its next rows), then b.
+	for _, ep := range []uint64{a, b} {
+		if err := s.Insert(episodeRows(2, next, ep)); err != nil {
+			t.Fatal(err)
+		}
+		next += 2
+	}
+	flushSharded(t, s)
+	st := s.Stats()
+	checkBalance(t, st)
+	if st.Splits != 1 || st.Batches != 4 {
+		t.Errorf("splits %d batches %d, want 1 split and 4 batches (1 inserted, 1 extra piece, 2 inserted)", st.Splits, st.Batches)
+	}
+	where := map[uint64]map[int]int{a: {}, b: {}} // episode → shard → rows
+	for i, f := range fl.fakes {
+		if i == x {
+			continue
+		}
+		for _, ep := range f.rows() {
+			where[ep][i]++
+		}
+	}
+	for _, ep := range []uint64{a, b} {
+		want := rendezvous(episodeKey(s.idHash, ep), s.shards, func(i int) bool { return i != x })
+		if len(where[ep]) != 1 || where[ep][want] != 5 {
+			t.Errorf("episode %d on the surviving shards: %v (shard → rows), want all 5 rows on shard %d", ep, where[ep], want)
+		}
+	}
+}
