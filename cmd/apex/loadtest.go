@@ -65,8 +65,10 @@ steps do (-sample-inflight is the one-server mode's), weighs them and
 writes back every row (paced to -sample-rate in all; 0: full speed). The
 report gives inserts/s and samples/s per shard and in total, the draws'
 round trips, the CPU seconds of every process, acknowledged inserts lost
-(the writers' acknowledged rows against what each shard holds at the
-end) and stale writes applied. -chaos kills shard -chaos-shard by its pid
+(a lower bound: the writers' acknowledged rows minus what each shard
+holds at the end, where rows stored without an acknowledgement, such as
+a dead shard's moved batches or a restored checkpoint's, offset losses)
+and stale writes applied. -chaos kills shard -chaos-shard by its pid
 (SIGKILL) at -chaos-at into the measured window and restarts it on its
 port from its checkpoint folder after -chaos-down (a new incarnation);
 a probe stream per shard then sends a write-back of a row of the killed

@@ -93,6 +93,8 @@ type fleetReport struct {
 	InsertsPerCPU float64        `json:"inserts_per_cpu_s"`
 	SamplesPerCPU float64        `json:"samples_per_cpu_s"`
 
+	// AckedInsertsLost is a lower bound on the acknowledged inserts lost,
+	// the sum of the shards' AckedLost (see fleetShardRep).
 	AckedInsertsLost   uint64 `json:"acked_inserts_lost"`
 	StaleWritesApplied uint64 `json:"stale_writes_applied"`
 	StaleProbes        uint64 `json:"stale_probes"`
@@ -109,13 +111,25 @@ type fleetReport struct {
 }
 
 type fleetShardRep struct {
-	Addr           string  `json:"addr"`
-	InsertsPerSec  float64 `json:"inserts_per_s"`
-	SamplesPerSec  float64 `json:"samples_per_s"`
-	AckedItems     uint64  `json:"acked_items"`
-	Size           uint64  `json:"size_at_end"`
-	AckedLost      uint64  `json:"acked_inserts_lost"`
-	LossMeasurable bool    `json:"loss_measurable"`
+	Addr          string  `json:"addr"`
+	InsertsPerSec float64 `json:"inserts_per_s"`
+	SamplesPerSec float64 `json:"samples_per_s"`
+	AckedItems    uint64  `json:"acked_items"`
+	Size          uint64  `json:"size_at_end"`
+	// AckedLost is AckedItems − Size when the table never filled (0 when
+	// that is negative): a lower bound on the acknowledged inserts lost,
+	// not an exact count. Size counts every item the shard holds,
+	// acknowledged or not, and each item stored without its
+	// acknowledgement reaching a writer hides one lost item: a batch the
+	// shard stored and did not acknowledge before it died (moved and
+	// stored again on another shard), and, on a shard restarted from a
+	// checkpoint, the items the checkpoint holds whose acknowledgements
+	// were lost and the resent batches it stores again (its writer table
+	// is not checkpointed). An exact count needs each shard's stored
+	// (writer, seq) pairs against the writers' acknowledged ones, which
+	// neither Info nor Stats exposes.
+	AckedLost      uint64 `json:"acked_inserts_lost"`
+	LossMeasurable bool   `json:"loss_measurable"`
 	// WrongIncarnation counts the probe write-back values of an earlier
 	// incarnation the shard refused; Dropped the write-back values the
 	// learner dropped unsent for it; LearnerDowns and LearnerRejoins its
@@ -166,7 +180,8 @@ type fleetChaosRep struct {
 	FirstDrawSec float64 `json:"restart_to_first_draw_s"`
 	FirstAckSec  float64 `json:"restart_to_first_insert_ack_s"`
 	// Inserts acknowledged by the killed shard and gone with it (those
-	// after its last checkpoint), and by the survivors (must be 0).
+	// after its last checkpoint), and by the survivors (must be 0): lower
+	// bounds, as fleetShardRep.AckedLost.
 	LostOnKilled    uint64 `json:"acked_inserts_lost_on_killed_shard"`
 	LostOnSurvivors uint64 `json:"acked_inserts_lost_on_surviving_shards"`
 }
@@ -627,9 +642,10 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 	if t := lf.Lrn; t != nil {
 		rep.Learner = *t
 	}
-	// Acknowledged inserts lost: what the hosts' writers had acknowledged
-	// by each shard against what the shard holds at the end (while it
-	// never filled: a full table overwrites).
+	// Acknowledged inserts lost, at least: what the hosts' writers had
+	// acknowledged by each shard against what the shard holds at the end
+	// (while it never filled: a full table overwrites); items stored
+	// without an acknowledgement offset losses (fleetShardRep.AckedLost).
 	for _, h := range hosts {
 		l, _ := h.last()
 		for j, si := range l.Ins {
@@ -773,7 +789,7 @@ func (r *fleetReport) writeText(w io.Writer) error {
 	p("fleet\t%d shards, %d actor hosts of %d simulated actors (batches of %d, %s), 1 learner (draws of %d, %s sampling, %s)\n",
 		r.Shards, r.ActorHosts, r.Actors, r.InsertBatch, paced(r.InsertRate), r.SampleBatch, r.ShardSampling, paced(r.SampleRate))
 	p("measured\t%.2f s after %.2f s of warm-up\n\n", r.DurationSec, r.WarmupSec)
-	p("shard\tinserts/s\tsamples/s\tacked\tsize at end\tacked lost\tincarnations\n")
+	p("shard\tinserts/s\tsamples/s\tacked\tsize at end\tacked lost (at least)\tincarnations\n")
 	for i, s := range r.PerShard {
 		lost := fmt.Sprint(s.AckedLost)
 		if !s.LossMeasurable {
@@ -799,14 +815,14 @@ func (r *fleetReport) writeText(w io.Writer) error {
 	p("stale writes applied\t%d\t(%d probe write-backs of an earlier incarnation)\n", r.StaleWritesApplied, r.StaleProbes)
 	p("learner\t%d draws, %d rows; write-backs %d applied, %d stale (%d dropped unsent); %d re-planned, %d failed draws\n",
 		r.Learner.Draws, r.Learner.Rows, r.Learner.Applied, r.Learner.Stale, r.Learner.Dropped, r.Learner.Replans, r.Learner.Errors)
-	p("acknowledged inserts lost\t%d\n", r.AckedInsertsLost)
+	p("acknowledged inserts lost\tat least %d\t(acked − size per shard: items stored unacknowledged offset losses)\n", r.AckedInsertsLost)
 	p("writers' lost / resent / moved\t%d items / %d batches / %d batches\n", r.InsertsLostItems, r.Resent, r.Moved)
 	if c := r.Chaos; c != nil {
 		p("\nchaos\tshard %d killed (SIGKILL) at %.2f s, restarted at %.2f s (down %.2f s, restored from checkpoint: %v)\n", c.Shard, c.KilledAt, c.RestartedAt, c.DownSec, c.Restored)
 		p("learner rate\tbefore %s/s\tduring %s/s (%.0f%% kept)\tafter %s/s\n", meter.SI(c.RateBefore), meter.SI(c.RateDuring), 100*c.Kept, meter.SI(c.RateAfter))
 		p("inserts\tbefore %s/s\tduring %s/s\tafter %s/s\n", meter.SI(c.InsertsBefore), meter.SI(c.InsertsDuring), meter.SI(c.InsertsAfter))
 		p("after the restart\tfull rate in %.2f s\tfirst draw %.2f s\tfirst insert ack %.2f s\n", c.FullRateSec, c.FirstDrawSec, c.FirstAckSec)
-		p("acked inserts lost\ton the killed shard %d (after its last checkpoint)\ton the survivors %d\n", c.LostOnKilled, c.LostOnSurvivors)
+		p("acked inserts lost (at least)\ton the killed shard %d (after its last checkpoint)\ton the survivors %d\n", c.LostOnKilled, c.LostOnSurvivors)
 	}
 	p("\ninsert path\t%s\nsample path\t%s\n", r.InsertPath, r.SamplePath)
 	return tw.Flush()
