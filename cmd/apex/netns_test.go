@@ -240,3 +240,96 @@ func TestNetnsCartPole(t *testing.T) {
 		t.Errorf("replay exited with %v:\n%s", err, replay.output())
 	}
 }
+
+// latestProgress is the learner's newest progress record (zero before
+// the first).
+func latestProgress(p *proc) progressRecord {
+	recs := learnerProgress(p)
+	if len(recs) == 0 {
+		return progressRecord{}
+	}
+	return recs[len(recs)-1]
+}
+
+// TestNetnsShardCutOff runs a fleet of two apex replay shards, a learner
+// (-replay listing both) and two actor hosts, each in its own namespace,
+// every route through the proxy with wan's delay and loss. After 12 s one
+// shard's namespace is cut off the network (its switch port down: packets
+// dropped, no resets) for 8 s, then restored. The learner must keep
+// learning from the other shard while it is cut off, the cut-off shard
+// must carry traffic again after the restore (it rejoined), and the
+// learner must end its run normally. The learner's rate before, during
+// and after the cut, and each shard's traffic, are logged
+// (bench/BENCHMARKS.md).
+func TestNetnsShardCutOff(t *testing.T) {
+	f := newNetFleet(t, "replay0", "replay1", "learner", "actor0", "actor1")
+	run := []string{"-env=CartPole-v1", "-actors=4", "-seed=3"}
+	f.startReplay("replay0", run...)
+	f.startReplay("replay1", run...)
+	s0 := f.route(7700, f.hosts["replay0"].HostPort(7700), wan)
+	s1 := f.route(7710, f.hosts["replay1"].HostPort(7700), wan)
+	shards := s0.Addr().String() + "," + s1.Addr().String()
+	learner, out := f.startLearner(shards, "-duration=34s", "-stop-when-solved=false", "-shard-deadline=1s")
+	params := f.route(7701, f.hosts["learner"].HostPort(7701), wan)
+	for i := range 2 {
+		f.startActor(i, 2, shards, params.Addr().String())
+	}
+	type mark struct {
+		at     time.Time
+		steps  int64
+		s0, s1 netem.Stats
+	}
+	snap := func() mark {
+		return mark{time.Now(), latestProgress(learner).LearnerSteps, s0.Stats(), s1.Stats()}
+	}
+	// Wait (up to 60 s) for learning to start, then 12 s more.
+	for deadline := time.Now().Add(60 * time.Second); latestProgress(learner).LearnerSteps == 0; {
+		if err, exited := learner.wait(200 * time.Millisecond); exited {
+			t.Fatalf("the learner exited (%v) before learning:\n%s", err, learner.output())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the learner took no step within 60 s:\n%s", learner.output())
+		}
+	}
+	start := snap()
+	time.Sleep(12 * time.Second)
+	before := snap()
+	if err := f.net.Cut(f.hosts["replay0"]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(8 * time.Second)
+	during := snap()
+	if err := f.net.Restore(f.hosts["replay0"]); err != nil {
+		t.Fatal(err)
+	}
+	err, exited := learner.wait(60 * time.Second)
+	after := snap()
+	if !exited {
+		t.Fatalf("the learner did not finish within 60 s of the restore:\n%s", learner.output())
+	}
+	if err != nil {
+		t.Fatalf("learner: %v:\n%s", err, learner.output())
+	}
+	res := readLearnerResults(t, out, learner)
+	rate := func(a, b mark) float64 { return float64(b.steps-a.steps) / b.at.Sub(a.at).Seconds() }
+	mb := func(a, b netem.Stats) float64 { return float64(b.BytesDown+b.BytesUp-a.BytesDown-a.BytesUp) / 1e6 }
+	t.Logf("two shards across namespaces (%s; TLS, tokens), shard 0 cut off for 8 s: learner %.1f updates/s before, %.1f during the cut (%.0f%%), %.1f after the restore; %d learner steps, final evaluation %.1f (%s)",
+		wanString(), rate(start, before), rate(before, during), 100*rate(before, during)/rate(start, before), rate(during, after), res.LearnerSteps, res.FinalReturn, res.StopReason)
+	t.Logf("shard 0 traffic: %.2f MB before, %.2f MB during the cut, %.2f MB after (%d connections in all); shard 1: %.2f, %.2f, %.2f MB",
+		mb(start.s0, before.s0), mb(before.s0, during.s0), mb(during.s0, after.s0), after.s0.Accepted, mb(start.s1, before.s1), mb(before.s1, during.s1), mb(during.s1, after.s1))
+	if during.steps <= before.steps {
+		t.Errorf("the learner took no step while shard 0 was cut off (%d steps before, %d after 8 s)", before.steps, during.steps)
+	}
+	if mb(before.s1, during.s1) <= 0 {
+		t.Errorf("shard 1 carried no traffic while shard 0 was cut off")
+	}
+	if mb(during.s0, after.s0) <= 0 {
+		t.Errorf("shard 0 carried no traffic after the restore: it did not rejoin")
+	}
+	if mb(start.s0, before.s0) <= 0 {
+		t.Errorf("shard 0 carried no traffic before the cut: the fleet did not use it")
+	}
+	if t.Failed() {
+		t.Logf("learner output:\n%s", learner.output())
+	}
+}
