@@ -104,6 +104,17 @@ type ShardOptions struct {
 	// Counters, if not nil, is where the stage counts what it does; read
 	// it with Snapshot from any goroutine.
 	Counters *ShardCounters
+	// Infos, if not nil, are the shards' Info replies as FleetConfig
+	// returned them (Infos[i] is clients[i]'s), which ShardedMethod
+	// reuses instead of asking every shard again; nil: it calls
+	// FleetConfig itself.
+	Infos []*replayv1.InfoReply
+	// OnRefused, if not nil, is told (on the learner's goroutine) each time
+	// a restarted shard is kept down because its new incarnation serves
+	// another table, run configuration or limiter than the fleet's (the
+	// reason names what differs); the learner logs it. The refusal is
+	// also counted in ShardState.Refused.
+	OnRefused func(target string, incarnation uint64, reason error)
 }
 
 func (o *ShardOptions) fill() error {
@@ -171,6 +182,12 @@ type ShardState struct {
 	// values dropped for it; Downs the times it went down; Rejoins the
 	// times it came back (with a new incarnation or the same).
 	Rows, Dropped, Downs, Rejoins uint64
+	// Refused counts the restarted incarnations kept down because they
+	// serve another table, run configuration or limiter than the fleet's
+	// (a shard restarted with other run flags), and Refusal is the latest
+	// one's reason ("" when none).
+	Refused uint64
+	Refusal string
 }
 
 // ShardCounters collects a sharded stage's counters. Safe for concurrent
@@ -215,6 +232,8 @@ type shard struct {
 	backoff     time.Duration
 	probe       atomic.Pointer[replayv1.InfoReply] // set by a successful probe
 	probing     atomic.Bool
+	refused     uint64 // the latest incarnation kept down (0: none)
+	admitted    uint64 // an incarnation a probe's Info showed fit (0: none)
 
 	// The latest plan.
 	rows   int       // rows planned on the shard
@@ -239,6 +258,10 @@ type sharded struct {
 	shards []*shard
 	// lim is the fleet's limiter configuration (nil: no ratio limit).
 	lim *runtime.RateLimiterConfig
+	// config and tab are the fleet's run configuration and table, which a
+	// shard's new incarnation must serve to be taken back (admit).
+	config []byte
+	tab    *replayv1.TableInfo
 
 	sampled uint64   // the fleet's sampled items
 	steps   uint64   // draws that succeeded, priorSteps included
@@ -275,14 +298,22 @@ type sharded struct {
 //
 // Write-backs go to the shards the latest batch's rows came from (the
 // stage keeps each row's shard): refs must be the latest batch's, in
-// order. Values for a shard that is down, or has restarted since the draw
+// order, and that draw must have succeeded (after a failed Sample a
+// write-back is refused with buffer.ErrShape until the next batch). Values for a shard that is down, or has restarted since the draw
 // (a new incarnation), are dropped, counted in the result's Stale and in
 // ShardStats.Dropped, never sent; a shard refuses keys of its earlier
 // incarnations itself. A shard that fails (stream broken, or no answer
 // within opts.Deadline) is down: the batch is planned again over the
 // others, and the shard is probed with backoff (ProbeMin doubling to
 // ProbeMax) by a goroutine that ends with ctx; once it answers it rejoins
-// with its masses and, if it restarted, its new incarnation. While no
+// with its masses and, if it restarted, its new incarnation — but only
+// when that incarnation's Info shows the fleet's table, run configuration
+// (ConfigDiff), positional capability and limiter: a shard restarted with
+// other run flags stays down, counted in ShardState.Refused with the
+// reason naming what differs (and told to opts.OnRefused), and is probed
+// until a restart with the fleet's flags. A new incarnation first seen
+// on a reply (a re-opened stream) is checked the same way, with one Info
+// call, before its rows or counts are taken. While no
 // live shard holds items (every shard down, or none filled yet) a draw
 // waits, as it waits on the limiter.
 //
@@ -297,6 +328,11 @@ type sharded struct {
 // restart, is standalone until the learner's first message, and a shard
 // the learner cannot reach (but actors can) holds its inserts at the
 // fleet's balance as it last heard it.
+//
+// The shards' Info replies come from opts.Infos (FleetConfig's, reused) or
+// from one FleetConfig round here; two entries that are one server (the
+// same incarnation) are refused naming both, so no row's probability is
+// halved by a shard listed twice.
 //
 // Refused: no clients, a local method that is invalid or has an episode
 // stage (ReF-ER), a local Weighter that cannot weigh a batch from its
@@ -330,25 +366,35 @@ func ShardedMethod(ctx context.Context, clients []*Client, local sampler.Method,
 		}
 	}
 	s := &sharded{ctx: ctx, local: local, opts: opts, steps: priorSteps}
-	infos := make([]*replayv1.InfoReply, len(clients))
+	names := make([]string, len(clients))
 	for i, c := range clients {
 		if c == nil {
 			return sampler.Method{}, fmt.Errorf("remote: sharded method: client %d is nil", i)
 		}
-		info, err := c.Info(ctx)
-		if err != nil {
-			return sampler.Method{}, fmt.Errorf("remote: sharded method %q: shard %s: %w", local.Name, c.conn.Target(), err)
-		}
-		if err := checkShardTable(info, local, opts.Sampling); err != nil {
-			return sampler.Method{}, fmt.Errorf("remote: sharded method %q: shard %s: %w", local.Name, c.conn.Target(), err)
-		}
-		infos[i] = info
+		names[i] = c.conn.Target()
 	}
-	if err := sameRunConfig(clients, infos); err != nil {
-		return sampler.Method{}, err
+	infos := opts.Infos
+	if infos == nil {
+		// One Info round: the common run configuration, and no shard
+		// listed twice (a duplicated shard would halve its rows'
+		// probabilities).
+		var err error
+		if _, infos, err = FleetConfig(ctx, clients, names); err != nil {
+			return sampler.Method{}, fmt.Errorf("remote: sharded method %q: %w", local.Name, err)
+		}
+	} else if err := checkFleetInfos(infos, names); err != nil {
+		return sampler.Method{}, fmt.Errorf("remote: sharded method %q: %w", local.Name, err)
+	}
+	for i, info := range infos {
+		if err := checkShardTable(info, local, opts.Sampling); err != nil {
+			return sampler.Method{}, fmt.Errorf("remote: sharded method %q: shard %s: %w", local.Name, names[i], err)
+		}
+		if err := sameTable(infos[0], info); err != nil {
+			return sampler.Method{}, fmt.Errorf("remote: sharded method: shards %s and %s %v: start every shard of a fleet with the same run flags", names[0], names[i], err)
+		}
 	}
 	tab := infos[0].GetTables()[0]
-	s.table = tab.GetName()
+	s.table, s.config, s.tab = tab.GetName(), infos[0].GetConfig(), tab
 	if l := tab.GetLimiter(); l.GetSamplesPerInsert() > 0 {
 		s.lim = &runtime.RateLimiterConfig{SamplesPerInsert: l.GetSamplesPerInsert(), MinSizeToSample: int64(l.GetMinSizeToSample()), ErrorBuffer: l.GetErrorBuffer()}
 	}
@@ -416,26 +462,124 @@ func checkShardTable(info *replayv1.InfoReply, local sampler.Method, mode ShardS
 	return nil
 }
 
-// sameRunConfig refuses shards that serve different run configurations or
-// limiters, naming them.
-func sameRunConfig(clients []*Client, infos []*replayv1.InfoReply) error {
-	ref := infos[0]
-	for i := 1; i < len(infos); i++ {
-		in := infos[i]
-		if d := ConfigDiff(ref.GetConfig(), in.GetConfig()); d != "" {
-			return fmt.Errorf("remote: sharded method: replay shards %s and %s serve different run configurations (%s): start every shard of a fleet with the same run flags",
-				clients[0].conn.Target(), clients[i].conn.Target(), d)
+// checkFleetInfos checks Info replies handed in (ShardOptions.Infos) as
+// FleetConfig checks the ones it asks for: one per shard, each with a run
+// configuration, all the same, and no incarnation twice (one server
+// listed twice).
+func checkFleetInfos(infos []*replayv1.InfoReply, names []string) error {
+	if len(infos) != len(names) {
+		return fmt.Errorf("%d Info replies for %d shards", len(infos), len(names))
+	}
+	byInc := make(map[uint64]int, len(infos))
+	for i, info := range infos {
+		if info == nil || len(info.GetConfig()) == 0 {
+			return fmt.Errorf("replay shard %s: no Info reply with a run configuration", names[i])
 		}
-		a, b := ref.GetTables()[0], in.GetTables()[0]
-		la, lb := a.GetLimiter(), b.GetLimiter()
-		if a.GetName() != b.GetName() || a.GetMethod() != b.GetMethod() || la.GetSamplesPerInsert() != lb.GetSamplesPerInsert() ||
-			la.GetMinSizeToSample() != lb.GetMinSizeToSample() || la.GetErrorBuffer() != lb.GetErrorBuffer() {
-			return fmt.Errorf("remote: sharded method: shards %s and %s serve different tables or limiters (%s %q, limiter %v; %s %q, limiter %v): start every shard of a fleet with the same run flags",
-				clients[0].conn.Target(), clients[i].conn.Target(), a.GetName(), a.GetMethod(), la, b.GetName(), b.GetMethod(), lb)
+		if j, dup := byInc[info.GetIncarnation()]; dup {
+			return fmt.Errorf("replay shards %s and %s are one server (both report incarnation %d): list each shard once", names[j], names[i], info.GetIncarnation())
+		}
+		byInc[info.GetIncarnation()] = i
+		if d := ConfigDiff(infos[0].GetConfig(), info.GetConfig()); d != "" {
+			return fmt.Errorf("replay shards %s and %s serve different run configurations (%s): start every shard with the same run flags", names[0], names[i], d)
 		}
 	}
 	return nil
 }
+
+// sameTable refuses a shard's table (one table, checked by
+// checkShardTable) that differs from the fleet's reference in name,
+// method, positional capability or limiter, saying what differs.
+func sameTable(ref, in *replayv1.InfoReply) error {
+	a, b := ref.GetTables()[0], in.GetTables()[0]
+	la, lb := a.GetLimiter(), b.GetLimiter()
+	var diff []string
+	if a.GetName() != b.GetName() {
+		diff = append(diff, fmt.Sprintf("table %q and %q", a.GetName(), b.GetName()))
+	}
+	if a.GetMethod() != b.GetMethod() {
+		diff = append(diff, fmt.Sprintf("method %q and %q", a.GetMethod(), b.GetMethod()))
+	}
+	if a.GetPositional() != b.GetPositional() {
+		diff = append(diff, fmt.Sprintf("positional %t and %t", a.GetPositional(), b.GetPositional()))
+	}
+	if la.GetSamplesPerInsert() != lb.GetSamplesPerInsert() || la.GetMinSizeToSample() != lb.GetMinSizeToSample() || la.GetErrorBuffer() != lb.GetErrorBuffer() {
+		diff = append(diff, fmt.Sprintf("limiter {%v} and {%v}", la, lb))
+	}
+	if len(diff) > 0 {
+		return fmt.Errorf("serve different tables or limiters (%s)", strings.Join(diff, ", "))
+	}
+	return nil
+}
+
+// admit checks a shard's Info (of the incarnation it now runs) against the
+// fleet's: the local twin's table and mode (checkShardTable), the fleet's
+// run configuration (ConfigDiff: the error names the differing keys), and
+// its table's name, method, positional capability and limiter.
+func (s *sharded) admit(info *replayv1.InfoReply) error {
+	var errs []error
+	if d := ConfigDiff(s.config, info.GetConfig()); d != "" {
+		errs = append(errs, fmt.Errorf("it serves another run configuration than the fleet (%s)", d))
+	}
+	if err := checkShardTable(info, s.local, s.opts.Sampling); err != nil {
+		errs = append(errs, err)
+	} else if err := sameTable(&replayv1.InfoReply{Tables: []*replayv1.TableInfo{s.tab}}, info); err != nil {
+		errs = append(errs, fmt.Errorf("it and the fleet %w", err))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// errRefused marks a shard's new incarnation kept down by admit.
+var errRefused = errors.New("restarted with another configuration")
+
+// refuse keeps sh down because its incarnation inc serves another
+// configuration (why): counted and reported once per incarnation, the
+// shard probed again (a later restart with the fleet's flags rejoins).
+func (s *sharded) refuse(sh *shard, inc uint64, why error) error {
+	err := fmt.Errorf("remote: replay shard %s (incarnation %d) kept down: %w: %w", sh.target, inc, errRefused, why)
+	if sh.refused != inc {
+		sh.refused = inc
+		s.opts.Counters.update(func(st *ShardStats) {
+			st.Shards[sh.i].Refused++
+			st.Shards[sh.i].Refusal = err.Error()
+		})
+		if s.opts.OnRefused != nil {
+			s.opts.OnRefused(sh.target, inc, err)
+		}
+	}
+	return err
+}
+
+// checkIncarnation is called when a reply shows sh running incarnation inc
+// other than the one the learner knows: it asks the shard's Info (within
+// Deadline) and admits the incarnation only if the Info is of inc and
+// serves the fleet's configuration; otherwise the error (a refusal, or
+// the Info call's failure) takes the shard down.
+func (s *sharded) checkIncarnation(sh *shard, inc uint64) error {
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.Deadline)
+	info, err := sh.st.c.replay.Info(ctx, &replayv1.InfoRequest{})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("the Info of its new incarnation %d: %w", inc, err)
+	}
+	if info.GetIncarnation() != inc {
+		return fmt.Errorf("it restarted again (incarnation %d, then %d): %w", inc, info.GetIncarnation(), errShardRestarting)
+	}
+	if err := s.admit(info); err != nil {
+		return s.refuse(sh, inc, err)
+	}
+	return nil
+}
+
+// errShardRestarting marks a shard whose incarnation changed while the
+// learner checked it.
+var errShardRestarting = errors.New("restarting")
 
 var (
 	_ sampler.Selector       = (*sharded)(nil)
@@ -464,6 +608,10 @@ func (s *sharded) inserted() int64 {
 
 // Sample draws a batch across the shards into dst.
 func (s *sharded) Sample(rng *rand.Rand, dst *buffer.Batch) error {
+	// Until this draw succeeds there is no batch to write back: the
+	// previous batch's refs are no longer routable (plan resets each
+	// shard's rows), so a write-back of them is refused.
+	s.refs = s.refs[:0]
 	if rng == nil || dst == nil {
 		return fmt.Errorf("remote: sharded sample: %w: nil generator or batch", buffer.ErrNil)
 	}
@@ -638,10 +786,11 @@ func (s *sharded) drawPlanned(rng *rand.Rand, step uint64, n int) error {
 				if b == nil || b.GetId() != sh.st.nextID {
 					err = sh.st.broken(fmt.Errorf("draw %d: the reply is %s", sh.st.nextID, describe(reply)))
 				} else if err = checkShardBatch(b, sh.rows); err == nil {
-					sh.reply = b
-					s.observe(sh, b.GetIncarnation(), b.GetMass(), int(b.GetSize()), b.GetMinProb(), b.GetInserted())
-					sh.drawn = b.GetIncarnation()
-					continue
+					if err = s.observe(sh, b.GetIncarnation(), b.GetMass(), int(b.GetSize()), b.GetMinProb(), b.GetInserted()); err == nil {
+						sh.reply = b
+						sh.drawn = b.GetIncarnation()
+						continue
+					}
 				}
 			}
 			sh.failed = err
@@ -688,14 +837,25 @@ func checkShardBatch(b *replayv1.Batch, rows int) error {
 
 // observe records a shard's reply: masses, and its limiter count, with a
 // change of incarnation (a restart) rebased so the fleet's count goes on.
-func (s *sharded) observe(sh *shard, inc uint64, mass float64, size int, minProb float64, inserted uint64) {
+// A new incarnation is taken only once its Info shows it serves the
+// fleet's table, run configuration and limiter (checkIncarnation; one
+// Info call unless a probe's answer already showed it): otherwise the
+// reply is not taken and the error takes the shard down.
+func (s *sharded) observe(sh *shard, inc uint64, mass float64, size int, minProb float64, inserted uint64) error {
 	if inc != sh.incarnation {
+		if inc != sh.admitted {
+			if err := s.checkIncarnation(sh, inc); err != nil {
+				return err
+			}
+		}
+		sh.admitted, sh.refused = 0, 0
 		sh.base += sh.reported - int64(inserted)
 		sh.incarnation = inc
 		sh.st.incarnation = inc
 	}
 	sh.mass, sh.size, sh.minProb, sh.reported = mass, size, minProb, int64(inserted)
 	sh.seen = time.Now()
+	return nil
 }
 
 // assemble fills dst from the shards' replies, in row order.
@@ -818,8 +978,17 @@ func (s *sharded) describe() string {
 	return b.String()
 }
 
-// down takes sh out of the masses and starts probing it.
+// down takes sh out of the masses and starts probing it. Once ctx has
+// ended (the learner shutting down) a failure is the stage's own, not the
+// shard's: the stream is closed but the shard is not counted down, so the
+// final ShardStats show the shards as they were.
 func (s *sharded) down(sh *shard, err error) {
+	if s.ctx.Err() != nil {
+		if sh.st.stream != nil {
+			sh.st.broken(err)
+		}
+		return
+	}
 	if sh.up {
 		sh.up = false
 		sh.backoff = s.opts.ProbeMin
@@ -845,6 +1014,9 @@ func (s *sharded) startProbe(sh *shard) {
 	sh.probe.Store(nil)
 	c, deadline := sh.st.c, s.opts.Deadline
 	backoff, maxBackoff := s.opts.ProbeMin, s.opts.ProbeMax
+	if sh.refused != 0 { // a refused incarnation: no hurry
+		backoff = maxBackoff
+	}
 	go func() {
 		defer sh.probing.Store(false)
 		for {
@@ -869,12 +1041,25 @@ func (s *sharded) startProbe(sh *shard) {
 
 // rejoin brings back the down shards whose probe has answered: a tally on
 // a new stream gives their counts and masses (and a restarted shard's new
-// incarnation). A shard that fails it stays down and is probed again.
+// incarnation). A shard that fails it stays down and is probed again; so
+// does one whose probe shows a new incarnation that serves another table,
+// run configuration or limiter than the fleet's (refused, counted in
+// ShardState.Refused; a later restart with the fleet's flags rejoins).
 func (s *sharded) rejoin() {
 	var back []*shard
 	for _, sh := range s.shards {
-		if !sh.up && sh.probe.Load() != nil && !sh.probing.Load() {
-			sh.probe.Store(nil)
+		if !sh.up && !sh.probing.Load() {
+			info := sh.probe.Swap(nil)
+			if info == nil {
+				continue
+			}
+			if inc := info.GetIncarnation(); inc != sh.incarnation {
+				if err := s.admit(info); err != nil {
+					s.down(sh, s.refuse(sh, inc, err))
+					continue
+				}
+				sh.admitted = inc
+			}
 			back = append(back, sh)
 		}
 	}
@@ -939,8 +1124,7 @@ func (s *sharded) recvTally(sh *shard) {
 			t := reply.GetTallied()
 			if t == nil || t.GetId() != sh.st.nextID {
 				err = sh.st.broken(fmt.Errorf("tally %d: the reply is %s", sh.st.nextID, describe(reply)))
-			} else {
-				s.observe(sh, t.GetIncarnation(), t.GetMass(), int(t.GetSize()), t.GetMinProb(), t.GetInserted())
+			} else if err = s.observe(sh, t.GetIncarnation(), t.GetMass(), int(t.GetSize()), t.GetMinProb(), t.GetInserted()); err == nil {
 				sh.sampledSeen = t.GetSampled()
 				if !sh.up {
 					sh.up = true
@@ -1040,6 +1224,9 @@ func (s *sharded) UpdateFeatures(refs []buffer.Ref, q, target []float64) (buffer
 // down or restarted since the draw, sends the others in parallel and sums
 // the results.
 func (s *sharded) writeBack(refs []buffer.Ref, absTD, q, target []float64) (buffer.UpdateResult, error) {
+	if len(s.refs) == 0 {
+		return buffer.UpdateResult{}, fmt.Errorf("remote: write-back: %w: no batch to write back (no draw yet, or the latest draw failed): a sharded stage writes back its latest batch", buffer.ErrShape)
+	}
 	if len(refs) != len(s.refs) {
 		return buffer.UpdateResult{}, fmt.Errorf("remote: write-back: %w: %d refs, the latest batch has %d rows (a sharded stage writes back its latest batch)", buffer.ErrShape, len(refs), len(s.refs))
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/remote"
 	"github.com/apexrl/apex/runtime"
 )
@@ -16,6 +17,9 @@ import (
 type replayFleet struct {
 	shards  []remote.ShardAddr
 	clients []*remote.Client
+	// infos are the shards' Info replies from config (a fleet of several;
+	// remote.ShardOptions.Infos reuses them).
+	infos []*replayv1.InfoReply
 }
 
 // dialReplayFleet resolves list (remote.ResolveShards: comma-separated
@@ -90,7 +94,7 @@ func (f *replayFleet) config(ctx context.Context) (runtime.TrainConfig, []byte, 
 		cfg, err := f.clients[0].Config(ctx)
 		return cfg, nil, err
 	}
-	js, _, err := remote.FleetConfig(ctx, f.clients, f.names())
+	js, infos, err := remote.FleetConfig(ctx, f.clients, f.names())
 	if err != nil {
 		return runtime.TrainConfig{}, nil, err
 	}
@@ -98,6 +102,7 @@ func (f *replayFleet) config(ctx context.Context) (runtime.TrainConfig, []byte, 
 	if err != nil {
 		return runtime.TrainConfig{}, nil, fmt.Errorf("the replay shards' run configuration: %w", err)
 	}
+	f.infos = infos
 	return cfg, js, nil
 }
 

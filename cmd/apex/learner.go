@@ -156,7 +156,10 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	} else {
 		shardStats = &remote.ShardCounters{}
 		m, err = remote.ShardedMethod(stageCtx, fleet.clients, localMethod, prior,
-			remote.ShardOptions{Sampling: sampling, Deadline: *shardDeadline, Counters: shardStats})
+			remote.ShardOptions{Sampling: sampling, Deadline: *shardDeadline, Counters: shardStats, Infos: fleet.infos,
+				OnRefused: func(target string, inc uint64, err error) {
+					log.Warn("replay shard refused", "shard", target, "incarnation", inc, "reason", err.Error())
+				}})
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "apex learner: the replay server's stage: %v\n", err)
@@ -241,7 +244,7 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 		attrs := []any{"draws", st.Draws, "replans", st.Replans, "gate_waits", st.GateWaits, "gate_wait_s", round1(st.GateWait.Seconds()),
 			"write_backs_applied", st.Applied, "write_backs_stale", st.Stale, "write_backs_dropped", st.Dropped}
 		for i, sh := range st.Shards {
-			attrs = append(attrs, fmt.Sprintf("shard%d", i), fmt.Sprintf("%s up=%t rows=%d downs=%d rejoins=%d dropped=%d", sh.Target, sh.Up, sh.Rows, sh.Downs, sh.Rejoins, sh.Dropped))
+			attrs = append(attrs, fmt.Sprintf("shard%d", i), fmt.Sprintf("%s up=%t rows=%d downs=%d rejoins=%d dropped=%d refused=%d", sh.Target, sh.Up, sh.Rows, sh.Downs, sh.Rejoins, sh.Dropped, sh.Refused))
 		}
 		log.Info("shards", attrs...)
 	}
