@@ -12,9 +12,9 @@
 // service (NewParamsServer, NewParamsGRPCServer). Clients configure
 // themselves in code: Dial turns off DNS service-config lookups.
 // Client side: Dial, the insert Writer (a runtime.Sink with a window of
-// unacknowledged batches, resent after a break and stored once while the
-// server runs; a server restarted from a checkpoint has no writer table
-// and stores resent batches again), the
+// unacknowledged batches, resent after a break and stored once; a
+// checkpoint's writer table, ReadWriterTable, keeps that across a
+// restore), the
 // ShardedWriter over a fleet of shards (ResolveShards, DialShard,
 // FleetConfig: a Writer per shard, episodes placed whole by rendezvous
 // hashing of (writer, episode) over the live shards, a dead shard's window

@@ -85,6 +85,11 @@ type ServerOptions struct {
 	// WatchMaxBackoff is the longest pause between polls of an idle Watch
 	// stream (DefaultWatchMaxBackoff); pauses start at 1 ms and double.
 	WatchMaxBackoff time.Duration
+	// Writers is the writer table restored with a checkpoint
+	// (ReadWriterTable): each writer id's highest stored seq, so batches
+	// the checkpoint holds are acknowledged as duplicates when resent.
+	// At most MaxWriters entries.
+	Writers map[string]uint64
 }
 
 // Server serves one Table over the Replay service of api/replay/v1 (see
@@ -133,16 +138,15 @@ type Server struct {
 	clock func() time.Time // nil: time.Now (tests set it)
 }
 
-// writerState is one writer's idempotency record. The table lives in
-// memory only: a checkpoint does not hold it, so after a restore a
-// writer's resent batches are stored again.
+// writerState is one writer's idempotency record. A checkpoint writes the
+// table beside it (writer_table.go); a restore starts from that.
 type writerState struct {
 	// sem (capacity 1) serializes the writer's batches across streams (a
 	// reconnect may overlap the old stream), so "store iff seq > high" is
 	// atomic with the store.
 	sem  chan struct{}
-	high uint64    // the highest seq stored; guarded by sem
-	used time.Time // the latest batch's arrival; guarded by sem
+	high atomic.Uint64 // the highest seq stored; written under sem (a checkpoint reads it without)
+	used time.Time     // the latest batch's arrival; guarded by sem
 }
 
 // counters are the Server's counters (Counters in Info, ServerStats).
@@ -185,7 +189,16 @@ func NewServer(t Table, opts ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{t: t, cfg: t.Buffer.Config(), opts: opts, incarnation: inc, writers: make(map[string]*writerState)}
+	if len(opts.Writers) > opts.MaxWriters {
+		return nil, fmt.Errorf("remote: server: a writer table of %d writers, more than MaxWriters %d", len(opts.Writers), opts.MaxWriters)
+	}
+	s := &Server{t: t, cfg: t.Buffer.Config(), opts: opts, incarnation: inc, writers: make(map[string]*writerState, len(opts.Writers))}
+	now := s.now()
+	for name, high := range opts.Writers {
+		w := &writerState{sem: make(chan struct{}, 1), used: now}
+		w.high.Store(high)
+		s.writers[name] = w
+	}
 	if e := t.Method.Episodes; e != nil {
 		s.feed = newEpisodeFeed(e, t.Buffer.Capacity())
 	}

@@ -185,8 +185,11 @@ func (s *Server) limiterConfig() *replayv1.LimiterConfig {
 // holds the stage only to copy its state and the limiter's balance, and
 // each buffer stripe only to copy that stripe (see Table.Save and
 // runtime.ReplayCore.SaveStriped for the consistency that gives). One
-// checkpoint runs at a time. The reply's items is the buffer's size when
-// the file was complete. FailedPrecondition when the table has no Save
+// checkpoint runs at a time. Beside the checkpoint it writes the writer
+// table as it stood before the copy (WriterTableFile; a restore passes
+// ReadWriterTable's result as ServerOptions.Writers, so resent batches
+// the checkpoint holds are not stored again). The reply's items is the
+// buffer's size when the file was complete. FailedPrecondition when the table has no Save
 // or no folder, Internal when writing fails. Cost: Save's, O(buffer
 // bytes) time, one stripe's copy of memory.
 func (s *Server) Checkpoint(ctx context.Context, _ *replayv1.CheckpointRequest) (*replayv1.CheckpointReply, error) {
@@ -212,9 +215,11 @@ func (s *Server) Checkpoint(ctx context.Context, _ *replayv1.CheckpointRequest) 
 // first: one checkpoint runs at a time, so none of them is being written.
 func (s *Server) writeCheckpoint(path string) (nbytes int64, items int, err error) {
 	pattern := "." + filepath.Base(path) + ".tmp-*"
-	if stale, gerr := filepath.Glob(filepath.Join(filepath.Dir(path), pattern)); gerr == nil {
-		for _, p := range stale {
-			_ = os.Remove(p)
+	for _, pat := range []string{pattern, "." + filepath.Base(WriterTableFile(path)) + ".tmp-*"} {
+		if stale, gerr := filepath.Glob(filepath.Join(filepath.Dir(path), pat)); gerr == nil {
+			for _, p := range stale {
+				_ = os.Remove(p)
+			}
 		}
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), pattern)
@@ -227,6 +232,8 @@ func (s *Server) writeCheckpoint(path string) (nbytes int64, items int, err erro
 			os.Remove(f.Name())
 		}
 	}()
+	// The writer table before the copy: every seq it covers is stored.
+	table := s.writerTable()
 	cw := &countWriter{w: f}
 	err = s.t.Save(cw, &s.stage)
 	items = s.t.Buffer.Size()
@@ -239,15 +246,26 @@ func (s *Server) writeCheckpoint(path string) (nbytes int64, items int, err erro
 	if err = f.Close(); err != nil {
 		return 0, 0, err
 	}
+	// The old table goes first: it must never sit beside a newer
+	// checkpoint than its own (writer_table.go).
+	if rerr := os.Remove(WriterTableFile(path)); rerr != nil && !os.IsNotExist(rerr) {
+		return 0, 0, rerr
+	}
 	if err = os.Rename(f.Name(), path); err != nil {
 		return 0, 0, err
 	}
+
 	if d, derr := os.Open(filepath.Dir(path)); derr == nil {
 		derr = d.Sync()
 		d.Close()
 		if derr != nil {
 			return cw.n, items, fmt.Errorf("syncing the folder: %w", derr)
 		}
+	}
+	if werr := writeWriterTable(path, table); werr != nil {
+		// The checkpoint is whole; a restore from it stores resent
+		// batches again. Said, not hidden.
+		return cw.n, items, werr
 	}
 	return cw.n, items, nil
 }

@@ -76,7 +76,7 @@ func (s *Server) insertOne(ctx context.Context, req *replayv1.InsertRequest, t *
 	}
 	defer func() { <-w.sem }()
 	w.used = s.now()
-	if req.Seq <= w.high {
+	if req.Seq <= w.high.Load() {
 		s.c.duplicateBatches.Add(1)
 		return true, s.t.Buffer.Size(), nil
 	}
@@ -105,7 +105,7 @@ func (s *Server) insertOne(ctx context.Context, req *replayv1.InsertRequest, t *
 	if err != nil {
 		return false, 0, s.reject(codes.InvalidArgument, "remote: insert: writer %q seq %d: %v", req.Writer, req.Seq, err)
 	}
-	w.high = req.Seq
+	w.high.Store(req.Seq)
 	s.c.insertedBatches.Add(1)
 	s.c.insertedItems.Add(uint64(n))
 	return false, s.t.Buffer.Size(), nil

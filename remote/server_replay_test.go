@@ -309,8 +309,11 @@ func TestCheckpoint(t *testing.T) {
 		t.Fatalf("the previous checkpoint after a failed one: %v", err)
 	}
 	ents, err := os.ReadDir(tab.CheckpointDir)
-	if err != nil || len(ents) != 1 {
-		t.Fatalf("the folder holds %d entries after a failed checkpoint, want the one file", len(ents))
+	if err != nil || len(ents) != 2 {
+		t.Fatalf("the folder holds %d entries after a failed checkpoint, want the checkpoint and its writer table", len(ents))
+	}
+	if tbl, err := ReadWriterTable(want); err != nil || len(tbl) != 1 || tbl["w"] != 1 {
+		t.Fatalf("the writer table after a failed checkpoint: %v, %v; want the first checkpoint's w: 1", tbl, err)
 	}
 	if s := h.srv.Stats(); s.Checkpoints != 1 {
 		t.Fatalf("%d checkpoints counted, want 1", s.Checkpoints)
@@ -495,4 +498,68 @@ func (h *heldWriter) Write(p []byte) (int, error) {
 		<-h.release
 	}
 	return h.w.Write(p)
+}
+
+// TestCheckpointWriterTable: a checkpoint writes the writer table beside
+// it (each writer's highest stored seq before the copy); a server started
+// with it (ServerOptions.Writers) acknowledges as duplicates the resent
+// batches the checkpoint holds and stores the new ones; a checkpoint
+// without a table reads as none; a malformed table is an error; a table
+// beyond MaxWriters is refused.
+func TestCheckpointWriterTable(t *testing.T) {
+	cfg := smallCfg(64, 4)
+	tab := testTable(t, "per", cfg, nil)
+	tab.CheckpointDir = t.TempDir()
+	tab.Save = func(w io.Writer, _ sync.Locker) error { return tab.Buffer.SaveStriped(w) }
+	h := serve(t, tab, ServerOptions{})
+	rng := rand.New(rand.NewPCG(8, 8))
+	_, c := batchOf(t, rng, cfg, 5)
+	st := h.insertStream(ctx(t))
+	for seq := uint64(1); seq <= 3; seq++ {
+		insert(t, st, "actor-a", seq, c)
+	}
+	insert(t, st, "actor-b", 7, c)
+	rep, err := h.cli.Checkpoint(ctx(t), &replayv1.CheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := ReadWriterTable(rep.Path)
+	if err != nil || len(tbl) != 2 || tbl["actor-a"] != 3 || tbl["actor-b"] != 7 {
+		t.Fatalf("writer table %v, %v; want actor-a 3, actor-b 7", tbl, err)
+	}
+	data, err := os.ReadFile(rep.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored, err := buffer.Load(bytes.NewReader(data))
+	if err != nil || restored.Size() != 20 {
+		t.Fatalf("the checkpoint: %v (size %d, want 20)", err, restored.Size())
+	}
+	tab2 := testTable(t, "per", cfg, nil)
+	tab2.Buffer = restored
+	h2 := serve(t, tab2, ServerOptions{Writers: tbl})
+	st2 := h2.insertStream(ctx(t))
+	if ack := insert(t, st2, "actor-a", 3, c); !ack.Duplicate || restored.Size() != 20 {
+		t.Fatalf("a resent batch the checkpoint holds: duplicate %v, size %d (want a duplicate, 20)", ack.Duplicate, restored.Size())
+	}
+	if ack := insert(t, st2, "actor-a", 4, c); ack.Duplicate || restored.Size() != 25 {
+		t.Fatalf("a new batch after the restore: duplicate %v, size %d (want stored, 25)", ack.Duplicate, restored.Size())
+	}
+	if ack := insert(t, st2, "actor-c", 1, c); ack.Duplicate {
+		t.Fatal("a writer the table lacks: its first batch taken as a duplicate")
+	}
+
+	if tbl, err := ReadWriterTable(filepath.Join(t.TempDir(), "none.ckpt")); tbl != nil || err != nil {
+		t.Fatalf("no table file: %v, %v; want nil, nil", tbl, err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.ckpt")
+	if err := os.WriteFile(WriterTableFile(bad), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadWriterTable(bad); err == nil {
+		t.Fatal("a malformed table: no error")
+	}
+	if _, err := NewServer(tab2, ServerOptions{MaxWriters: 1, Writers: tbl}); err == nil {
+		t.Fatal("a table of 2 writers with MaxWriters 1: no error")
+	}
 }

@@ -213,10 +213,9 @@ var _ runtime.Sink = (*ShardedWriter)(nil)
 //
 // Failures: a shard's stream error is noticed at once; the shard is then
 // probed (Info, within ProbeTimeout): one that answers is resumed and gets
-// its unacknowledged batches again, in order (stored once while the
-// shard runs: (writer, seq) is idempotent; a shard restarted from its
-// checkpoint has no writer table and stores again a resent batch its
-// checkpoint held), unless its stream broke maxQuickBreaks (3) times in a
+// its unacknowledged batches again, in order (stored once: (writer, seq)
+// is idempotent, across a restart from a checkpoint too for the batches
+// its writer table covers, see Writer), unless its stream broke maxQuickBreaks (3) times in a
 // row without an acknowledgement; one that does not is marked dead. A
 // shard that holds unacknowledged batches for AckTimeout without
 // acknowledging any is probed the same way (a slow shard that answers is

@@ -167,10 +167,11 @@ type writerHooks struct {
 // re-opens it with backoff and resends every unacknowledged batch in
 // order; the server acknowledges the ones it had stored as duplicates
 // (batches are numbered per writer id) and does not store them twice.
-// That holds while the server runs: its table of writers' highest
-// sequence numbers is not in its checkpoint, so a server restarted from a
-// checkpoint stores again every resent batch that the checkpoint already
-// held (at most the window's batches per restart).
+// That holds across a restart from a checkpoint too, for the batches
+// stored before the checkpoint began: the server writes its writer table
+// beside each checkpoint (ReadWriterTable). A batch stored while the
+// checkpoint was being copied is not in that table and, resent to the
+// restored server, is stored again (at most the window's batches).
 // When it gives up (MaxAttempts, a permanent refusal such as a malformed
 // batch or a bad token) the unacknowledged batches are counted as lost and
 // every later Insert, Flush and Close returns the error. Nothing is
@@ -851,9 +852,8 @@ func (w *Writer) detach() []*wbatch {
 // re-opens its stream and resends its window in order (the server
 // acknowledges what it had stored as duplicates); a detached one, whose
 // window is empty, takes new batches again (its sequence numbers go on
-// from where they were). A restarted shard knows none of them: its
-// checkpoint holds no writer table, so whatever is resent to it is
-// stored, even a batch its checkpoint already held.
+// from where they were; a shard restored from a checkpoint knows them up
+// to its checkpoint's writer table).
 func (w *Writer) resume() {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -124,8 +124,8 @@ type fleetShardRep struct {
 	// shard stored and did not acknowledge before it died (moved and
 	// stored again on another shard), and, on a shard restarted from a
 	// checkpoint, the items the checkpoint holds whose acknowledgements
-	// were lost and the resent batches it stores again (its writer table
-	// is not checkpointed). An exact count needs each shard's stored
+	// were lost and the resent batches it stores again (those stored
+	// while the checkpoint was copied, which its writer table misses). An exact count needs each shard's stored
 	// (writer, seq) pairs against the writers' acknowledged ones, which
 	// neither Info nor Stats exposes.
 	AckedLost      uint64 `json:"acked_inserts_lost"`

@@ -36,7 +36,10 @@ service, and /metrics with -metrics-addr.
 Checkpoints (the admin Checkpoint call, -checkpoint-every, the end) are
 written while it serves: the buffer stripe by stripe, each stripe held
 only while it is copied, into a temporary file renamed over replay.ckpt,
-so a crash mid-checkpoint leaves the previous one. -restore refuses a
+so a crash mid-checkpoint leaves the previous one; replay.ckpt.writers
+beside it holds each actor writer's highest stored batch number, so
+batches the actors resend after a restore are not stored again.
+-restore refuses a
 checkpoint whose rate limiter configuration differs from the flags' unless
 -limiter-from says which wins.
 
@@ -125,6 +128,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	}
 	var core *runtime.ReplayCore
 	var ckpt *os.File
+	var writers map[string]uint64 // the writer table beside the checkpoint
 	if *restore != "" {
 		ckpt, err = os.Open(*restore)
 		if errors.Is(err, os.ErrNotExist) && *missingOK {
@@ -143,6 +147,14 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		for _, n := range core.RestoreNotes() {
 			log.Warn("restore", "note", n)
 		}
+		if writers, err = remote.ReadWriterTable(*restore); err != nil {
+			return usageErr(fmt.Errorf("-restore %s: %w", *restore, err))
+		}
+		if writers == nil {
+			log.Warn("restore", "note", "no writer table beside the checkpoint ("+remote.WriterTableFile(*restore)+"): batches the actors resend that it holds are stored again")
+		} else {
+			log.Info("restore", "writers", len(writers))
+		}
 	} else {
 		if core, err = runtime.NewReplayCore(cfg); err != nil {
 			return usageErr(err)
@@ -160,7 +172,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	srv, err := remote.NewServer(remote.Table{Buffer: core.Buffer(), Method: core.Method(), Limiter: core.Limiter(),
-		Config: js, Save: core.SaveStriped, CheckpointDir: *ckDir, CheckpointFile: "replay.ckpt"}, remote.ServerOptions{Version: version})
+		Config: js, Save: core.SaveStriped, CheckpointDir: *ckDir, CheckpointFile: "replay.ckpt"}, remote.ServerOptions{Version: version, Writers: writers})
 	if err != nil {
 		fmt.Fprintf(stderr, "apex replay: %v\n", err)
 		return 1
