@@ -490,6 +490,9 @@ var learnerShardMetrics = []statMetric[remote.ShardStats]{
 	{"apex_learner_shard_rejoins_total", "Times a down shard answered a probe and was taken back.", counter, func(s *remote.ShardStats) float64 {
 		return shardSum(s, func(x remote.ShardState) uint64 { return x.Rejoins })
 	}},
+	{"apex_learner_shard_refused_total", "Restarted shard incarnations kept down because they serve another table, run configuration or limiter than the fleet.", counter, func(s *remote.ShardStats) float64 {
+		return shardSum(s, func(x remote.ShardState) uint64 { return x.Refused })
+	}},
 	{"apex_learner_shard_write_backs_dropped_total", "Write-back values dropped for a shard that was down or had restarted since the draw (never applied).", counter, func(s *remote.ShardStats) float64 { return float64(s.Dropped) }},
 }
 
