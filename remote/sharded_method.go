@@ -511,12 +511,20 @@ func sameTable(ref, in *replayv1.InfoReply) error {
 	return nil
 }
 
-// admit checks a shard's Info (of the incarnation it now runs) against the
-// fleet's: the local twin's table and mode (checkShardTable), the fleet's
+// admit checks shard sh's Info (of the incarnation it now runs) against the
+// fleet's: not another entry's server (the same incarnation), the local
+// twin's table and mode (checkShardTable), the fleet's
 // run configuration (ConfigDiff: the error names the differing keys), and
 // its table's name, method, positional capability and limiter.
-func (s *sharded) admit(info *replayv1.InfoReply) error {
+func (s *sharded) admit(sh *shard, info *replayv1.InfoReply) error {
 	var errs []error
+	for _, o := range s.shards {
+		if o != sh && o.incarnation == info.GetIncarnation() {
+			// Another entry's server: taking it would count one server
+			// twice and halve its rows' probabilities.
+			errs = append(errs, fmt.Errorf("it is the server of shard %s (incarnation %d)", o.target, o.incarnation))
+		}
+	}
 	if d := ConfigDiff(s.config, info.GetConfig()); d != "" {
 		errs = append(errs, fmt.Errorf("it serves another run configuration than the fleet (%s)", d))
 	}
@@ -571,7 +579,7 @@ func (s *sharded) checkIncarnation(sh *shard, inc uint64) error {
 	if info.GetIncarnation() != inc {
 		return fmt.Errorf("it restarted again (incarnation %d, then %d): %w", inc, info.GetIncarnation(), errShardRestarting)
 	}
-	if err := s.admit(info); err != nil {
+	if err := s.admit(sh, info); err != nil {
 		return s.refuse(sh, inc, err)
 	}
 	return nil
@@ -1054,7 +1062,7 @@ func (s *sharded) rejoin() {
 				continue
 			}
 			if inc := info.GetIncarnation(); inc != sh.incarnation {
-				if err := s.admit(info); err != nil {
+				if err := s.admit(sh, info); err != nil {
 					s.down(sh, s.refuse(sh, inc, err))
 					continue
 				}

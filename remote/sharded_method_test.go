@@ -830,6 +830,15 @@ func TestShardedRestartRefused(t *testing.T) {
 	if got := counters.Snapshot().Shards[1].Refused; got != 2 {
 		t.Fatalf("refusals counted: %d, want 2", got)
 	}
+	// A down shard whose probe reaches another entry's server (the same
+	// incarnation: an address that now leads there) is not taken back:
+	// one server counted twice would halve its rows' probabilities.
+	sh.up = false
+	sh.probe.Store(&replayv1.InfoReply{Incarnation: s.shards[0].incarnation, Config: []byte(cfg), Tables: []*replayv1.TableInfo{s.tab}})
+	s.rejoin()
+	if st := counters.Snapshot().Shards[1]; sh.up || st.Refused != 3 || !strings.Contains(st.Refusal, "it is the server of shard passthrough:///shard-a") {
+		t.Fatalf("a probe reaching shard a's server: up %v, %+v", sh.up, st)
+	}
 	cancel()
 }
 
