@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -939,6 +940,136 @@ func TestShardedDuplicateShard(t *testing.T) {
 	_, err = ShardedMethod(ctx, []*Client{a.c, twin}, local, 0, ShardOptions{Infos: []*replayv1.InfoReply{infos[0], infos[0]}})
 	if err == nil || !strings.Contains(err.Error(), "are one server") {
 		t.Fatalf("one shard listed twice, Info replies handed in: %v", err)
+	}
+	cancel()
+}
+
+// TestShardedRejoinAfterPartition cuts the learner off one of two shards
+// whose limiters carry the fleet's ratio while an actor keeps inserting
+// (into the other shard only, as a writer re-places batches, then into
+// both again before the learner's link heals, so the cut shard's limiter
+// holds the actor on the fleet's balance as it last heard it): once the
+// learner's link heals, the learner takes the shard back, draws and the
+// actor's inserts resume within a bound (the deploy fleet test's stall
+// after a partition), and the learner's count of the fleet's inserts is
+// the shards' own, not one shard counted twice.
+func TestShardedRejoinAfterPartition(t *testing.T) {
+	checkLeaks(t)
+	lcfg := runtime.RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 8, ErrorBuffer: 32}
+	layout := shardLayout(1 << 14)
+	const cfg = `{"run":1}`
+	limA, _ := runtime.NewRateLimiter(lcfg)
+	limB, _ := runtime.NewRateLimiter(lcfg)
+	a := newTestShard(t, "shard-a", "per", layout, limA, cfg)
+	b := newTestShard(t, "shard-b", "per", layout, limB, cfg)
+	// The learner's own links to the shards (the actor's inserts reach
+	// them directly), so its link to a can be cut alone.
+	var clients []*Client
+	var links []*bufServer
+	for _, sh := range []*testShard{a, b} {
+		srv := sh.srv
+		link := newBufServer(t, func(s *grpc.Server) { replayv1.RegisterReplayServer(s, srv) })
+		c, err := Dial(context.Background(), "passthrough:///learner-"+sh.name, ClientOptions{Insecure: true, DrawTimeout: 3 * time.Second,
+			DialOptions: []grpc.DialOption{grpc.WithContextDialer(link.dial), testReconnect}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients, links = append(clients, c), append(links, link)
+	}
+	var toA atomic.Bool
+	toA.Store(true)
+	var actorRows atomic.Int64
+	actx, stopActor := context.WithCancel(context.Background())
+	actorDone := make(chan struct{})
+	go func() { // one actor host: its episodes alternate between the shards
+		defer close(actorDone)
+		prios := []float64{1, 1, 1, 1}
+		for i := 0; actx.Err() == nil; i++ {
+			sh, lim := b, limB
+			if i%2 == 0 && toA.Load() {
+				sh, lim = a, limA
+			}
+			// A batch held longer than the writer's ack deadline is
+			// re-placed on the other shard (ShardedWriter).
+			ictx, icancel := context.WithTimeout(actx, 100*time.Millisecond)
+			err := lim.ReserveInsert(ictx, len(prios))
+			icancel()
+			if actx.Err() != nil {
+				return
+			}
+			if err != nil && sh == a {
+				sh, lim = b, limB
+				err = lim.ReserveInsert(actx, len(prios))
+			}
+			if err != nil {
+				continue
+			}
+			sh.fill(t, prios, 0)
+			_ = lim.CommitInsert(len(prios))
+			actorRows.Add(int64(len(prios)))
+		}
+	}()
+	defer func() { stopActor(); <-actorDone }()
+
+	_, local := localTwin(t, "per", layout)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	counters := &ShardCounters{}
+	m, err := ShardedMethod(ctx, clients, local, 0, ShardOptions{Deadline: 200 * time.Millisecond, ProbeMin: 10 * time.Millisecond, ProbeMax: 40 * time.Millisecond, Counters: counters})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	dst, _ := a.buf.NewBatch(8)
+	absTD := make([]float64, 8)
+	draws := 0
+	drawFor := func(d time.Duration, what string) {
+		t.Helper()
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			if err := m.Selector.Sample(rng, dst); err != nil {
+				t.Fatalf("%s: draw %d: %v (%+v)", what, draws, err, counters.Snapshot())
+			}
+			draws++
+			for i := range absTD {
+				absTD[i] = rng.Float64()
+			}
+			if _, err := m.Selector.Update(dst.Refs, absTD); err != nil {
+				t.Fatalf("%s: write-back %d: %v", what, draws, err)
+			}
+		}
+	}
+	drawFor(300*time.Millisecond, "before the cut")
+	links[0].stop() // the learner loses shard a
+	toA.Store(false)
+	drawFor(500*time.Millisecond, "with shard a cut off")
+	if st := counters.Snapshot(); st.Shards[0].Up || st.Shards[0].Downs != 1 {
+		t.Fatalf("shard a after the cut: %+v", st.Shards[0])
+	}
+	toA.Store(true) // the actor reaches shard a before the learner does
+	time.Sleep(300 * time.Millisecond)
+	links[0].start()
+	healed := time.Now()
+	before, rowsBefore := draws, actorRows.Load()
+	for draws < before+50 || actorRows.Load() < rowsBefore+200 {
+		if time.Since(healed) > 3*time.Second {
+			t.Fatalf("3 s after the learner's link healed: %d draws, %d actor rows since (stalled): %+v", draws-before, actorRows.Load()-rowsBefore, counters.Snapshot())
+		}
+		drawFor(10*time.Millisecond, "after the heal")
+	}
+	t.Logf("after the heal: 50 draws and 200 actor rows within %v", time.Since(healed))
+	if st := counters.Snapshot(); !st.Shards[0].Up || st.Shards[0].Rejoins != 1 {
+		t.Fatalf("shard a after the heal: %+v", st.Shards[0])
+	}
+	// The learner's fleet count is the shards' own (one message old).
+	s := m.Selector.(*sharded)
+	stopActor()
+	<-actorDone
+	s.tallyRound(true)
+	ia, _ := limA.Counts()
+	ib, _ := limB.Counts()
+	if got := s.inserted(); got != ia+ib {
+		t.Fatalf("the learner counts %d inserted, the shards %d + %d = %d", got, ia, ib, ia+ib)
 	}
 	cancel()
 }
