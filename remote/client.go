@@ -53,6 +53,21 @@ type ClientOptions struct {
 	// bound, the draw waits as long as the server's rate limiter holds it,
 	// and a dead server is noticed by keepalive).
 	DrawTimeout time.Duration
+	// Pipeline makes a remote stage's (Client.Method's) write-backs not
+	// wait for their results: Update and UpdateFeatures send the
+	// write-back and return, the next Sample sends its draw right behind
+	// it on the same ordered stream and reads the write-back's result
+	// before the batch. The server applies the write-back before it
+	// samples, so what is sampled is what an unpipelined stage samples,
+	// and a learner step costs one round trip instead of two. The price
+	// is a lag: Update returns the counts of the write-backs answered
+	// since the previous Update (the previous write-back's; zero for the
+	// first), and the last write-back's counts come from Settle (see
+	// Settle), which the learner calls once it stops. A pipelined
+	// write-back whose result is lost with its stream is counted in
+	// ClientStats.WriteBacksLost and reported as the next call's error,
+	// never re-sent. A ShardedMethod's shards do not pipeline.
+	Pipeline bool
 	// Keepalive is the interval of HTTP/2 pings on an idle connection, so
 	// a dead peer is noticed (30 s when 0; gRPC's minimum is 10 s).
 	Keepalive time.Duration
@@ -211,6 +226,11 @@ type ClientStats struct {
 	// of an earlier incarnation of the server, all of a write-back's keys
 	// after a server restart).
 	WriteBacks, Applied, Stale, WrongIncarnation uint64
+	// WriteBacksLost counts pipelined write-backs (ClientOptions.Pipeline)
+	// whose result was lost with their stream: the server may or may not
+	// have applied them (each reported as an error by the stage's next
+	// call).
+	WriteBacksLost uint64
 	// StreamOpens counts Sample streams opened (the first included);
 	// StreamErrors the calls that failed on a broken stream.
 	StreamOpens, StreamErrors uint64

@@ -101,6 +101,10 @@ func (e *episodes) subscribe(resync bool) error {
 	}
 	e.inPart = false
 	s := e.s
+	// A pipelined write-back's result comes ahead of the answer.
+	if err := s.settle(); err != nil {
+		return fmt.Errorf("remote: observe episodes: %w", s.withLost(err))
+	}
 	s.nextID++
 	id := s.nextID
 	e.req.Kind = &replayv1.SampleRequest_ObserveEpisodes{ObserveEpisodes: &replayv1.ObserveEpisodes{Table: s.table, Id: id}}

@@ -77,6 +77,18 @@ const (
 // server's rate limiter holds it (ClientOptions.DrawTimeout bounds it);
 // write-backs are bounded by CallTimeout.
 //
+// With ClientOptions.Pipeline, Update and UpdateFeatures send the
+// write-back and return without its result; the next Sample sends its
+// draw behind it and reads the result, then the batch (one round trip per
+// learner step; the server applies the write-back before it samples, so
+// the batches are the unpipelined stage's). Update then returns the
+// counts of the write-backs answered since the previous Update (the
+// previous write-back's: a lag of one), and Settle returns the last one's
+// once the learner stops. A pipelined write-back whose result is lost
+// with the stream is counted (ClientStats.WriteBacksLost) and returned as
+// the next call's error (a Sample that finds one draws nothing), never
+// re-sent; the call after that opens a new stream.
+//
 // Cost per draw: one round trip and a decode of the rows into dst (no
 // allocation once the stage's buffers have grown). Concurrency: like any
 // Selector, Sample, Update, Features and Weights are called by one
@@ -167,6 +179,15 @@ type stage struct {
 	ep          *episodes // the episode source (nil: the stage keeps none)
 	openTries   int       // attempts to open the stream per call (0: streamOpenAttempts)
 
+	// Pipelining (ClientOptions.Pipeline): the write-back sent and not
+	// yet answered (pending.id 0: none; at most one), the counts of
+	// answered write-backs that Update has not returned yet, and the
+	// error of a pending write-back lost with its stream, which the next
+	// call reports.
+	pending pendingWriteBack
+	owed    buffer.UpdateResult
+	lost    error
+
 	statsMu sync.Mutex
 	stats   map[string]float64
 	statsAt time.Time
@@ -192,14 +213,42 @@ func (s *stage) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 	s.nextID++
 	draw := &replayv1.Draw{Table: s.table, Id: s.nextID, Batch: uint32(n), Seed: seed, Step: step}
 	s.req.Kind = &replayv1.SampleRequest_Draw{Draw: draw}
+	if err := s.takeLost(); err != nil {
+		if s.ep != nil {
+			s.ep.sampled(nil)
+		}
+		return fmt.Errorf("remote: draw for step %d: %w", step, err)
+	}
 	if s.ep != nil {
 		return s.drawEpisodes(dst, draw)
 	}
-	reply, err := s.exchange(&s.req, s.c.opts.DrawTimeout, nil, nil)
+	reply, err := s.drawExchange(nil, nil)
 	if err != nil {
 		return fmt.Errorf("remote: draw for step %d: %w", step, err)
 	}
 	return s.batch(dst, draw, reply)
+}
+
+// drawExchange sends the draw in s.req (prepare and events as exchange's)
+// and returns its reply. With a write-back pending (pipelining) the draw
+// goes out right behind it on the same stream, the write-back's result
+// is read first (the server answers in order, so it applied the
+// write-back before it sampled) and then the draw's reply: one round
+// trip for both. A failure that loses the pending write-back's result is
+// part of the error returned.
+func (s *stage) drawExchange(prepare func() error, events func(*replayv1.EpisodeEvents) (done bool, err error)) (*replayv1.SampleReply, error) {
+	err := s.sendPrepared(&s.req, prepare)
+	if err == nil {
+		err = s.settle()
+	}
+	if err != nil {
+		return nil, s.withLost(err)
+	}
+	reply, err := s.recv(s.c.opts.DrawTimeout, events)
+	if err != nil {
+		return nil, s.withLost(err)
+	}
+	return reply, nil
 }
 
 // drawEpisodes sends draw (in s.req) for a stage with an episode feed:
@@ -208,7 +257,7 @@ func (s *stage) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 // draw (with no rows when it failed), as in process.
 func (s *stage) drawEpisodes(dst *buffer.Batch, draw *replayv1.Draw) error {
 	prepare := func() error { return s.ep.beforeDraw(draw.Id) }
-	reply, err := s.exchange(&s.req, s.c.opts.DrawTimeout, prepare, s.ep.events)
+	reply, err := s.drawExchange(prepare, s.ep.events)
 	if err == nil && s.ep.inPart {
 		err = s.broken(fmt.Errorf("the server's events for draw %d left an episode unfinished", draw.Id))
 	}
@@ -332,6 +381,12 @@ func (s *stage) UpdateFeatures(refs []buffer.Ref, q, target []float64) (buffer.U
 }
 
 func (s *stage) writeBack(wb *replayv1.WriteBack, refs []buffer.Ref) (buffer.UpdateResult, error) {
+	if err := s.takeLost(); err != nil {
+		return buffer.UpdateResult{}, fmt.Errorf("remote: write-back: %w", err)
+	}
+	if s.c.opts.Pipeline {
+		return s.writeBackPipelined(wb, refs)
+	}
 	s.nextID++
 	s.keys = AppendKeys(s.keys[:0], refs)
 	wb.Table, wb.Id, wb.Incarnation, wb.Keys = s.table, s.nextID, s.incarnation, s.keys
@@ -340,13 +395,76 @@ func (s *stage) writeBack(wb *replayv1.WriteBack, refs []buffer.Ref) (buffer.Upd
 	if err != nil {
 		return buffer.UpdateResult{}, fmt.Errorf("remote: write-back: %w", err)
 	}
+	res, err := s.written(reply, pendingWriteBack{id: wb.Id, n: len(refs)})
+	if err != nil {
+		return buffer.UpdateResult{}, fmt.Errorf("remote: %w", err)
+	}
+	return res, nil
+}
+
+// pendingWriteBack is a write-back sent whose result has not been read:
+// its request id and rows.
+type pendingWriteBack struct {
+	id uint64
+	n  int
+}
+
+// writeBackPipelined sends wb without waiting for its result (the next
+// draw reads it) and returns the counts of the write-backs answered since
+// the previous Update: the previous write-back's, read by the draw in
+// between. A write-back still pending (two write-backs with no draw
+// between) is answered first, so at most one is ever in flight.
+func (s *stage) writeBackPipelined(wb *replayv1.WriteBack, refs []buffer.Ref) (buffer.UpdateResult, error) {
+	if err := s.settle(); err != nil {
+		return buffer.UpdateResult{}, fmt.Errorf("remote: write-back: %w", s.withLost(err))
+	}
+	s.nextID++
+	s.keys = AppendKeys(s.keys[:0], refs)
+	wb.Table, wb.Id, wb.Incarnation, wb.Keys = s.table, s.nextID, s.incarnation, s.keys
+	s.req.Kind = &replayv1.SampleRequest_WriteBack{WriteBack: wb}
+	if err := s.send(&s.req); err != nil {
+		// Sent or not, its fate is unknown: like an unpipelined
+		// write-back whose reply was lost, it is an error here (and not
+		// counted as lost: it never became pending).
+		return buffer.UpdateResult{}, fmt.Errorf("remote: write-back: %w", err)
+	}
+	s.pending = pendingWriteBack{id: wb.Id, n: len(refs)}
+	res := s.owed
+	s.owed = buffer.UpdateResult{}
+	return res, nil
+}
+
+// settle reads the pending write-back's result (if one is pending),
+// within CallTimeout, and adds its counts to owed. A failure breaks the
+// stream (the write-back then counts as lost).
+func (s *stage) settle() error {
+	if s.pending.id == 0 {
+		return nil
+	}
+	reply, err := s.recv(s.c.opts.CallTimeout, nil)
+	if err != nil {
+		return err // recv broke the stream: the pending write-back is lost
+	}
+	p := s.pending
+	s.pending = pendingWriteBack{}
+	res, err := s.written(reply, p)
+	if err != nil {
+		return err
+	}
+	s.owed.Applied += res.Applied
+	s.owed.Stale += res.Stale
+	return nil
+}
+
+// written checks reply as the result of write-back p and counts it.
+func (s *stage) written(reply *replayv1.SampleReply, p pendingWriteBack) (buffer.UpdateResult, error) {
 	r := reply.GetWritten()
-	if r == nil || r.GetId() != wb.Id {
-		return buffer.UpdateResult{}, s.broken(fmt.Errorf("remote: write-back %d: the reply is %s", wb.Id, describe(reply)))
+	if r == nil || r.GetId() != p.id {
+		return buffer.UpdateResult{}, s.broken(fmt.Errorf("write-back %d: the reply is %s", p.id, describe(reply)))
 	}
 	res := buffer.UpdateResult{Applied: int(r.GetApplied()), Stale: int(r.GetStale() + r.GetWrongIncarnation())}
-	if res.Applied+res.Stale != len(refs) {
-		return res, fmt.Errorf("remote: write-back %d: the server counts %d applied and %d dropped of %d", wb.Id, res.Applied, res.Stale, len(refs))
+	if res.Applied+res.Stale != p.n {
+		return buffer.UpdateResult{}, fmt.Errorf("write-back %d: the server counts %d applied and %d dropped of %d", p.id, res.Applied, res.Stale, p.n)
 	}
 	s.c.count(func(st *ClientStats) {
 		st.WriteBacks++
@@ -354,6 +472,44 @@ func (s *stage) writeBack(wb *replayv1.WriteBack, refs []buffer.Ref) (buffer.Upd
 		st.Stale += uint64(res.Stale)
 		st.WrongIncarnation += uint64(r.GetWrongIncarnation())
 	})
+	return res, nil
+}
+
+// takeLost returns (once) the error of a pending write-back lost with
+// its stream that no call has reported yet.
+func (s *stage) takeLost() error {
+	err := s.lost
+	s.lost = nil
+	return err
+}
+
+// withLost is err with the lost write-back's error (if one was lost and
+// not reported yet) ahead of it.
+func (s *stage) withLost(err error) error {
+	if l := s.takeLost(); l != nil {
+		return fmt.Errorf("%w; then: %w", l, err)
+	}
+	return err
+}
+
+// Settle ends pipelining's lag (ClientOptions.Pipeline): it waits for the
+// result of the write-back still pending (at most one; none when
+// pipelining is off) and returns the counts that Update has not returned
+// yet, so that the sum of every Update's and Settle's counts is exact. It
+// returns the error of a write-back lost with its stream that no call has
+// reported. Cost: at most one wait for a reply, within CallTimeout.
+// Concurrency: the learner's goroutine, once the learner stopped calling
+// the stage (a Sample after it works as before).
+func (s *stage) Settle() (buffer.UpdateResult, error) {
+	err := s.settle()
+	res := s.owed
+	s.owed = buffer.UpdateResult{}
+	if err != nil {
+		return res, fmt.Errorf("remote: settle: %w", s.withLost(err))
+	}
+	if err := s.takeLost(); err != nil {
+		return res, fmt.Errorf("remote: settle: %w", err)
+	}
 	return res, nil
 }
 
@@ -445,11 +601,22 @@ func (s *stage) sendPrepared(req *replayv1.SampleRequest, prepare func() error) 
 		if err = s.stream.Send(req); err != io.EOF || tries == s.attempts() {
 			break
 		}
+		// A write-back pending on the ended stream: its result may have
+		// come before the end (then req is re-sent on a new stream);
+		// otherwise it is lost, and that is this call's error.
+		if err := s.settle(); err != nil {
+			return err
+		}
 		_, rerr := s.stream.Recv() // why the stream had ended
 		s.broken(fmt.Errorf("the stream had ended: %w", rerr))
 	}
 	if err == io.EOF {
-		_, err = s.stream.Recv()
+		if err := s.settle(); err != nil {
+			return err
+		}
+		if _, err = s.stream.Recv(); err == nil {
+			err = errors.New("a reply on a stream that had ended")
+		}
 	}
 	if err != nil {
 		return s.broken(err)
@@ -505,6 +672,16 @@ func (s *stage) broken(err error) error {
 	}
 	s.stream, s.cancel = nil, nil
 	s.c.count(func(st *ClientStats) { st.StreamErrors++ })
+	if p := s.pending; p.id != 0 {
+		// Its result went with the stream: the server may or may not
+		// have applied it; never re-sent, reported by the next call.
+		s.pending = pendingWriteBack{}
+		s.c.count(func(st *ClientStats) { st.WriteBacksLost++ })
+		lost := fmt.Errorf("write-back %d (%d rows): its result was lost with the stream (the server may or may not have applied it): %w", p.id, p.n, err)
+		if s.lost == nil {
+			s.lost = lost
+		}
+	}
 	return err
 }
 
@@ -552,4 +729,22 @@ func describe(r *replayv1.SampleReply) string {
 		return fmt.Sprintf("episode events for %d", k.Episodes.GetId())
 	}
 	return "empty"
+}
+
+// Settle ends a pipelined remote stage's lag (ClientOptions.Pipeline):
+// for a Method that Client.Method made, it reads the result of the
+// write-back still in flight and returns the write-back counts its
+// Update and UpdateFeatures have not returned yet, so that their sum
+// with every earlier Update's is exact; with it, the error of a
+// write-back lost with its stream that no call has reported yet. For any
+// other Method (in process, sharded, or a stage that does not pipeline
+// and so owes nothing) it returns zero counts and nil. Call it on the
+// learner's goroutine once the learner stopped (the stage's context
+// still live). Cost: at most one wait for a reply, within CallTimeout.
+func Settle(m sampler.Method) (buffer.UpdateResult, error) {
+	s, ok := m.Selector.(*stage)
+	if !ok {
+		return buffer.UpdateResult{}, nil
+	}
+	return s.Settle()
 }
