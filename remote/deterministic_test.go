@@ -45,7 +45,17 @@ func TestNetworkLockstepMatchesInProcess(t *testing.T) {
 		// the server's stage.
 		{"Pendulum-v1", "refer", "vracer"}, {"Pendulum-v1", "refer-2", "td3"},
 	} {
-		method := tc.method
+		for _, pipe := range []bool{false, true} {
+			lockstepMatches(t, tc.env, tc.method, tc.algo, pipe)
+		}
+	}
+}
+
+// lockstepMatches is TestNetworkLockstepMatchesInProcess for one method,
+// with the remote stage pipelining its write-backs or not.
+func lockstepMatches(t *testing.T, env, method, algo string, pipe bool) {
+	tc := struct{ env, method, algo string }{env, method, algo}
+	{
 		const seed = 5
 		cfg := runtime.TrainConfig{Env: tc.env, Sampler: method, Algo: tc.algo, Actors: 1, Deterministic: true, Steps: 250,
 			Capacity: 4000, MinSizeToSample: 200, EvalEverySteps: 1 << 30, FinalEpisodes: 1, Seed: seed}
@@ -77,7 +87,7 @@ func TestNetworkLockstepMatchesInProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		bs := newBufServer(t, func(g *grpc.Server) { replayv1.RegisterReplayServer(g, srv) })
-		c := bs.client(ClientOptions{CallTimeout: 30 * time.Second})
+		c := bs.client(ClientOptions{CallTimeout: 30 * time.Second, Pipeline: pipe})
 		ctx := context.Background()
 		rcfg, err := c.Config(ctx)
 		if err != nil {
@@ -125,9 +135,27 @@ func TestNetworkLockstepMatchesInProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !slices.Equal(got.Params(), want.Params()) {
-			t.Fatalf("%s (%s), seed %d: the network run's policy differs from the in-process run's", method, tc.algo, seed)
+			t.Fatalf("%s (%s), seed %d: the network run's policy differs from the in-process run's (pipeline %t)", method, tc.algo, seed, pipe)
+		}
+		// Settled, the learner's and the client's write-back counts are
+		// the server's exactly, pipelined or not.
+		owed, err := Settle(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !pipe && owed != (buffer.UpdateResult{}) {
+			t.Fatalf("%s: an unpipelined stage owes %+v", method, owed)
+		}
+		if pipe && tc.algo != "vracer" && owed.Applied+owed.Stale != lh.Batch() {
+			t.Fatalf("%s: a pipelined stage owes %+v, not the last write-back's %d rows", method, owed, lh.Batch())
 		}
 		st := srv.Stats()
+		ls, cs := lh.Stats().Learner, c.Stats()
+		if ls.WriteBacks+uint64(owed.Applied) != st.WriteBacksApplied || ls.StaleWriteBacks+uint64(owed.Stale) != st.WriteBacksStale+st.WriteBacksWrongIncarnation ||
+			cs.Applied != st.WriteBacksApplied || cs.Stale != st.WriteBacksStale+st.WriteBacksWrongIncarnation || cs.WriteBacksLost != 0 {
+			t.Fatalf("%s (pipeline %t): the learner counts %d applied and %d stale (%+v owed), the client %+v, the server %d and %d",
+				method, pipe, ls.WriteBacks, ls.StaleWriteBacks, owed, cs, st.WriteBacksApplied, st.WriteBacksStale+st.WriteBacksWrongIncarnation)
+		}
 		writesBack := tc.algo != "vracer" // V-RACER's write-back is its controller's, in the learner
 		if st.Draws != uint64(cfg.Steps) || (st.WriteBacksApplied != 0) != writesBack || st.InsertedItems != uint64(p.Stats().Items) ||
 			ah.Stats().EnvSteps != tr.Stats().EnvSteps {
