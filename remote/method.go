@@ -486,10 +486,14 @@ func (s *stage) takeLost() error {
 // withLost is err with the lost write-back's error (if one was lost and
 // not reported yet) ahead of it.
 func (s *stage) withLost(err error) error {
-	if l := s.takeLost(); l != nil {
-		return fmt.Errorf("%w; then: %w", l, err)
+	l := s.takeLost()
+	switch {
+	case l == nil:
+		return err
+	case errors.Is(l, err): // the break that lost it
+		return l
 	}
-	return err
+	return fmt.Errorf("%w; then: %w", l, err)
 }
 
 // Settle ends pipelining's lag (ClientOptions.Pipeline): it waits for the

@@ -221,3 +221,95 @@ func TestStageDrawTimeout(t *testing.T) {
 		t.Fatalf("the next draw: %v", err)
 	}
 }
+
+// TestStagePipelinedWriteBackLost: a pipelined stage's Update returns the
+// counts answered since the previous Update; a write-back whose stream
+// breaks before its result comes is counted lost and is the next draw's
+// error (never re-sent), and the draw after that works on a new stream;
+// Settle makes the totals exact.
+func TestStagePipelinedWriteBackLost(t *testing.T) {
+	checkLeaks(t)
+	local, buf := perTwin(t)
+	f := &fakeSample{method: local.String(), incarnation: 11}
+	c := newBufServer(t, func(s *grpc.Server) { replayv1.RegisterReplayServer(s, f) }).client(ClientOptions{Pipeline: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m, err := c.Method(ctx, local, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := buf.NewBatch(4)
+	rng := rand.New(rand.NewPCG(1, 2))
+	td := []float64{1, 2, 3, 4}
+	sample := func(what string) {
+		t.Helper()
+		if err := m.Selector.Sample(rng, b); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	update := func(what string, want buffer.UpdateResult) {
+		t.Helper()
+		if res, err := m.Selector.Update(b.Refs, td); err != nil || res != want {
+			t.Fatalf("%s: update %+v, %v; want %+v", what, res, err, want)
+		}
+	}
+	four := buffer.UpdateResult{Applied: 4}
+	sample("first draw")
+	update("first write-back: nothing answered yet", buffer.UpdateResult{})
+	sample("second draw")
+	update("second write-back: the first's counts", four)
+	update("a write-back with no draw between: the previous one is answered first", four)
+	if owed, err := Settle(m); err != nil || owed != four {
+		t.Fatalf("settle: %+v, %v; want the third write-back's %+v", owed, err, four)
+	}
+	sample("a draw after the third write-back")
+
+	// The server breaks the stream on the next write-back, unanswered.
+	f.mu.Lock()
+	f.breakNext = true
+	f.mu.Unlock()
+	update("the fourth write-back: nothing owed after Settle", buffer.UpdateResult{})
+	err = m.Selector.Sample(rng, b)
+	if err == nil || !strings.Contains(err.Error(), "result was lost with the stream") || status.Code(errors.Unwrap(err)) != codes.Unavailable {
+		t.Fatalf("a draw behind a lost write-back: %v", err)
+	}
+	if st := c.Stats(); st.WriteBacksLost != 1 || st.WriteBacks != 3 || st.Applied != 12 || st.StreamErrors != 1 {
+		t.Fatalf("after the break: client stats %+v", st)
+	}
+	sample("the draw after the break, on a new stream")
+	if b.Reward[0] != 104 {
+		t.Errorf("the draw after the break serves step %v, want 104", b.Reward[0])
+	}
+	update("the write-back after the break: the lost one is not counted", buffer.UpdateResult{})
+	owed, err := Settle(m)
+	if err != nil || owed != four {
+		t.Fatalf("settle: %+v, %v; want %+v", owed, err, four)
+	}
+	if owed, err := Settle(m); err != nil || owed != (buffer.UpdateResult{}) {
+		t.Fatalf("settle again: %+v, %v", owed, err)
+	}
+	f.mu.Lock()
+	steps := slices.Clone(f.steps)
+	f.mu.Unlock()
+	if !slices.Equal(steps, []uint64{101, 102, 103, 104}) {
+		t.Errorf("draw steps %v: the lost write-back's draw never reached the server, nothing re-sent", steps)
+	}
+	st := c.Stats()
+	if st.Draws != 4 || st.WriteBacks != 4 || st.Applied != 16 || st.WriteBacksLost != 1 || st.StreamOpens != 2 || st.StreamErrors != 1 {
+		t.Errorf("client stats %+v", st)
+	}
+	// Stream broken with a write-back pending, found by Settle: counted
+	// and reported there.
+	sample("a draw the server takes")
+	f.mu.Lock()
+	f.breakNext = true
+	f.mu.Unlock()
+	update("a write-back the server breaks the stream on", buffer.UpdateResult{})
+	if _, err := Settle(m); err == nil || !strings.Contains(err.Error(), "result was lost") {
+		t.Errorf("settle after a lost write-back: %v", err)
+	}
+	if st := c.Stats(); st.WriteBacksLost != 2 {
+		t.Errorf("client stats %+v: want 2 lost", st)
+	}
+	cancel()
+}
