@@ -2,6 +2,8 @@ package remote
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/internal/netem"
 	"github.com/apexrl/apex/sampler"
 )
 
@@ -59,7 +62,67 @@ func BenchmarkStageSampleUpdate(b *testing.B) {
 	if err := buf.Insert(cartPoleRows(1 << 16)); err != nil {
 		b.Fatal(err)
 	}
-	c := bs.client(ClientOptions{})
+	stageSampleUpdate(b, bs.client(ClientOptions{}))
+}
+
+// BenchmarkStagePipeline is BenchmarkStageSampleUpdate with the stage's
+// write-backs pipelined (ClientOptions.Pipeline) and not, over bufconn and
+// over loopback TCP through a netem proxy that delays each direction by
+// 1 ms (the learner step's round trips then dominate).
+func BenchmarkStagePipeline(b *testing.B) {
+	for _, link := range []string{"bufconn", "delay1ms"} {
+		for _, pipe := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/pipeline=%t", link, pipe), func(b *testing.B) {
+				srv, buf, bs := benchServer(b, "per")
+				if err := buf.Insert(cartPoleRows(1 << 16)); err != nil {
+					b.Fatal(err)
+				}
+				opts := ClientOptions{Pipeline: pipe}
+				if link == "bufconn" {
+					stageSampleUpdate(b, bs.client(opts))
+					return
+				}
+				stageSampleUpdate(b, delayedClient(b, srv, time.Millisecond, opts))
+			})
+		}
+	}
+}
+
+// delayedClient serves srv on loopback TCP behind a netem proxy that
+// delays each direction by delay, and dials the proxy.
+func delayedClient(b *testing.B, srv *Server, delay time.Duration, opts ClientOptions) *Client {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(replayv1.MaxMessageBytes), grpc.MaxSendMsgSize(replayv1.MaxMessageBytes))
+	replayv1.RegisterReplayServer(g, srv)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = g.Serve(ln) }()
+	shape := netem.Shape{Delay: delay}
+	p, err := netem.Listen("127.0.0.1:0", netem.Config{Target: ln.Addr().String(), Up: shape, Down: shape, Queue: 1024})
+	if err != nil {
+		g.Stop()
+		<-served
+		b.Fatal(err)
+	}
+	c, err := Dial(context.Background(), p.Addr().String(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		c.Close()
+		p.Close()
+		g.Stop()
+		<-served
+	})
+	return c
+}
+
+// stageSampleUpdate runs b.N learner steps (draw, weights, write-back)
+// of 512 rows through c's remote PER stage.
+func stageSampleUpdate(b *testing.B, c *Client) {
 	lbuf, _ := buffer.New(buffer.Config{Capacity: 1024, ObsDim: 4, Action: buffer.Discrete, NumActions: 2})
 	local := mustMethod(b, "per", lbuf)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -87,9 +150,15 @@ func BenchmarkStageSampleUpdate(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	if _, err := Settle(m); err != nil {
+		b.Fatal(err)
+	}
 	el := time.Since(start)
 	b.ReportMetric(float64(b.N*512)/el.Seconds(), "rows/s")
 	b.ReportMetric(float64(el.Microseconds())/float64(b.N), "µs/step")
+	if st := c.Stats(); st.WriteBacks != uint64(b.N) || st.Applied+st.Stale != uint64(b.N*512) {
+		b.Fatalf("client stats %+v after %d steps", st, b.N)
+	}
 }
 
 func benchServer(b *testing.B, method string) (*Server, *buffer.Buffer, *bufServer) {

@@ -22,7 +22,10 @@
 // learner's remote stage (Client.Method: a sampler.Method whose Selector,
 // Weighter, Features, Evaluated and, for the ReF-ER methods, Episodes
 // go to the server; the ReF-ER controller follows the server stage's
-// episodes through the episode feed on the Sample stream), the learner's
+// episodes through the episode feed on the Sample stream; with
+// ClientOptions.Pipeline a write-back's result is read by the next draw,
+// one round trip per learner step, and Settle returns the last one's
+// counts), the learner's
 // stage over a fleet (ShardedMethod: each batch drawn across the shards,
 // exactly by their masses or one shard per batch, every row with the
 // probability of the procedure run; write-backs routed to their shards;

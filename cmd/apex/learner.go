@@ -60,6 +60,7 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	replayAddr := fs.String("replay", "127.0.0.1:7700", "the apex replay server's host:port, or a fleet's shards: a comma-separated list (a DNS name expands to every address it resolves to)")
 	shardSampling := fs.String("shard-sampling", "exact", "with several replay shards: exact (each batch's stratified targets spread over the shards by mass) or one (one shard per batch, chosen by mass)")
 	shardDeadline := fs.Duration("shard-deadline", remote.DefaultShardDeadline, "with several replay shards: how long a shard may take to answer a draw, write-back or tally before it is left out and probed")
+	pipeline := fs.Bool("pipeline", true, "with one replay server: send each write-back without waiting for its result, which the next draw reads ahead of its batch (one round trip per learner step instead of two; the same batches, the write-back counts reported one step late and settled at the end); false: wait for each result")
 	addLearnerFlags(fs, &local)
 	sf := addServeFlags(fs, "127.0.0.1:7701", "the parameter service (actor hosts subscribe to it)")
 	df := addDialFlags(fs, "tls-client-", true)
@@ -99,6 +100,7 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErr(err)
 	}
+	copts.Pipeline = *pipeline
 	switch *ckpt {
 	case "":
 		*ckpt = filepath.Join(*out, "learner.ckpt")
@@ -239,6 +241,15 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	res, err := host.Run(ctx)
 	close(done)
 	printer.Wait()
+	// A pipelined stage's last write-back is answered here (its counts
+	// are not in the learner's, which lag by that one write-back).
+	if owed, serr := remote.Settle(m); serr != nil {
+		log.Warn("write-backs", "settle", serr.Error())
+	} else if *pipeline && len(fleet.clients) == 1 {
+		cs := fleet.clients[0].Stats()
+		log.Info("write-backs", "pipelined", true, "last_applied", owed.Applied, "last_stale", owed.Stale,
+			"applied", cs.Applied, "stale", cs.Stale, "answered", cs.WriteBacks, "lost", cs.WriteBacksLost)
+	}
 	if shardStats != nil {
 		st := shardStats.Snapshot()
 		attrs := []any{"draws", st.Draws, "replans", st.Replans, "gate_waits", st.GateWaits, "gate_wait_s", round1(st.GateWait.Seconds()),

@@ -197,15 +197,21 @@ func learnerProgress(p *proc) []progressRecord {
 // namespace adding wan's delay, jitter and loss, over mutual TLS with
 // bearer tokens. Within 50 s of learning the learner must solve CartPole
 // or clearly learn it (a final evaluation of at least learningBar): the
-// learner's remote stage takes a round trip per draw and per write-back,
-// so over a few milliseconds each way it makes far fewer updates per
-// second than on loopback (bench/BENCHMARKS.md). Every process is ended by
+// learner's remote stage takes a round trip per learner step (its
+// write-backs pipelined behind the draws; APEX_NETNS_PIPELINE=false runs
+// the learner with -pipeline=false: a round trip per draw and one per
+// write-back), so over a few milliseconds each way it makes far fewer
+// updates per second than on loopback (bench/BENCHMARKS.md). Every process is ended by
 // its pid and every namespace deleted at the end.
 func TestNetnsCartPole(t *testing.T) {
 	f := newNetFleet(t, "replay0", "learner", "actor0", "actor1")
 	replay := f.startReplay("replay0", "-env=CartPole-v1", "-actors=4", "-seed=3")
 	shard := f.route(7700, f.hosts["replay0"].HostPort(7700), wan)
-	learner, out := f.startLearner(shard.Addr().String(), "-duration=50s")
+	lflags := []string{"-duration=50s"}
+	if p := os.Getenv("APEX_NETNS_PIPELINE"); p != "" { // compare: APEX_NETNS_PIPELINE=false
+		lflags = append(lflags, "-pipeline="+p)
+	}
+	learner, out := f.startLearner(shard.Addr().String(), lflags...)
 	params := f.route(7701, f.hosts["learner"].HostPort(7701), wan)
 	for i := range 2 {
 		f.startActor(i, 2, shard.Addr().String(), params.Addr().String())
@@ -225,8 +231,8 @@ func TestNetnsCartPole(t *testing.T) {
 			evals = append(evals, fmt.Sprintf("%.0fs:%.0f", r.Elapsed, *r.EvalReturn))
 		}
 	}
-	t.Logf("CartPole across namespaces (%s; TLS, tokens): solved %v (%s) in %.1f s, %d learner steps (%.1f/s), %d env steps, final evaluation %.1f; evaluations %s",
-		wanString(), res.StoppedByTarget, res.StopReason, res.Seconds, res.LearnerSteps, float64(res.LearnerSteps)/res.Seconds, res.EnvSteps, res.FinalReturn, strings.Join(evals, " "))
+	t.Logf("CartPole across namespaces (%s; TLS, tokens; learner %v): solved %v (%s) in %.1f s, %d learner steps (%.1f/s), %d env steps, final evaluation %.1f; evaluations %s",
+		wanString(), lflags, res.StoppedByTarget, res.StopReason, res.Seconds, res.LearnerSteps, float64(res.LearnerSteps)/res.Seconds, res.EnvSteps, res.FinalReturn, strings.Join(evals, " "))
 	t.Logf("replay route: %d connections, %.1f MB to the server, %.1f MB back, %d segment losses; params route: %d connections, %.1f MB to the actors, %d losses",
 		ss.Accepted, float64(ss.BytesUp)/1e6, float64(ss.BytesDown)/1e6, ss.Losses, ps.Accepted, float64(ps.BytesDown)/1e6, ps.Losses)
 	if res.FinalReturn < learningBar {
