@@ -37,7 +37,8 @@ func startTestShard(t *testing.T, addr string) *testShard {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := remote.NewServer(remote.Table{Buffer: buf, Method: m}, remote.ServerOptions{})
+	// A fleet's learner checks that every shard serves one run configuration.
+	srv, err := remote.NewServer(remote.Table{Buffer: buf, Method: m, Config: []byte(`{"sampler":"per"}`)}, remote.ServerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
