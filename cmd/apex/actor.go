@@ -104,16 +104,11 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 
 	dialCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	fleet, err := dialReplayFleet(dialCtx, *replayAddr, copts, nil)
-	if err != nil {
-		return usageErr(fmt.Errorf("-replay %s: %w", *replayAddr, err))
+	fleet, cfg, cfgJSON, rc := openReplayFleet(dialCtx, "actor", *replayAddr, copts, usageErr, stderr)
+	if rc != 0 {
+		return rc
 	}
 	defer fleet.Close()
-	cfg, cfgJSON, err := fleet.config(dialCtx)
-	if err != nil {
-		fmt.Fprintf(stderr, "apex actor: the replay server at %s: %v\n", *replayAddr, err)
-		return 1
-	}
 	n, first := cfg.Actors / *hosts, *hostIdx*(cfg.Actors / *hosts)
 	if rest := cfg.Actors % *hosts; *hostIdx < rest {
 		n, first = n+1, first+*hostIdx

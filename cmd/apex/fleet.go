@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strings"
@@ -72,6 +73,25 @@ func dialReplayFleet(ctx context.Context, list string, copts remote.ClientOption
 		f.clients = append(f.clients, c)
 	}
 	return f, nil
+}
+
+// openReplayFleet dials the fleet -replay names (dialReplayFleet) and
+// reads the run configuration every shard serves (config), both within
+// ctx, for apex actor and apex learner (prog). A list that does not dial
+// is the flag's usage error (usageErr's exit status); a fleet that does
+// not answer or disagrees is reported on stderr, exit status 1. rc is 0
+// when f is open; the caller closes it.
+func openReplayFleet(ctx context.Context, prog, list string, copts remote.ClientOptions, usageErr func(error) int, stderr io.Writer) (f *replayFleet, cfg runtime.TrainConfig, cfgJSON []byte, rc int) {
+	f, err := dialReplayFleet(ctx, list, copts, nil)
+	if err != nil {
+		return nil, cfg, nil, usageErr(fmt.Errorf("-replay %s: %w", list, err))
+	}
+	if cfg, cfgJSON, err = f.config(ctx); err != nil {
+		f.Close()
+		fmt.Fprintf(stderr, "apex %s: the replay server at %s: %v\n", prog, list, err)
+		return nil, cfg, nil, 1
+	}
+	return f, cfg, cfgJSON, 0
 }
 
 // names are the shards' targets as dialed, for logs and errors.

@@ -119,16 +119,11 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 
 	dialCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	fleet, err := dialReplayFleet(dialCtx, *replayAddr, copts, nil)
-	if err != nil {
-		return usageErr(fmt.Errorf("-replay %s: %w", *replayAddr, err))
+	fleet, cfg, _, rc := openReplayFleet(dialCtx, "learner", *replayAddr, copts, usageErr, stderr)
+	if rc != 0 {
+		return rc
 	}
 	defer fleet.Close()
-	cfg, _, err := fleet.config(dialCtx)
-	if err != nil {
-		fmt.Fprintf(stderr, "apex learner: the replay server at %s: %v\n", *replayAddr, err)
-		return 1
-	}
 	cfg.Steps, cfg.Duration, cfg.TargetReturn, cfg.StopWhenSolved = local.Steps, local.Duration, local.TargetReturn, local.StopWhenSolved
 	cfg.Float32, cfg.LearnerWorkers = local.Float32, local.LearnerWorkers
 	cfg.Checkpoint, cfg.CheckpointEvery = *ckpt, local.CheckpointEvery
