@@ -61,10 +61,10 @@ TEXT ·scan16AVX2(SB), NOSPLIT, $0-40
 	MOVQ grp+0(FP), SI
 	MOVQ pre+24(FP), DI
 	MOVQ mask+16(FP), AX
-	MOVQ AX, X15
+	VMOVQ AX, X15
 	VPBROADCASTQ X15, Y15
 	MOVQ u+8(FP), AX
-	MOVQ AX, X14
+	VMOVQ AX, X14
 	VPBROADCASTQ X14, Y14
 	VPXOR Y13, Y13, Y13
 
@@ -131,7 +131,7 @@ TEXT ·scanRowsAVX2(SB), NOSPLIT, $0-88
 	MOVQ lv+0(FP), SI
 	MOVQ base+8(FP), R8
 	MOVQ mask+16(FP), AX
-	MOVQ AX, X15
+	VMOVQ AX, X15
 	VPBROADCASTQ X15, Y15
 	MOVQ rows+24(FP), R9
 	MOVQ pre+72(FP), DX
@@ -159,7 +159,7 @@ rowloop:
 	// c = 16 - (number of prefixes > u): each compare lane is -1 or 0.
 	MOVQ u+48(FP), R11
 	MOVQ (R11)(AX*8), CX
-	MOVQ CX, X14
+	VMOVQ CX, X14
 	VPBROADCASTQ X14, Y14
 	VPCMPGTQ Y14, Y0, Y0
 	VPCMPGTQ Y14, Y1, Y1
@@ -172,7 +172,7 @@ rowloop:
 	VPADDQ X1, X0, X0
 	VPSHUFD $0x4e, X0, X1
 	VPADDQ X1, X0, X0
-	MOVQ X0, CX
+	VMOVQ X0, CX
 	ADDQ $16, CX
 	CMPQ CX, $16
 	JEQ rowslow

@@ -1,6 +1,7 @@
 package buffer
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
@@ -231,4 +232,33 @@ func TestScanRowsLeafRereadUnderWriter(t *testing.T) {
 		}
 	}
 	t.Logf("%d rows went back to the caller in %d rounds", slowSeen, rounds)
+}
+
+// BenchmarkSampleRefsKernels is SampleRefs of 256 rows with the AVX2 kernel
+// and with the portable one, on the same full buffer: the ratio guards the
+// vector kernel against losing to its scalar twin on some CPU (its loop once
+// moved scalars into XMM registers with legacy-SSE MOVQ while the YMM upper
+// halves were dirty, which made it 2× slower than the portable kernel on an
+// AMD EPYC (Zen 3) KVM guest; VMOVQ made it 2-4× faster than the portable
+// one there).
+func BenchmarkSampleRefsKernels(b *testing.B) {
+	if !hasAVX2 {
+		b.Skip("no AVX2 on this CPU: only the portable kernel runs")
+	}
+	for _, lg := range []int{16, 20} {
+		buf := filled(b, cartPole(1<<lg), 1)
+		for _, avx := range []bool{true, false} {
+			b.Run(fmt.Sprintf("N=2^%d/avx2=%v", lg, avx), func(b *testing.B) {
+				defer func(old bool) { useAVX2 = old }(useAVX2)
+				useAVX2 = avx
+				rng := rand.New(rand.NewPCG(2, 3))
+				bt := mustBatch(b, buf, 256)
+				for b.Loop() {
+					if err := buf.SampleRefs(rng, bt); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
 }
