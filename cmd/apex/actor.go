@@ -242,19 +242,13 @@ type sinkSummary struct {
 }
 
 // writerStats is w's counters as one Writer's (a ShardedWriter's summed
-// over its shards: ShardedWriterStats.Sum) and its shards'.
+// over its shards: fleetWriterStats) and its shards'.
 func writerStats(w insertSink) (remote.WriterStats, actorShards) {
 	switch w := w.(type) {
 	case *remote.Writer:
 		return w.Stats(), actorShards{Shards: 1, Live: 1}
 	case *remote.ShardedWriter:
-		st := w.Stats()
-		sh := actorShards{Shards: len(st.Shards), Live: st.Live}
-		for _, s := range st.Shards {
-			sh.Deaths += s.Deaths
-			sh.Rejoins += s.Rejoins
-		}
-		return st.Sum(), sh
+		return fleetWriterStats(w.Stats())
 	}
 	return remote.WriterStats{}, actorShards{}
 }

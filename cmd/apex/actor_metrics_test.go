@@ -98,31 +98,13 @@ func TestActorMetricsServed(t *testing.T) {
 	raddr := waitAddr(t, replay, replayAddr)
 	learnerAddr := filepath.Join(dir, "learner.addr")
 	learner := startProc(t, dir, "learner", bin, "learner", "-replay="+raddr, "-listen=127.0.0.1:0", "-addr-file="+learnerAddr,
-		"-duration=2m", "-stop-when-solved=false", "-progress=0", "-checkpoint=none", "-out="+filepath.Join(dir, "learner"))
+		"-duration=2m", "-stop-when-solved=false", "-progress=0", "-checkpoint=none", "-out="+filepath.Join(dir, "learner"),
+		"-log-format=json", "-metrics-addr=127.0.0.1:0")
 	laddr := waitAddr(t, learner, learnerAddr)
 	actor := startProc(t, dir, "actor", bin, "actor", "-replay="+raddr, "-learner="+laddr, "-progress=0",
 		"-log-format=json", "-metrics-addr=127.0.0.1:0")
 
-	// The metrics record names the URL (port 0 resolved).
-	var url string
-	for deadline := time.Now().Add(60 * time.Second); url == "" && time.Now().Before(deadline); {
-		sc := bufio.NewScanner(strings.NewReader(actor.output()))
-		for sc.Scan() {
-			var rec struct {
-				Msg string `json:"msg"`
-				URL string `json:"metrics_url"`
-			}
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "metrics" {
-				url = rec.URL
-			}
-		}
-		if err, exited := actor.wait(50 * time.Millisecond); exited {
-			t.Fatalf("the actor exited (%v):\n%s", err, actor.output())
-		}
-	}
-	if url == "" {
-		t.Fatalf("no metrics record within 60 s:\n%s", actor.output())
-	}
+	url := metricsURL(t, actor)
 	c := &http.Client{Timeout: 10 * time.Second}
 	var m map[string]float64
 	for deadline := time.Now().Add(60 * time.Second); ; {
@@ -151,6 +133,17 @@ func TestActorMetricsServed(t *testing.T) {
 	if m["apex_actor_env_steps_total"] < m["apex_actor_writer_acked_items_total"]/2 {
 		t.Errorf("env steps %v against %v acknowledged transitions", m["apex_actor_env_steps_total"], m["apex_actor_writer_acked_items_total"])
 	}
+	// The learner serves its replay client's counters beside its own.
+	lm := samples(t, scrape(t, c, metricsURL(t, learner)))
+	for _, name := range []string{"apex_learner_steps_total", "apex_learner_remote_draws_total", "apex_learner_remote_rows_total",
+		"apex_learner_remote_write_backs_total", "apex_learner_remote_write_backs_applied_total", "apex_learner_remote_stream_opens_total"} {
+		if lm[name] <= 0 {
+			t.Errorf("learner: %s = %v, want > 0", name, lm[name])
+		}
+	}
+	if _, ok := lm["apex_learner_remote_write_backs_lost_total"]; !ok {
+		t.Error("learner: no apex_learner_remote_write_backs_lost_total")
+	}
 	actor.stop(t)
 	if err, _ := actor.wait(0); err != nil {
 		t.Errorf("actor exited with %v:\n%s", err, actor.output())
@@ -158,4 +151,27 @@ func TestActorMetricsServed(t *testing.T) {
 	if _, err := c.Get(url); err == nil {
 		t.Errorf("%s still answers after the actor exited", url)
 	}
+}
+
+// metricsURL waits up to 60 s for p's metrics record (JSON logs) and
+// returns the URL it names (port 0 resolved); it fails if p exits first.
+func metricsURL(t *testing.T, p *proc) string {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
+		sc := bufio.NewScanner(strings.NewReader(p.output()))
+		for sc.Scan() {
+			var rec struct {
+				Msg string `json:"msg"`
+				URL string `json:"metrics_url"`
+			}
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "metrics" {
+				return rec.URL
+			}
+		}
+		if err, exited := p.wait(50 * time.Millisecond); exited {
+			t.Fatalf("exited (%v):\n%s", err, p.output())
+		}
+	}
+	t.Fatalf("no metrics record within 60 s:\n%s", p.output())
+	return ""
 }

@@ -213,10 +213,12 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 		serveErr <- sf.serve(serveCtx, g, log, "params")
 	})
 	metrics, err := obs.startMetrics(func() (*prometheus.Registry, error) {
+		cs := []prometheus.Collector{newTrainCollector(host.Stats, host.Config()),
+			newStatsCollector(func() remote.ClientStats { return sumClientStats(fleet.clients) }, learnerClientMetrics)}
 		if shardStats != nil {
-			return newStatsRegistry(newTrainCollector(host.Stats, host.Config()), newStatsCollector(shardStats.Snapshot, learnerShardMetrics))
+			cs = append(cs, newStatsCollector(shardStats.Snapshot, learnerShardMetrics))
 		}
-		return newMetricsRegistry(host.Stats, host.Config())
+		return newStatsRegistry(cs...)
 	}, log)
 	if err != nil {
 		stopServing()

@@ -415,6 +415,9 @@ var replayMetrics = []statMetric[remote.ServerStats]{
 	{"apex_replay_sample_streams", "Open sample streams.", gauge, func(s *remote.ServerStats) float64 { return float64(s.SampleStreams) }},
 	{"apex_replay_inserts_waiting", "Insert batches held by the rate limiter now.", gauge, func(s *remote.ServerStats) float64 { return float64(s.InsertsWaiting) }},
 	{"apex_replay_draws_waiting", "Draws held by the rate limiter now.", gauge, func(s *remote.ServerStats) float64 { return float64(s.DrawsWaiting) }},
+	{"apex_replay_incarnation", "The server's incarnation (new at every start; write-backs of another are dropped).", gauge, func(s *remote.ServerStats) float64 { return float64(s.Incarnation) }},
+	{"apex_replay_writers_evicted_total", "Idle writers a full idempotency table forgot.", counter, func(s *remote.ServerStats) float64 { return float64(s.WritersEvicted) }},
+	{"apex_replay_watch_streams", "Open Watch streams.", gauge, func(s *remote.ServerStats) float64 { return float64(s.WatchStreams) }},
 }
 
 // actorSnapshot is what apex actor's /metrics reads in one scrape: the
@@ -434,11 +437,32 @@ type actorSnapshot struct {
 }
 
 // actorShards are an actor host's replay shards: how many, how many live,
-// their deaths and rejoins (one live shard and no deaths for a single
-// replay server).
+// the batches waiting for a live one, their deaths, rejoins and probes,
+// and the moved messages split by episode (one live shard and zero
+// counters for a single replay server).
 type actorShards struct {
-	Shards, Live    int
-	Deaths, Rejoins uint64
+	Shards, Live, Orphans int
+	Deaths, Rejoins       uint64
+	Probes, ProbeFailures uint64
+	Splits                uint64
+}
+
+// fleetWriterStats is a ShardedWriter's snapshot as apex actor's metrics
+// read it: the shards' writer counters summed (ShardedWriterStats.Sum),
+// except Batches and Items, which are Insert's (the shards' sum counts
+// each adopted batch again), so that Batches == Acked + Pending + Lost
+// holds for the host as for one Writer; and the fleet's own counters.
+func fleetWriterStats(st remote.ShardedWriterStats) (remote.WriterStats, actorShards) {
+	ws := st.Sum()
+	ws.Batches, ws.Items = st.Batches, st.Items
+	sh := actorShards{Shards: len(st.Shards), Live: st.Live, Orphans: st.Orphans, Splits: st.Splits}
+	for _, s := range st.Shards {
+		sh.Deaths += s.Deaths
+		sh.Rejoins += s.Rejoins
+		sh.Probes += s.Probes
+		sh.ProbeFailures += s.ProbeFailures
+	}
+	return ws, sh
 }
 
 // actorMetrics are apex actor's metrics, from one actorSnapshot.
@@ -448,7 +472,8 @@ var actorMetrics = []statMetric[actorSnapshot]{
 	{"apex_actor_batches_total", "Actor batches handed to the insert writer.", counter, func(s *actorSnapshot) float64 { return float64(s.Host.Pipeline.Batches) }},
 	{"apex_actor_items_total", "Transitions handed to the insert writer.", counter, func(s *actorSnapshot) float64 { return float64(s.Host.Pipeline.Items) }},
 	{"apex_actor_discarded_total", "Transitions produced but not handed to the writer when the host stopped.", counter, func(s *actorSnapshot) float64 { return float64(s.Host.Pipeline.Discarded) }},
-	{"apex_actor_writer_batches_total", "Insert batches the writer took (after splitting to the message limit).", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Batches) }},
+	{"apex_actor_writer_batches_total", "Insert batches the writer took (after splitting to the message limit; a fleet's by episode too).", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Batches) }},
+	{"apex_actor_writer_items_total", "Transitions in the insert batches the writer took.", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Items) }},
 	{"apex_actor_writer_acked_batches_total", "Insert batches the replay server acknowledged.", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Acked) }},
 	{"apex_actor_writer_acked_items_total", "Transitions the replay server acknowledged.", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.AckedItems) }},
 	{"apex_actor_writer_duplicate_batches_total", "Acknowledgements of batches the server had stored before (a resend after a break).", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Duplicates) }},
@@ -466,6 +491,11 @@ var actorMetrics = []statMetric[actorSnapshot]{
 	{"apex_actor_writer_shard_deaths_total", "Replay shards marked dead (stream error or silence, then a failed probe).", counter, func(s *actorSnapshot) float64 { return float64(s.Shards.Deaths) }},
 	{"apex_actor_writer_shard_rejoins_total", "Dead replay shards that answered a probe and took inserts again.", counter, func(s *actorSnapshot) float64 { return float64(s.Shards.Rejoins) }},
 	{"apex_actor_writer_moved_batches_total", "Unacknowledged insert batches moved off a dead shard to the live ones.", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Moved) }},
+	{"apex_actor_writer_adopted_batches_total", "Insert batches the live shards took over from dead ones (a moved batch split by episode counts each piece).", counter, func(s *actorSnapshot) float64 { return float64(s.Writer.Adopted) }},
+	{"apex_actor_writer_split_batches_total", "Insert batches moved off a dead shard that were split by episode to be placed again.", counter, func(s *actorSnapshot) float64 { return float64(s.Shards.Splits) }},
+	{"apex_actor_writer_orphan_batches", "Insert batches taken off dead shards while none was alive, waiting for one to rejoin.", gauge, func(s *actorSnapshot) float64 { return float64(s.Shards.Orphans) }},
+	{"apex_actor_writer_shard_probes_total", "Info calls that checked a replay shard (a suspect or dead one).", counter, func(s *actorSnapshot) float64 { return float64(s.Shards.Probes) }},
+	{"apex_actor_writer_shard_probe_failures_total", "Probes of a replay shard that failed.", counter, func(s *actorSnapshot) float64 { return float64(s.Shards.ProbeFailures) }},
 	{"apex_actor_params_version", "The newest parameter version the actors act with (the learner's update count; 0 before the first).", gauge, func(s *actorSnapshot) float64 { return float64(s.Params.Version) }},
 	{"apex_actor_params_age_seconds", "Time since the newest parameter version arrived from the learner (0 before the first): how stale the actors' policy is.", gauge, func(s *actorSnapshot) float64 { return s.ParamsAge.Seconds() }},
 	{"apex_actor_params_versions_total", "Parameter versions received and published to the actors.", counter, func(s *actorSnapshot) float64 { return float64(s.Params.Versions) }},
@@ -494,6 +524,76 @@ var learnerShardMetrics = []statMetric[remote.ShardStats]{
 		return shardSum(s, func(x remote.ShardState) uint64 { return x.Refused })
 	}},
 	{"apex_learner_shard_write_backs_dropped_total", "Write-back values dropped for a shard that was down or had restarted since the draw (never applied).", counter, func(s *remote.ShardStats) float64 { return float64(s.Dropped) }},
+	{"apex_learner_shard_rows_total", "Rows drawn across the shards.", counter, func(s *remote.ShardStats) float64 { return float64(s.Rows) }},
+	{"apex_learner_shard_write_backs_total", "Write-back calls across the shards.", counter, func(s *remote.ShardStats) float64 { return float64(s.WriteBacks) }},
+	{"apex_learner_shard_write_backs_applied_total", "Write-back values the shards applied.", counter, func(s *remote.ShardStats) float64 { return float64(s.Applied) }},
+	{"apex_learner_shard_write_backs_stale_total", "Write-back values the shards dropped (overwritten slots, an earlier incarnation; not the ones the learner dropped unsent).", counter, func(s *remote.ShardStats) float64 { return float64(s.Stale) }},
+	{"apex_learner_shard_inserted_items_total", "Items the fleet's rate limiter counts inserted, over every shard's incarnations.", counter, func(s *remote.ShardStats) float64 {
+		var n int64
+		for _, x := range s.Shards {
+			n += x.Inserted
+		}
+		return float64(n)
+	}},
+	{"apex_learner_shard_items", "Items the live shards held at their latest replies.", gauge, func(s *remote.ShardStats) float64 {
+		n := 0
+		for _, x := range s.Shards {
+			if x.Up {
+				n += x.Size
+			}
+		}
+		return float64(n)
+	}},
+	{"apex_learner_shard_priority_mass", "Priority mass (items for uniform and pal) of the live shards at their latest replies: the learner's view of the fleet's.", gauge, func(s *remote.ShardStats) float64 {
+		m := 0.0
+		for _, x := range s.Shards {
+			if x.Up {
+				m += x.Mass
+			}
+		}
+		return m
+	}},
+}
+
+// learnerClientMetrics are apex learner's metrics of its replay clients'
+// remote stages (remote.ClientStats; a fleet's summed over its shards by
+// sumClientStats), served against one server and against a fleet.
+var learnerClientMetrics = []statMetric[remote.ClientStats]{
+	{"apex_learner_remote_draws_total", "Draws answered by the replay server (a fleet's: by each shard a batch drew from).", counter, func(s *remote.ClientStats) float64 { return float64(s.Draws) }},
+	{"apex_learner_remote_rows_total", "Rows the replay server's draws returned.", counter, func(s *remote.ClientStats) float64 { return float64(s.Rows) }},
+	{"apex_learner_remote_write_backs_total", "Priority write-backs the replay server answered.", counter, func(s *remote.ClientStats) float64 { return float64(s.WriteBacks) }},
+	{"apex_learner_remote_write_backs_applied_total", "Write-back values the replay server applied.", counter, func(s *remote.ClientStats) float64 { return float64(s.Applied) }},
+	{"apex_learner_remote_write_backs_stale_total", "Write-back values the replay server dropped (overwritten slots, an earlier incarnation).", counter, func(s *remote.ClientStats) float64 { return float64(s.Stale) }},
+	{"apex_learner_remote_write_backs_wrong_incarnation_total", "Write-back values dropped for keys of an earlier incarnation of the server (a restart; included in the stale ones).", counter, func(s *remote.ClientStats) float64 { return float64(s.WrongIncarnation) }},
+	{"apex_learner_remote_write_backs_lost_total", "Pipelined write-backs whose result was lost with their stream (the server may or may not have applied them).", counter, func(s *remote.ClientStats) float64 { return float64(s.WriteBacksLost) }},
+	{"apex_learner_remote_stream_opens_total", "Sample streams opened (the first included).", counter, func(s *remote.ClientStats) float64 { return float64(s.StreamOpens) }},
+	{"apex_learner_remote_stream_errors_total", "Calls that failed on a broken Sample stream.", counter, func(s *remote.ClientStats) float64 { return float64(s.StreamErrors) }},
+	{"apex_learner_remote_episode_resyncs_total", "ReF-ER episode feeds subscribed again on a new stream (the controller starts over from the stored episodes).", counter, func(s *remote.ClientStats) float64 { return float64(s.EpisodeResyncs) }},
+}
+
+// sumClientStats adds the clients' counters field by field (one
+// remote.ClientStats for the learner's /metrics). O(clients).
+func sumClientStats(cs []*remote.Client) remote.ClientStats {
+	var t remote.ClientStats
+	for _, c := range cs {
+		t = addClientStats(t, c.Stats())
+	}
+	return t
+}
+
+// addClientStats is a + b, field by field.
+func addClientStats(a, b remote.ClientStats) remote.ClientStats {
+	a.Draws += b.Draws
+	a.Rows += b.Rows
+	a.WriteBacks += b.WriteBacks
+	a.Applied += b.Applied
+	a.Stale += b.Stale
+	a.WrongIncarnation += b.WrongIncarnation
+	a.WriteBacksLost += b.WriteBacksLost
+	a.StreamOpens += b.StreamOpens
+	a.StreamErrors += b.StreamErrors
+	a.EpisodeResyncs += b.EpisodeResyncs
+	return a
 }
 
 // liveShards counts the shards up in s.
