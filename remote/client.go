@@ -149,15 +149,13 @@ func Dial(ctx context.Context, target string, opts ClientOptions) (*Client, erro
 		// internal network forwards it to an upstream it cannot reach)
 		// that is the resolver's 30 s timeout, past every call's deadline.
 		grpc.WithDisableServiceConfig(),
-		grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(replayv1.MaxMessageBytes),
-			grpc.MaxCallSendMsgSize(replayv1.MaxMessageBytes)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                opts.Keepalive,
 			Timeout:             opts.Keepalive,
 			PermitWithoutStream: false,
 		}),
 	)
+	dopts = append(dopts, WireDialOptions()...)
 	dopts = append(dopts, opts.DialOptions...)
 	conn, err := grpc.NewClient(target, dopts...)
 	if err != nil {

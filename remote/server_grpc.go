@@ -129,11 +129,10 @@ func newGRPCServer(opts GRPCOptions, service string, end func(), register func(*
 		// buffers (up to MaxMessageBytes each): bound the streams a
 		// connection may open.
 		grpc.MaxConcurrentStreams(MaxStreamsPerConn),
-		grpc.MaxRecvMsgSize(replayv1.MaxMessageBytes),
-		grpc.MaxSendMsgSize(replayv1.MaxMessageBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.MinPingInterval, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: opts.PingInterval, Timeout: opts.PingTimeout}),
 	}
+	so = append(so, wireServerOptions()...)
 	if opts.TLS != nil {
 		so = append(so, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}

@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/bench/loadtest"
 	"github.com/apexrl/apex/internal/meter"
 	"github.com/apexrl/apex/remote"
@@ -406,8 +405,7 @@ func loadtestDialOptions(addr string, copts remote.ClientOptions) ([]grpc.DialOp
 	if copts.TLS != nil {
 		creds = credentials.NewTLS(copts.TLS)
 	}
-	dopts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(
-		grpc.MaxCallRecvMsgSize(replayv1.MaxMessageBytes), grpc.MaxCallSendMsgSize(replayv1.MaxMessageBytes))}
+	dopts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, remote.WireDialOptions()...)
 	if copts.Token != "" {
 		var b *auth.Bearer
 		var err error
