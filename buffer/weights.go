@@ -2,7 +2,8 @@ package buffer
 
 import (
 	"fmt"
-	"math"
+
+	"github.com/apexrl/apex/internal/xmath"
 )
 
 // Normalization selects how importance weights are scaled so they only ever
@@ -60,7 +61,7 @@ func (b *Batch) ImportanceWeights(beta float64, norm Normalization) error {
 		if !(p > 0 && p <= 1) {
 			return fmt.Errorf("buffer: row %d was drawn with probability %v; weights need P(i) in (0, 1]", i, p)
 		}
-		w := math.Pow(n*p, -beta)
+		w := xmath.Pow(n*p, -beta)
 		b.Weight[i] = w
 		wmax = max(wmax, w)
 	}
@@ -75,7 +76,7 @@ func (b *Batch) ImportanceWeights(beta float64, norm Normalization) error {
 		}
 		// Items whose priority rose above the minimum after the batch was
 		// drawn cannot exceed the bound; take the larger so weights stay <= 1.
-		wmax = max(wmax, math.Pow(n*b.MinProb, -beta))
+		wmax = max(wmax, xmath.Pow(n*b.MinProb, -beta))
 	case NormalizeNone:
 		return nil
 	default:

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/internal/xmath"
 )
 
 // LAP and PAL defaults (Fujimoto, Meger & Precup 2020, arXiv:2007.06049,
@@ -50,12 +51,12 @@ func (c LAPConfig) Validate() error {
 }
 
 // Floor is the smallest priority LAP stores, K^Alpha. O(1).
-func (c LAPConfig) Floor() float64 { return math.Pow(c.K, c.Alpha) }
+func (c LAPConfig) Floor() float64 { return xmath.Pow(c.K, c.Alpha) }
 
 // priority is max(absTD, K)^Alpha (Eq. 9), with overflow passed on as the
 // largest float64 (the buffer clamps it to its MaxPriority and counts it).
 func (c LAPConfig) priority(absTD float64) float64 {
-	v := math.Pow(math.Max(absTD, c.K), c.Alpha)
+	v := xmath.Pow(math.Max(absTD, c.K), c.Alpha)
 	if math.IsInf(v, 1) {
 		v = math.MaxFloat64
 	}

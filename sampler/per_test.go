@@ -108,8 +108,9 @@ func TestPERPriority(t *testing.T) {
 	buf := samplertest.NewBuffer(t, 8)
 	p := newPER(t, buf, sampler.DefaultPERConfig(10))
 	for _, d := range []float64{0, 1e-3, 0.5, 1, 7} {
-		if got, want := p.Priority(d), math.Pow(d+1e-6, 0.6); got != want {
-			t.Errorf("Priority(%v) = %v, want %v", d, got, want)
+		// (|δ|+ε)^α to xmath.Pow's documented precision (about 1e-14 here).
+		if got, want := p.Priority(d), math.Pow(d+1e-6, 0.6); math.Abs(got-want) > 1e-14*want {
+			t.Errorf("Priority(%v) = %v, want %v (relative 1e-14)", d, got, want)
 		}
 	}
 	if got := p.Priority(-1); got != buf.MaxPriority() {

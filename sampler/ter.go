@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/internal/xmath"
 )
 
 // TER defaults (Hong et al. 2022, arXiv 2203.15845, §4.4, App. B.5 and the
@@ -383,7 +384,7 @@ func (t *TER) Weights(b *buffer.Batch, step int64) error {
 		if !(p > 0) {
 			return fmt.Errorf("ter: PER row %d was drawn with probability %v; weights need P(i) > 0", i, p)
 		}
-		w := math.Pow(size*p, -beta)
+		w := xmath.Pow(size*p, -beta)
 		b.Weight[i] = w
 		wmax = max(wmax, w)
 		perRows++
@@ -395,7 +396,7 @@ func (t *TER) Weights(b *buffer.Batch, step int64) error {
 		if !(b.MinProb > 0) {
 			return fmt.Errorf("ter: NormalizeBuffer needs the buffer's minimum priority (Config.NoMinTree is set, or no item has one)")
 		}
-		wmax = max(wmax, math.Pow(size*b.MinProb, -beta))
+		wmax = max(wmax, xmath.Pow(size*b.MinProb, -beta))
 	}
 	inv := 1 / wmax
 	for i := range b.Weight {
