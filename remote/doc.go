@@ -16,7 +16,8 @@
 // checkpoint's writer table, ReadWriterTable, keeps that across a
 // restore), the
 // ShardedWriter over a fleet of shards (ResolveShards, DialShard,
-// FleetConfig: a Writer per shard, episodes placed whole by rendezvous
+// FleetConfig, and ShardTracker, which follows a shard of a multi-address
+// DNS name to its new address when it restarts: a Writer per shard, episodes placed whole by rendezvous
 // hashing of (writer, episode) over the live shards, a dead shard's window
 // moved to the others and the shard taken back when it answers), the
 // learner's remote stage (Client.Method: a sampler.Method whose Selector,

@@ -39,7 +39,9 @@ type Resolver func(ctx context.Context, host string) ([]string, error)
 // (net.DefaultResolver.LookupHost when nil) and expands to one shard per
 // address it resolves to (a Kubernetes headless Service or a DNS name
 // with several A records names a whole fleet), each keeping the name as
-// its Host for TLS. An empty list, an entry without a port, a name that
+// its Host for TLS (the fleet's size is the answer's at this lookup; a
+// ShardTracker follows each such shard to a new address of the name
+// afterwards). An empty list, an entry without a port, a name that
 // resolves to nothing, or more than MaxShards shards is an error naming
 // the entry.
 //

@@ -34,7 +34,9 @@ for the server's acknowledgements, at most -stop-grace) and exits 0. It exits
 batches in time: the unacknowledged batches are reported lost.
 
 Against a fleet of replay shards (-replay lists several, or names a DNS
-name with several addresses) the host keeps one insert stream per shard
+name with several addresses: one shard per address at start, each followed
+to a new address of the name when it is the one shard gone and the one
+address new) the host keeps one insert stream per shard
 and places each episode whole on one shard (rendezvous hashing of the
 host's writer id and the episode over the live shards). Every shard must
 serve the same run configuration. A shard that dies is noticed within
@@ -104,7 +106,7 @@ func runActor(args []string, stdout, stderr io.Writer) int {
 
 	dialCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	fleet, cfg, cfgJSON, rc := openReplayFleet(dialCtx, "actor", *replayAddr, copts, usageErr, stderr)
+	fleet, cfg, cfgJSON, rc := openReplayFleet(dialCtx, "actor", *replayAddr, copts, usageErr, stderr, log)
 	if rc != 0 {
 		return rc
 	}

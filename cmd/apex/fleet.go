@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
@@ -21,6 +22,9 @@ type replayFleet struct {
 	// infos are the shards' Info replies from config (a fleet of several;
 	// remote.ShardOptions.Infos reuses them).
 	infos []*replayv1.InfoReply
+	// tracker follows the shards a DNS name expanded to (nil for a
+	// single server).
+	tracker *remote.ShardTracker
 }
 
 // dialReplayFleet resolves list (remote.ResolveShards: comma-separated
@@ -30,15 +34,23 @@ type replayFleet struct {
 // DNS name that resolves to one address is dialed by its name too, so
 // gRPC resolves it again when it reconnects: a shard restarted elsewhere
 // under the same name (a StatefulSet's pod, replay-0.replay:7700) is found
-// at its new address. A name that expands to several shards is resolved
-// once, here: each of its shards is dialed at its address. A fleet's
-// shards re-dial a lost shard every 50-250 ms. Like Dial it
-// does no I/O beyond the DNS lookups (lookup's; net.DefaultResolver's
-// when nil); an error is the flag's.
-func dialReplayFleet(ctx context.Context, list string, copts remote.ClientOptions, lookup remote.Resolver) (*replayFleet, error) {
+// at its new address. A name that expands to several shards gives the
+// fleet one shard per address at start (the fleet's size); each is dialed
+// at its address through a remote.ShardTracker, which looks the name up
+// again when the shard reconnects and moves it to a new address only
+// when exactly one of the name's shards is gone and one address is new
+// (logged: "replay shard moved"); other new addresses are logged
+// ("replay shard addresses unmatched") and not used. A fleet's shards
+// re-dial a lost shard every 50-250 ms. Like Dial it does no I/O beyond
+// the DNS lookups (lookup's; net.DefaultResolver's when nil); an error
+// is the flag's. log (nil: none) gets the tracker's records.
+func dialReplayFleet(ctx context.Context, list string, copts remote.ClientOptions, lookup remote.Resolver, log *slog.Logger) (*replayFleet, error) {
 	shards, err := remote.ResolveShards(ctx, list, lookup)
 	if err != nil {
 		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	f := &replayFleet{shards: shards}
 	if entry := strings.TrimSpace(list); len(shards) == 1 && !strings.Contains(entry, ",") {
@@ -61,11 +73,23 @@ func dialReplayFleet(ctx context.Context, list string, copts remote.ClientOption
 	for _, a := range shards {
 		perEntry[byName(a)]++
 	}
-	for _, a := range shards {
+	f.tracker = remote.NewShardTracker(shards, remote.ShardTrackerOptions{Lookup: lookup,
+		OnMove: func(i int, a remote.ShardAddr, from, to string) {
+			log.Info("replay shard moved", "shard", a.Addr, "index", i, "from", from, "to", to)
+		},
+		OnUnmatched: func(entry string, addrs []string, why string) {
+			if len(addrs) > 0 {
+				log.Warn("replay shard addresses unmatched", "entry", entry, "addresses", strings.Join(addrs, ","), "reason", why)
+			}
+		}})
+	for i, a := range shards {
+		opts := sopts
 		if name := byName(a); perEntry[name] == 1 && net.ParseIP(a.Host) == nil {
 			a.Addr = name // by name: re-resolved on reconnection
+		} else if f.tracker.Tracked(i) {
+			opts.DialOptions = append(slices.Clip(sopts.DialOptions), f.tracker.DialOption(i))
 		}
-		c, err := remote.DialShard(ctx, a, sopts)
+		c, err := remote.DialShard(ctx, a, opts)
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("shard %s: %w", a, err)
@@ -81,8 +105,8 @@ func dialReplayFleet(ctx context.Context, list string, copts remote.ClientOption
 // is the flag's usage error (usageErr's exit status); a fleet that does
 // not answer or disagrees is reported on stderr, exit status 1. rc is 0
 // when f is open; the caller closes it.
-func openReplayFleet(ctx context.Context, prog, list string, copts remote.ClientOptions, usageErr func(error) int, stderr io.Writer) (f *replayFleet, cfg runtime.TrainConfig, cfgJSON []byte, rc int) {
-	f, err := dialReplayFleet(ctx, list, copts, nil)
+func openReplayFleet(ctx context.Context, prog, list string, copts remote.ClientOptions, usageErr func(error) int, stderr io.Writer, log *slog.Logger) (f *replayFleet, cfg runtime.TrainConfig, cfgJSON []byte, rc int) {
+	f, err := dialReplayFleet(ctx, list, copts, nil, log)
 	if err != nil {
 		return nil, cfg, nil, usageErr(fmt.Errorf("-replay %s: %w", list, err))
 	}

@@ -30,7 +30,9 @@ results.json, curve.png and its checkpoint to -out as apex train does;
 -resume continues from such a checkpoint (the replay server keeps the data).
 
 Against a fleet of replay shards (-replay lists several, or names a DNS
-name that resolves to several addresses; every shard must serve the same
+name that resolves to several addresses, one shard per address at start,
+each followed to a new address of the name when it is the one shard gone
+and the one address new; every shard must serve the same
 run configuration, refused by name otherwise) it samples each batch across
 the shards: -shard-sampling=exact spreads the batch's stratified targets
 over the shards by their masses (per, lap, pal, uniform), one picks one
@@ -119,7 +121,7 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 
 	dialCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	fleet, cfg, _, rc := openReplayFleet(dialCtx, "learner", *replayAddr, copts, usageErr, stderr)
+	fleet, cfg, _, rc := openReplayFleet(dialCtx, "learner", *replayAddr, copts, usageErr, stderr, log)
 	if rc != 0 {
 		return rc
 	}
