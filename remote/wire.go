@@ -116,6 +116,19 @@ func (p *tieredPool) Put(b *[]byte) {
 	p.classes[c].Put(b)
 }
 
+// streamWindow and connWindow are HTTP/2 flow-control windows,
+// fixed rather than grown by gRPC's BDP probes: a stream may have 256 KiB
+// unread, enough for 6 draws of 512 CartPole rows in flight without
+// waiting for a window update, and a connection 1 MiB. They bound what a
+// peer can make the other side buffer: at most connWindow per connection.
+// writeBuffer holds a whole 512-row reply (37 KB), so it leaves in one
+// write instead of two.
+const (
+	streamWindow = 256 << 10
+	connWindow   = 1 << 20
+	writeBuffer  = 64 << 10
+)
+
 // WireDialOptions are the dial options every apex client of a replay or
 // parameter server uses (Dial adds them itself): apex's codec (gRPC's wire
 // format, buffers not zeroed), the transport's buffer pool, and the
@@ -124,6 +137,9 @@ func (p *tieredPool) Put(b *[]byte) {
 func WireDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		experimental.WithBufferPool(wirePool),
+		grpc.WithInitialWindowSize(streamWindow),
+		grpc.WithInitialConnWindowSize(connWindow),
+		grpc.WithWriteBufferSize(writeBuffer),
 		grpc.WithDefaultCallOptions(
 			grpc.ForceCodecV2(wireCodec{}),
 			grpc.MaxCallRecvMsgSize(replayv1.MaxMessageBytes),
@@ -135,6 +151,9 @@ func WireDialOptions() []grpc.DialOption {
 func wireServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		experimental.BufferPool(wirePool),
+		grpc.InitialWindowSize(streamWindow),
+		grpc.InitialConnWindowSize(connWindow),
+		grpc.WriteBufferSize(writeBuffer),
 		grpc.ForceServerCodecV2(wireCodec{}),
 		grpc.MaxRecvMsgSize(replayv1.MaxMessageBytes),
 		grpc.MaxSendMsgSize(replayv1.MaxMessageBytes),
