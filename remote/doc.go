@@ -14,7 +14,8 @@
 // Client side: Dial, the insert Writer (a runtime.Sink with a window of
 // unacknowledged batches, resent after a break and stored once; a
 // checkpoint's writer table, ReadWriterTable, keeps that across a
-// restore), the
+// restore, with the items and batches each writer id had stored, which
+// Info's writer page reports for counting acknowledged inserts lost), the
 // ShardedWriter over a fleet of shards (ResolveShards, DialShard,
 // FleetConfig, and ShardTracker, which follows a shard of a multi-address
 // DNS name to its new address when it restarts: a Writer per shard, episodes placed whole by rendezvous

@@ -87,9 +87,13 @@ type ServerOptions struct {
 	WatchMaxBackoff time.Duration
 	// Writers is the writer table restored with a checkpoint
 	// (ReadWriterTable): each writer id's highest stored seq, so batches
-	// the checkpoint holds are acknowledged as duplicates when resent.
-	// At most MaxWriters entries.
-	Writers map[string]uint64
+	// the checkpoint holds are acknowledged as duplicates when resent,
+	// and the counts of what was stored under each id, its evicted
+	// writers and whether its counts are partial, which Info's writer
+	// table goes on from. nil: a fresh table. At most MaxWriters writers.
+	// A server restored from a checkpoint without a table file passes
+	// &WriterTable{CountsPartial: true}.
+	Writers *WriterTable
 }
 
 // Server serves one Table over the Replay service of api/replay/v1 (see
@@ -129,6 +133,11 @@ type Server struct {
 
 	writersMu sync.Mutex
 	writers   map[string]*writerState
+	// evictedBefore and countsPartial are the restored writer table's
+	// (ServerOptions.Writers): writers evicted before this process, and
+	// whether its counts miss what a restored checkpoint held.
+	evictedBefore uint64
+	countsPartial bool
 
 	base   context.Context // canceled by Close: ends every handler
 	cancel context.CancelFunc
@@ -145,8 +154,31 @@ type writerState struct {
 	// reconnect may overlap the old stream), so "store iff seq > high" is
 	// atomic with the store.
 	sem  chan struct{}
-	high atomic.Uint64 // the highest seq stored; written under sem (a checkpoint reads it without)
+	high atomic.Uint64 // the highest seq stored; written under sem and mu (the insert path reads it under sem alone)
 	used time.Time     // the latest batch's arrival; guarded by sem
+
+	// mu guards the counts below and the writes of high, so that a
+	// writer table's snapshot (writerTable) sees a batch's seq and its
+	// counts together: held for a few stores per stored batch, never
+	// across a wait.
+	mu sync.Mutex
+	// items and batches count what was stored under the id, restores
+	// included (the restored table's counts plus those stored since).
+	items, batches uint64
+	// uItems and uBatches count the batches stored while a checkpoint
+	// this server was restored from was copied (in it or not); set at
+	// construction, read-only after.
+	uItems, uBatches uint64
+}
+
+// recordStored records a stored batch of n items with seq: its counts,
+// then its seq, under mu (called under sem).
+func (w *writerState) recordStored(seq uint64, n int) {
+	w.mu.Lock()
+	w.items += uint64(n)
+	w.batches++
+	w.high.Store(seq)
+	w.mu.Unlock()
 }
 
 // counters are the Server's counters (Counters in Info, ServerStats).
@@ -189,14 +221,23 @@ func NewServer(t Table, opts ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(opts.Writers) > opts.MaxWriters {
-		return nil, fmt.Errorf("remote: server: a writer table of %d writers, more than MaxWriters %d", len(opts.Writers), opts.MaxWriters)
+	var restored WriterTable
+	if opts.Writers != nil {
+		restored = *opts.Writers
 	}
-	s := &Server{t: t, cfg: t.Buffer.Config(), opts: opts, incarnation: inc, writers: make(map[string]*writerState, len(opts.Writers))}
+	if len(restored.Writers) > opts.MaxWriters {
+		return nil, fmt.Errorf("remote: server: a writer table of %d writers, more than MaxWriters %d", len(restored.Writers), opts.MaxWriters)
+	}
+	s := &Server{t: t, cfg: t.Buffer.Config(), opts: opts, incarnation: inc, writers: make(map[string]*writerState, len(restored.Writers)),
+		evictedBefore: restored.Evicted, countsPartial: restored.CountsPartial}
 	now := s.now()
-	for name, high := range opts.Writers {
-		w := &writerState{sem: make(chan struct{}, 1), used: now}
-		w.high.Store(high)
+	for name, r := range restored.Writers {
+		if len(name) == 0 || len(name) > MaxWriterName {
+			return nil, fmt.Errorf("remote: server: a writer table entry named with %d bytes (want 1-%d)", len(name), MaxWriterName)
+		}
+		w := &writerState{sem: make(chan struct{}, 1), used: now, items: r.Items, batches: r.Batches,
+			uItems: r.UncertainItems, uBatches: r.UncertainBatches}
+		w.high.Store(r.High)
 		s.writers[name] = w
 	}
 	if e := t.Method.Episodes; e != nil {

@@ -105,7 +105,7 @@ func (s *Server) insertOne(ctx context.Context, req *replayv1.InsertRequest, t *
 	if err != nil {
 		return false, 0, s.reject(codes.InvalidArgument, "remote: insert: writer %q seq %d: %v", req.Writer, req.Seq, err)
 	}
-	w.high.Store(req.Seq)
+	w.recordStored(req.Seq, n)
 	s.c.insertedBatches.Add(1)
 	s.c.insertedItems.Add(uint64(n))
 	return false, s.t.Buffer.Size(), nil

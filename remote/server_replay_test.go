@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/apexrl/apex/runtime"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestDrawsMatchInProcess: a draw's rows, keys, probabilities and weights
@@ -312,7 +314,7 @@ func TestCheckpoint(t *testing.T) {
 	if err != nil || len(ents) != 2 {
 		t.Fatalf("the folder holds %d entries after a failed checkpoint, want the checkpoint and its writer table", len(ents))
 	}
-	if tbl, err := ReadWriterTable(want); err != nil || len(tbl) != 1 || tbl["w"] != 1 {
+	if tbl, err := ReadWriterTable(want); err != nil || len(tbl.Writers) != 1 || tbl.Writers["w"].High != 1 {
 		t.Fatalf("the writer table after a failed checkpoint: %v, %v; want the first checkpoint's w: 1", tbl, err)
 	}
 	if s := h.srv.Stats(); s.Checkpoints != 1 {
@@ -477,6 +479,13 @@ func TestCheckpointDoesNotStopServing(t *testing.T) {
 	if err != nil || got.Size() < 64 || got.Size() > 64+4*32 {
 		t.Fatalf("the checkpoint written while serving: %v (size %d)", err, got.Size())
 	}
+	// The writer table: seq 1 and its 64 items before the copy; the 4
+	// batches stored during it counted apart, as uncertain.
+	tbl, err := ReadWriterTable(filepath.Join(tab.CheckpointDir, DefaultTableName+".ckpt"))
+	want := WriterRecord{High: 1, Items: 64, Batches: 1, UncertainItems: 4 * 32, UncertainBatches: 4}
+	if err != nil || tbl.Writers["w"] != want {
+		t.Fatalf("the writer table of a checkpoint taken while serving: %+v, %v; want w: %+v", tbl, err, want)
+	}
 }
 
 // heldWriter passes writes to w; once after bytes have gone through it
@@ -524,8 +533,9 @@ func TestCheckpointWriterTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	tbl, err := ReadWriterTable(rep.Path)
-	if err != nil || len(tbl) != 2 || tbl["actor-a"] != 3 || tbl["actor-b"] != 7 {
-		t.Fatalf("writer table %v, %v; want actor-a 3, actor-b 7", tbl, err)
+	if err != nil || len(tbl.Writers) != 2 || tbl.Writers["actor-a"] != (WriterRecord{High: 3, Items: 15, Batches: 3}) ||
+		tbl.Writers["actor-b"] != (WriterRecord{High: 7, Items: 5, Batches: 1}) || tbl.CountsPartial || tbl.Evicted != 0 {
+		t.Fatalf("writer table %+v, %v; want actor-a 3 (15 items, 3 batches), actor-b 7 (5, 1)", tbl, err)
 	}
 	data, err := os.ReadFile(rep.Path)
 	if err != nil {
@@ -548,6 +558,13 @@ func TestCheckpointWriterTable(t *testing.T) {
 	if ack := insert(t, st2, "actor-c", 1, c); ack.Duplicate {
 		t.Fatal("a writer the table lacks: its first batch taken as a duplicate")
 	}
+	// The restored server's counts go on from the table's.
+	page := writerPage(t, h2.cli, "", 0)
+	wantRecs := []*replayv1.WriterRecord{
+		{Id: "actor-a", High: 4, Items: 20, Batches: 4}, {Id: "actor-b", High: 7, Items: 5, Batches: 1}, {Id: "actor-c", High: 1, Items: 5, Batches: 1}}
+	if !sameRecords(page.Records, wantRecs) || page.More || page.Known != 3 || page.CountsPartial {
+		t.Fatalf("the restored server's writer page %v; want %v", page, wantRecs)
+	}
 
 	if tbl, err := ReadWriterTable(filepath.Join(t.TempDir(), "none.ckpt")); tbl != nil || err != nil {
 		t.Fatalf("no table file: %v, %v; want nil, nil", tbl, err)
@@ -561,5 +578,150 @@ func TestCheckpointWriterTable(t *testing.T) {
 	}
 	if _, err := NewServer(tab2, ServerOptions{MaxWriters: 1, Writers: tbl}); err == nil {
 		t.Fatal("a table of 2 writers with MaxWriters 1: no error")
+	}
+}
+
+// writerPage asks cli's server for a page of its writer table.
+func writerPage(t *testing.T, cli replayv1.ReplayClient, after string, limit uint32) *replayv1.WriterPage {
+	t.Helper()
+	rep, err := cli.Info(ctx(t), &replayv1.InfoRequest{Writers: true, WritersAfter: after, MaxWriters: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Writers == nil {
+		t.Fatal("Info asked for the writer table: none in the reply")
+	}
+	return rep.Writers
+}
+
+// sameRecords compares writer records field by field.
+func sameRecords(got, want []*replayv1.WriterRecord) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if !proto.Equal(got[i], want[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestInfoWriterPage: Info carries the writer table only when asked, in
+// pages sorted by id (writers_after, max_writers; more set while ids
+// remain); each record counts the batches and items stored under its id
+// (duplicates not counted); evictions are counted.
+func TestInfoWriterPage(t *testing.T) {
+	cfg := smallCfg(256, 4)
+	h := serve(t, testTable(t, "per", cfg, nil), ServerOptions{MaxWriters: 3})
+	rng := rand.New(rand.NewPCG(9, 9))
+	_, c3 := batchOf(t, rng, cfg, 3)
+	_, c5 := batchOf(t, rng, cfg, 5)
+	st := h.insertStream(ctx(t))
+	insert(t, st, "w-b", 1, c3)
+	insert(t, st, "w-b", 2, c5)
+	if ack := insert(t, st, "w-b", 2, c5); !ack.Duplicate {
+		t.Fatal("a resent batch stored again")
+	}
+	insert(t, st, "w-a", 4, c5)
+	insert(t, st, "w-c", 1, c3)
+	rep, err := h.cli.Info(ctx(t), &replayv1.InfoRequest{})
+	if err != nil || rep.Writers != nil {
+		t.Fatalf("Info without writers: %v, writer page %v (want none)", err, rep.GetWriters())
+	}
+	all := []*replayv1.WriterRecord{
+		{Id: "w-a", High: 4, Items: 5, Batches: 1}, {Id: "w-b", High: 2, Items: 8, Batches: 2}, {Id: "w-c", High: 1, Items: 3, Batches: 1}}
+	if p := writerPage(t, h.cli, "", 0); !sameRecords(p.Records, all) || p.More || p.Known != 3 || p.Evicted != 0 || p.CountsPartial {
+		t.Fatalf("the whole table: %v; want %v", p, all)
+	}
+	p := writerPage(t, h.cli, "", 2)
+	if !sameRecords(p.Records, all[:2]) || !p.More {
+		t.Fatalf("a first page of 2: %v; want w-a, w-b and more", p)
+	}
+	p = writerPage(t, h.cli, p.Records[1].Id, 2)
+	if !sameRecords(p.Records, all[2:]) || p.More {
+		t.Fatalf("the second page: %v; want w-c and no more", p)
+	}
+	if p := writerPage(t, h.cli, "w-c", 0); len(p.Records) != 0 || p.More || p.Known != 3 {
+		t.Fatalf("after the last id: %v; want no records", p)
+	}
+	// An idle table that is full evicts: counted.
+	h.srv.clock = func() time.Time { return time.Now().Add(2 * WriterIdle) }
+	insert(t, st, "w-d", 1, c3)
+	if p := writerPage(t, h.cli, "", 0); p.Evicted != 3 || p.Known != 1 || len(p.Records) != 1 || p.Records[0].Id != "w-d" {
+		t.Fatalf("after evictions: %v; want 3 evicted, w-d alone", p)
+	}
+}
+
+// TestWriterTableVersions: a version-1 table (seqs only) still restores
+// its seqs, with zero counts and the table marked partial, which Info
+// reports and the next checkpoint's version-2 table keeps; a version-2
+// table round-trips its records, evicted count and partiality; an
+// unknown version is refused.
+func TestWriterTableVersions(t *testing.T) {
+	dir := t.TempDir()
+	v1 := filepath.Join(dir, "v1.ckpt")
+	if err := os.WriteFile(WriterTableFile(v1), []byte(`{"version":1,"writers":{"a":3,"b":9}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := ReadWriterTable(v1)
+	if err != nil || !tbl.CountsPartial || tbl.Evicted != 0 || len(tbl.Writers) != 2 ||
+		tbl.Writers["a"] != (WriterRecord{High: 3}) || tbl.Writers["b"] != (WriterRecord{High: 9}) {
+		t.Fatalf("a version-1 table: %+v, %v; want a: 3, b: 9, zero counts, partial", tbl, err)
+	}
+	cfg := smallCfg(64, 4)
+	tab := testTable(t, "per", cfg, nil)
+	tab.CheckpointDir = t.TempDir()
+	tab.Save = func(w io.Writer, _ sync.Locker) error { return tab.Buffer.SaveStriped(w) }
+	h := serve(t, tab, ServerOptions{Writers: tbl})
+	_, c := batchOf(t, rand.New(rand.NewPCG(3, 3)), cfg, 2)
+	st := h.insertStream(ctx(t))
+	if ack := insert(t, st, "a", 3, c); !ack.Duplicate {
+		t.Fatal("a batch the version-1 table covers: stored again")
+	}
+	insert(t, st, "a", 4, c)
+	p := writerPage(t, h.cli, "", 0)
+	want := []*replayv1.WriterRecord{{Id: "a", High: 4, Items: 2, Batches: 1}, {Id: "b", High: 9}}
+	if !p.CountsPartial || !sameRecords(p.Records, want) {
+		t.Fatalf("restored from a version-1 table: %v; want %v, counts partial", p, want)
+	}
+	rep, err := h.cli.Checkpoint(ctx(t), &replayv1.CheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(WriterTableFile(rep.Path))
+	if err != nil || !bytes.Contains(raw, []byte(`"version":2`)) {
+		t.Fatalf("the next checkpoint's table: %s, %v; want version 2", raw, err)
+	}
+	tbl2, err := ReadWriterTable(rep.Path)
+	if err != nil || !tbl2.CountsPartial || tbl2.Writers["a"] != (WriterRecord{High: 4, Items: 2, Batches: 1}) || tbl2.Writers["b"] != (WriterRecord{High: 9}) {
+		t.Fatalf("the version-2 table after a version-1 restore: %+v, %v; want partial, a: 4 (2 items, 1 batch), b: 9", tbl2, err)
+	}
+
+	// A version-2 table round-trips.
+	full := &WriterTable{Evicted: 5, Writers: map[string]WriterRecord{
+		"x": {High: 7, Items: 70, Batches: 7, UncertainItems: 20, UncertainBatches: 2}, "y": {High: 1, Items: 3, Batches: 1}}}
+	v2 := filepath.Join(dir, "v2.ckpt")
+	if err := writeWriterTable(v2, full); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadWriterTable(v2)
+	if err != nil || back.Evicted != 5 || back.CountsPartial || !maps.Equal(back.Writers, full.Writers) {
+		t.Fatalf("a version-2 table read back: %+v, %v; want %+v", back, err, full)
+	}
+	tab3 := testTable(t, "per", cfg, nil)
+	h3 := serve(t, tab3, ServerOptions{Writers: back})
+	p = writerPage(t, h3.cli, "", 0)
+	want = []*replayv1.WriterRecord{{Id: "x", High: 7, Items: 70, Batches: 7, UncertainItems: 20, UncertainBatches: 2}, {Id: "y", High: 1, Items: 3, Batches: 1}}
+	if p.Evicted != 5 || p.CountsPartial || !sameRecords(p.Records, want) {
+		t.Fatalf("restored from a version-2 table: %v; want %v, 5 evicted", p, want)
+	}
+
+	v3 := filepath.Join(dir, "v3.ckpt")
+	if err := os.WriteFile(WriterTableFile(v3), []byte(`{"version":3,"writers":{}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadWriterTable(v3); err == nil {
+		t.Fatal("a version-3 table: no error")
 	}
 }

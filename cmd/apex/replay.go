@@ -38,7 +38,9 @@ written while it serves: the buffer stripe by stripe, each stripe held
 only while it is copied, into a temporary file renamed over replay.ckpt,
 so a crash mid-checkpoint leaves the previous one; replay.ckpt.writers
 beside it holds each actor writer's highest stored batch number, so
-batches the actors resend after a restore are not stored again.
+batches the actors resend after a restore are not stored again, and its
+counts of stored items and batches (Info's writer table goes on from
+them: apex loadtest counts acknowledged inserts lost with them).
 -restore refuses a
 checkpoint whose rate limiter configuration differs from the flags' unless
 -limiter-from says which wins.
@@ -128,7 +130,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	}
 	var core *runtime.ReplayCore
 	var ckpt *os.File
-	var writers map[string]uint64 // the writer table beside the checkpoint
+	var writers *remote.WriterTable // the writer table beside the checkpoint
 	if *restore != "" {
 		ckpt, err = os.Open(*restore)
 		if errors.Is(err, os.ErrNotExist) && *missingOK {
@@ -150,10 +152,14 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		if writers, err = remote.ReadWriterTable(*restore); err != nil {
 			return usageErr(fmt.Errorf("-restore %s: %w", *restore, err))
 		}
-		if writers == nil {
-			log.Warn("restore", "note", "no writer table beside the checkpoint ("+remote.WriterTableFile(*restore)+"): batches the actors resend that it holds are stored again")
-		} else {
-			log.Info("restore", "writers", len(writers))
+		switch {
+		case writers == nil:
+			log.Warn("restore", "note", "no writer table beside the checkpoint ("+remote.WriterTableFile(*restore)+"): batches the actors resend that it holds are stored again, and the writers' stored counts start at zero (partial)")
+			writers = &remote.WriterTable{CountsPartial: true}
+		case writers.CountsPartial:
+			log.Info("restore", "writers", len(writers.Writers), "note", "the writer table has no stored counts (version 1, or restored from one): the writers' counts are partial")
+		default:
+			log.Info("restore", "writers", len(writers.Writers))
 		}
 	} else {
 		if core, err = runtime.NewReplayCore(cfg); err != nil {

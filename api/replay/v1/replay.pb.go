@@ -1966,7 +1966,15 @@ func (*EvaluatedReply) Descriptor() ([]byte, []int) {
 }
 
 type InfoRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// writers asks for a page of the writer table in the reply
+	// (InfoReply.writers): the records of the writer ids after
+	// writers_after in byte order, at most max_writers of them (0, or more
+	// than 4096: 4096, which keeps the reply under 1 MiB with ids of up to
+	// 128 bytes). Without it the reply carries no writer table.
+	Writers       bool   `protobuf:"varint,1,opt,name=writers,proto3" json:"writers,omitempty"`
+	WritersAfter  string `protobuf:"bytes,2,opt,name=writers_after,json=writersAfter,proto3" json:"writers_after,omitempty"`
+	MaxWriters    uint32 `protobuf:"varint,3,opt,name=max_writers,json=maxWriters,proto3" json:"max_writers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2001,6 +2009,27 @@ func (*InfoRequest) Descriptor() ([]byte, []int) {
 	return file_replay_proto_rawDescGZIP(), []int{22}
 }
 
+func (x *InfoRequest) GetWriters() bool {
+	if x != nil {
+		return x.Writers
+	}
+	return false
+}
+
+func (x *InfoRequest) GetWritersAfter() string {
+	if x != nil {
+		return x.WritersAfter
+	}
+	return ""
+}
+
+func (x *InfoRequest) GetMaxWriters() uint32 {
+	if x != nil {
+		return x.MaxWriters
+	}
+	return 0
+}
+
 type InfoReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// incarnation changes every time the server starts.
@@ -2010,8 +2039,11 @@ type InfoReply struct {
 	// config is the run configuration the server was started with
 	// (runtime.TrainConfig as JSON): learners and actor hosts build their
 	// parts from it.
-	Config        []byte       `protobuf:"bytes,3,opt,name=config,proto3" json:"config,omitempty"`
-	Tables        []*TableInfo `protobuf:"bytes,4,rep,name=tables,proto3" json:"tables,omitempty"`
+	Config []byte       `protobuf:"bytes,3,opt,name=config,proto3" json:"config,omitempty"`
+	Tables []*TableInfo `protobuf:"bytes,4,rep,name=tables,proto3" json:"tables,omitempty"`
+	// writers is a page of the writer table, when InfoRequest.writers
+	// asked for it.
+	Writers       *WriterPage `protobuf:"bytes,5,opt,name=writers,proto3" json:"writers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2074,6 +2106,199 @@ func (x *InfoReply) GetTables() []*TableInfo {
 	return nil
 }
 
+func (x *InfoReply) GetWriters() *WriterPage {
+	if x != nil {
+		return x.Writers
+	}
+	return nil
+}
+
+// WriterPage is a page of a server's writer table (its idempotency
+// table): what each writer id has had stored, for counting acknowledged
+// inserts lost (a writer's acknowledged items minus the items stored
+// under its id).
+type WriterPage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// records are sorted by id.
+	Records []*WriterRecord `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// more says later ids remain: ask again with writers_after set to the
+	// last record's id.
+	More bool `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	// known is the number of writers in the table now.
+	Known uint64 `protobuf:"varint,3,opt,name=known,proto3" json:"known,omitempty"`
+	// evicted counts the writers the table forgot (idle for 10 minutes
+	// while it was full), their counts with them, since the table began
+	// (restores from checkpoints carry it on).
+	Evicted uint64 `protobuf:"varint,4,opt,name=evicted,proto3" json:"evicted,omitempty"`
+	// counts_partial says the table was restored, at some point, from a
+	// checkpoint whose writer table carried no counts (a version-1 table,
+	// or none): the counts then miss what that checkpoint held.
+	CountsPartial bool `protobuf:"varint,5,opt,name=counts_partial,json=countsPartial,proto3" json:"counts_partial,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriterPage) Reset() {
+	*x = WriterPage{}
+	mi := &file_replay_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriterPage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriterPage) ProtoMessage() {}
+
+func (x *WriterPage) ProtoReflect() protoreflect.Message {
+	mi := &file_replay_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriterPage.ProtoReflect.Descriptor instead.
+func (*WriterPage) Descriptor() ([]byte, []int) {
+	return file_replay_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *WriterPage) GetRecords() []*WriterRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *WriterPage) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+func (x *WriterPage) GetKnown() uint64 {
+	if x != nil {
+		return x.Known
+	}
+	return 0
+}
+
+func (x *WriterPage) GetEvicted() uint64 {
+	if x != nil {
+		return x.Evicted
+	}
+	return 0
+}
+
+func (x *WriterPage) GetCountsPartial() bool {
+	if x != nil {
+		return x.CountsPartial
+	}
+	return false
+}
+
+// WriterRecord is one writer's entry in a writer table.
+type WriterRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// high is the highest sequence number stored under the id (batches up
+	// to it are acknowledged as duplicates when resent).
+	High uint64 `protobuf:"varint,2,opt,name=high,proto3" json:"high,omitempty"`
+	// items and batches count what was stored under the id, cumulatively
+	// across restores from checkpoints: a restored server starts from the
+	// counts its checkpoint's writer table took before the checkpoint's
+	// copy began, so what was stored after that and lost with the process
+	// is not counted.
+	Items   uint64 `protobuf:"varint,3,opt,name=items,proto3" json:"items,omitempty"`
+	Batches uint64 `protobuf:"varint,4,opt,name=batches,proto3" json:"batches,omitempty"`
+	// uncertain_items and uncertain_batches count what was stored while a
+	// checkpoint this table was restored from was being copied: each such
+	// batch is in that checkpoint or not (the copy goes stripe by stripe),
+	// and is not in items and batches.
+	UncertainItems   uint64 `protobuf:"varint,5,opt,name=uncertain_items,json=uncertainItems,proto3" json:"uncertain_items,omitempty"`
+	UncertainBatches uint64 `protobuf:"varint,6,opt,name=uncertain_batches,json=uncertainBatches,proto3" json:"uncertain_batches,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *WriterRecord) Reset() {
+	*x = WriterRecord{}
+	mi := &file_replay_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriterRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriterRecord) ProtoMessage() {}
+
+func (x *WriterRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_replay_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriterRecord.ProtoReflect.Descriptor instead.
+func (*WriterRecord) Descriptor() ([]byte, []int) {
+	return file_replay_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *WriterRecord) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *WriterRecord) GetHigh() uint64 {
+	if x != nil {
+		return x.High
+	}
+	return 0
+}
+
+func (x *WriterRecord) GetItems() uint64 {
+	if x != nil {
+		return x.Items
+	}
+	return 0
+}
+
+func (x *WriterRecord) GetBatches() uint64 {
+	if x != nil {
+		return x.Batches
+	}
+	return 0
+}
+
+func (x *WriterRecord) GetUncertainItems() uint64 {
+	if x != nil {
+		return x.UncertainItems
+	}
+	return 0
+}
+
+func (x *WriterRecord) GetUncertainBatches() uint64 {
+	if x != nil {
+		return x.UncertainBatches
+	}
+	return 0
+}
+
 type TableInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2105,7 +2330,7 @@ type TableInfo struct {
 
 func (x *TableInfo) Reset() {
 	*x = TableInfo{}
-	mi := &file_replay_proto_msgTypes[24]
+	mi := &file_replay_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2342,7 @@ func (x *TableInfo) String() string {
 func (*TableInfo) ProtoMessage() {}
 
 func (x *TableInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[24]
+	mi := &file_replay_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2355,7 @@ func (x *TableInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableInfo.ProtoReflect.Descriptor instead.
 func (*TableInfo) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{24}
+	return file_replay_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TableInfo) GetName() string {
@@ -2248,7 +2473,7 @@ type EpisodeConfig struct {
 
 func (x *EpisodeConfig) Reset() {
 	*x = EpisodeConfig{}
-	mi := &file_replay_proto_msgTypes[25]
+	mi := &file_replay_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2260,7 +2485,7 @@ func (x *EpisodeConfig) String() string {
 func (*EpisodeConfig) ProtoMessage() {}
 
 func (x *EpisodeConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[25]
+	mi := &file_replay_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2273,7 +2498,7 @@ func (x *EpisodeConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpisodeConfig.ProtoReflect.Descriptor instead.
 func (*EpisodeConfig) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{25}
+	return file_replay_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *EpisodeConfig) GetVariant() string {
@@ -2375,7 +2600,7 @@ type LimiterConfig struct {
 
 func (x *LimiterConfig) Reset() {
 	*x = LimiterConfig{}
-	mi := &file_replay_proto_msgTypes[26]
+	mi := &file_replay_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2387,7 +2612,7 @@ func (x *LimiterConfig) String() string {
 func (*LimiterConfig) ProtoMessage() {}
 
 func (x *LimiterConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[26]
+	mi := &file_replay_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2400,7 +2625,7 @@ func (x *LimiterConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimiterConfig.ProtoReflect.Descriptor instead.
 func (*LimiterConfig) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{26}
+	return file_replay_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LimiterConfig) GetSamplesPerInsert() float64 {
@@ -2446,7 +2671,7 @@ type Counters struct {
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_replay_proto_msgTypes[27]
+	mi := &file_replay_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2683,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[27]
+	mi := &file_replay_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2696,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{27}
+	return file_replay_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Counters) GetInsertedBatches() uint64 {
@@ -2566,7 +2791,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_replay_proto_msgTypes[28]
+	mi := &file_replay_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2803,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[28]
+	mi := &file_replay_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2816,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{28}
+	return file_replay_proto_rawDescGZIP(), []int{30}
 }
 
 type CheckpointReply struct {
@@ -2606,7 +2831,7 @@ type CheckpointReply struct {
 
 func (x *CheckpointReply) Reset() {
 	*x = CheckpointReply{}
-	mi := &file_replay_proto_msgTypes[29]
+	mi := &file_replay_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2843,7 @@ func (x *CheckpointReply) String() string {
 func (*CheckpointReply) ProtoMessage() {}
 
 func (x *CheckpointReply) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[29]
+	mi := &file_replay_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2856,7 @@ func (x *CheckpointReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointReply.ProtoReflect.Descriptor instead.
 func (*CheckpointReply) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{29}
+	return file_replay_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CheckpointReply) GetPath() string {
@@ -2665,7 +2890,7 @@ type SetLimiterRequest struct {
 
 func (x *SetLimiterRequest) Reset() {
 	*x = SetLimiterRequest{}
-	mi := &file_replay_proto_msgTypes[30]
+	mi := &file_replay_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +2902,7 @@ func (x *SetLimiterRequest) String() string {
 func (*SetLimiterRequest) ProtoMessage() {}
 
 func (x *SetLimiterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[30]
+	mi := &file_replay_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +2915,7 @@ func (x *SetLimiterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimiterRequest.ProtoReflect.Descriptor instead.
 func (*SetLimiterRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{30}
+	return file_replay_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetLimiterRequest) GetTable() string {
@@ -2719,7 +2944,7 @@ type ParamsRequest struct {
 
 func (x *ParamsRequest) Reset() {
 	*x = ParamsRequest{}
-	mi := &file_replay_proto_msgTypes[31]
+	mi := &file_replay_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +2956,7 @@ func (x *ParamsRequest) String() string {
 func (*ParamsRequest) ProtoMessage() {}
 
 func (x *ParamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[31]
+	mi := &file_replay_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +2969,7 @@ func (x *ParamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParamsRequest.ProtoReflect.Descriptor instead.
 func (*ParamsRequest) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{31}
+	return file_replay_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ParamsRequest) GetHaveVersion() uint64 {
@@ -2779,7 +3004,7 @@ type ParamsChunk struct {
 
 func (x *ParamsChunk) Reset() {
 	*x = ParamsChunk{}
-	mi := &file_replay_proto_msgTypes[32]
+	mi := &file_replay_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +3016,7 @@ func (x *ParamsChunk) String() string {
 func (*ParamsChunk) ProtoMessage() {}
 
 func (x *ParamsChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_replay_proto_msgTypes[32]
+	mi := &file_replay_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +3029,7 @@ func (x *ParamsChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParamsChunk.ProtoReflect.Descriptor instead.
 func (*ParamsChunk) Descriptor() ([]byte, []int) {
-	return file_replay_proto_rawDescGZIP(), []int{32}
+	return file_replay_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ParamsChunk) GetVersion() uint64 {
@@ -2998,13 +3223,32 @@ const file_replay_proto_rawDesc = "" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1f\n" +
 	"\vmean_return\x18\x02 \x01(\x01R\n" +
 	"meanReturn\"\x10\n" +
-	"\x0eEvaluatedReply\"\r\n" +
-	"\vInfoRequest\"\x92\x01\n" +
+	"\x0eEvaluatedReply\"m\n" +
+	"\vInfoRequest\x12\x18\n" +
+	"\awriters\x18\x01 \x01(\bR\awriters\x12#\n" +
+	"\rwriters_after\x18\x02 \x01(\tR\fwritersAfter\x12\x1f\n" +
+	"\vmax_writers\x18\x03 \x01(\rR\n" +
+	"maxWriters\"\xc8\x01\n" +
 	"\tInfoReply\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
 	"\x06config\x18\x03 \x01(\fR\x06config\x121\n" +
-	"\x06tables\x18\x04 \x03(\v2\x19.apex.replay.v1.TableInfoR\x06tables\"\xb3\x04\n" +
+	"\x06tables\x18\x04 \x03(\v2\x19.apex.replay.v1.TableInfoR\x06tables\x124\n" +
+	"\awriters\x18\x05 \x01(\v2\x1a.apex.replay.v1.WriterPageR\awriters\"\xaf\x01\n" +
+	"\n" +
+	"WriterPage\x126\n" +
+	"\arecords\x18\x01 \x03(\v2\x1c.apex.replay.v1.WriterRecordR\arecords\x12\x12\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\x12\x14\n" +
+	"\x05known\x18\x03 \x01(\x04R\x05known\x12\x18\n" +
+	"\aevicted\x18\x04 \x01(\x04R\aevicted\x12%\n" +
+	"\x0ecounts_partial\x18\x05 \x01(\bR\rcountsPartial\"\xb8\x01\n" +
+	"\fWriterRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04high\x18\x02 \x01(\x04R\x04high\x12\x14\n" +
+	"\x05items\x18\x03 \x01(\x04R\x05items\x12\x18\n" +
+	"\abatches\x18\x04 \x01(\x04R\abatches\x12'\n" +
+	"\x0funcertain_items\x18\x05 \x01(\x04R\x0euncertainItems\x12+\n" +
+	"\x11uncertain_batches\x18\x06 \x01(\x04R\x10uncertainBatches\"\xb3\x04\n" +
 	"\tTableInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x1a\n" +
@@ -3104,7 +3348,7 @@ func file_replay_proto_rawDescGZIP() []byte {
 	return file_replay_proto_rawDescData
 }
 
-var file_replay_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_replay_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_replay_proto_goTypes = []any{
 	(*Columns)(nil),           // 0: apex.replay.v1.Columns
 	(*InsertRequest)(nil),     // 1: apex.replay.v1.InsertRequest
@@ -3130,16 +3374,18 @@ var file_replay_proto_goTypes = []any{
 	(*EvaluatedReply)(nil),    // 21: apex.replay.v1.EvaluatedReply
 	(*InfoRequest)(nil),       // 22: apex.replay.v1.InfoRequest
 	(*InfoReply)(nil),         // 23: apex.replay.v1.InfoReply
-	(*TableInfo)(nil),         // 24: apex.replay.v1.TableInfo
-	(*EpisodeConfig)(nil),     // 25: apex.replay.v1.EpisodeConfig
-	(*LimiterConfig)(nil),     // 26: apex.replay.v1.LimiterConfig
-	(*Counters)(nil),          // 27: apex.replay.v1.Counters
-	(*CheckpointRequest)(nil), // 28: apex.replay.v1.CheckpointRequest
-	(*CheckpointReply)(nil),   // 29: apex.replay.v1.CheckpointReply
-	(*SetLimiterRequest)(nil), // 30: apex.replay.v1.SetLimiterRequest
-	(*ParamsRequest)(nil),     // 31: apex.replay.v1.ParamsRequest
-	(*ParamsChunk)(nil),       // 32: apex.replay.v1.ParamsChunk
-	nil,                       // 33: apex.replay.v1.TableInfo.MethodStatsEntry
+	(*WriterPage)(nil),        // 24: apex.replay.v1.WriterPage
+	(*WriterRecord)(nil),      // 25: apex.replay.v1.WriterRecord
+	(*TableInfo)(nil),         // 26: apex.replay.v1.TableInfo
+	(*EpisodeConfig)(nil),     // 27: apex.replay.v1.EpisodeConfig
+	(*LimiterConfig)(nil),     // 28: apex.replay.v1.LimiterConfig
+	(*Counters)(nil),          // 29: apex.replay.v1.Counters
+	(*CheckpointRequest)(nil), // 30: apex.replay.v1.CheckpointRequest
+	(*CheckpointReply)(nil),   // 31: apex.replay.v1.CheckpointReply
+	(*SetLimiterRequest)(nil), // 32: apex.replay.v1.SetLimiterRequest
+	(*ParamsRequest)(nil),     // 33: apex.replay.v1.ParamsRequest
+	(*ParamsChunk)(nil),       // 34: apex.replay.v1.ParamsChunk
+	nil,                       // 35: apex.replay.v1.TableInfo.MethodStatsEntry
 }
 var file_replay_proto_depIdxs = []int32{
 	0,  // 0: apex.replay.v1.InsertRequest.data:type_name -> apex.replay.v1.Columns
@@ -3157,37 +3403,39 @@ var file_replay_proto_depIdxs = []int32{
 	13, // 12: apex.replay.v1.EpisodeEvent.finished:type_name -> apex.replay.v1.EpisodePart
 	0,  // 13: apex.replay.v1.Batch.data:type_name -> apex.replay.v1.Columns
 	0,  // 14: apex.replay.v1.FetchReply.data:type_name -> apex.replay.v1.Columns
-	24, // 15: apex.replay.v1.InfoReply.tables:type_name -> apex.replay.v1.TableInfo
-	26, // 16: apex.replay.v1.TableInfo.limiter:type_name -> apex.replay.v1.LimiterConfig
-	27, // 17: apex.replay.v1.TableInfo.counters:type_name -> apex.replay.v1.Counters
-	33, // 18: apex.replay.v1.TableInfo.method_stats:type_name -> apex.replay.v1.TableInfo.MethodStatsEntry
-	25, // 19: apex.replay.v1.TableInfo.episodes:type_name -> apex.replay.v1.EpisodeConfig
-	26, // 20: apex.replay.v1.SetLimiterRequest.limiter:type_name -> apex.replay.v1.LimiterConfig
-	1,  // 21: apex.replay.v1.Replay.Insert:input_type -> apex.replay.v1.InsertRequest
-	3,  // 22: apex.replay.v1.Replay.Sample:input_type -> apex.replay.v1.SampleRequest
-	16, // 23: apex.replay.v1.Replay.Fetch:input_type -> apex.replay.v1.FetchRequest
-	18, // 24: apex.replay.v1.Replay.Watch:input_type -> apex.replay.v1.WatchRequest
-	20, // 25: apex.replay.v1.Replay.Evaluated:input_type -> apex.replay.v1.EvaluatedRequest
-	22, // 26: apex.replay.v1.Replay.Info:input_type -> apex.replay.v1.InfoRequest
-	28, // 27: apex.replay.v1.Replay.Checkpoint:input_type -> apex.replay.v1.CheckpointRequest
-	30, // 28: apex.replay.v1.Replay.SetLimiter:input_type -> apex.replay.v1.SetLimiterRequest
-	31, // 29: apex.replay.v1.Params.Watch:input_type -> apex.replay.v1.ParamsRequest
-	31, // 30: apex.replay.v1.Params.Get:input_type -> apex.replay.v1.ParamsRequest
-	2,  // 31: apex.replay.v1.Replay.Insert:output_type -> apex.replay.v1.InsertAck
-	9,  // 32: apex.replay.v1.Replay.Sample:output_type -> apex.replay.v1.SampleReply
-	17, // 33: apex.replay.v1.Replay.Fetch:output_type -> apex.replay.v1.FetchReply
-	19, // 34: apex.replay.v1.Replay.Watch:output_type -> apex.replay.v1.WatchEvent
-	21, // 35: apex.replay.v1.Replay.Evaluated:output_type -> apex.replay.v1.EvaluatedReply
-	23, // 36: apex.replay.v1.Replay.Info:output_type -> apex.replay.v1.InfoReply
-	29, // 37: apex.replay.v1.Replay.Checkpoint:output_type -> apex.replay.v1.CheckpointReply
-	26, // 38: apex.replay.v1.Replay.SetLimiter:output_type -> apex.replay.v1.LimiterConfig
-	32, // 39: apex.replay.v1.Params.Watch:output_type -> apex.replay.v1.ParamsChunk
-	32, // 40: apex.replay.v1.Params.Get:output_type -> apex.replay.v1.ParamsChunk
-	31, // [31:41] is the sub-list for method output_type
-	21, // [21:31] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	26, // 15: apex.replay.v1.InfoReply.tables:type_name -> apex.replay.v1.TableInfo
+	24, // 16: apex.replay.v1.InfoReply.writers:type_name -> apex.replay.v1.WriterPage
+	25, // 17: apex.replay.v1.WriterPage.records:type_name -> apex.replay.v1.WriterRecord
+	28, // 18: apex.replay.v1.TableInfo.limiter:type_name -> apex.replay.v1.LimiterConfig
+	29, // 19: apex.replay.v1.TableInfo.counters:type_name -> apex.replay.v1.Counters
+	35, // 20: apex.replay.v1.TableInfo.method_stats:type_name -> apex.replay.v1.TableInfo.MethodStatsEntry
+	27, // 21: apex.replay.v1.TableInfo.episodes:type_name -> apex.replay.v1.EpisodeConfig
+	28, // 22: apex.replay.v1.SetLimiterRequest.limiter:type_name -> apex.replay.v1.LimiterConfig
+	1,  // 23: apex.replay.v1.Replay.Insert:input_type -> apex.replay.v1.InsertRequest
+	3,  // 24: apex.replay.v1.Replay.Sample:input_type -> apex.replay.v1.SampleRequest
+	16, // 25: apex.replay.v1.Replay.Fetch:input_type -> apex.replay.v1.FetchRequest
+	18, // 26: apex.replay.v1.Replay.Watch:input_type -> apex.replay.v1.WatchRequest
+	20, // 27: apex.replay.v1.Replay.Evaluated:input_type -> apex.replay.v1.EvaluatedRequest
+	22, // 28: apex.replay.v1.Replay.Info:input_type -> apex.replay.v1.InfoRequest
+	30, // 29: apex.replay.v1.Replay.Checkpoint:input_type -> apex.replay.v1.CheckpointRequest
+	32, // 30: apex.replay.v1.Replay.SetLimiter:input_type -> apex.replay.v1.SetLimiterRequest
+	33, // 31: apex.replay.v1.Params.Watch:input_type -> apex.replay.v1.ParamsRequest
+	33, // 32: apex.replay.v1.Params.Get:input_type -> apex.replay.v1.ParamsRequest
+	2,  // 33: apex.replay.v1.Replay.Insert:output_type -> apex.replay.v1.InsertAck
+	9,  // 34: apex.replay.v1.Replay.Sample:output_type -> apex.replay.v1.SampleReply
+	17, // 35: apex.replay.v1.Replay.Fetch:output_type -> apex.replay.v1.FetchReply
+	19, // 36: apex.replay.v1.Replay.Watch:output_type -> apex.replay.v1.WatchEvent
+	21, // 37: apex.replay.v1.Replay.Evaluated:output_type -> apex.replay.v1.EvaluatedReply
+	23, // 38: apex.replay.v1.Replay.Info:output_type -> apex.replay.v1.InfoReply
+	31, // 39: apex.replay.v1.Replay.Checkpoint:output_type -> apex.replay.v1.CheckpointReply
+	28, // 40: apex.replay.v1.Replay.SetLimiter:output_type -> apex.replay.v1.LimiterConfig
+	34, // 41: apex.replay.v1.Params.Watch:output_type -> apex.replay.v1.ParamsChunk
+	34, // 42: apex.replay.v1.Params.Get:output_type -> apex.replay.v1.ParamsChunk
+	33, // [33:43] is the sub-list for method output_type
+	23, // [23:33] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_replay_proto_init() }
@@ -3218,7 +3466,7 @@ func file_replay_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replay_proto_rawDesc), len(file_replay_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -93,8 +93,9 @@ type ReplayClient interface {
 	// without an evaluation hook. Roles: learner, admin.
 	Evaluated(ctx context.Context, in *EvaluatedRequest, opts ...grpc.CallOption) (*EvaluatedReply, error)
 	// Info describes the server: incarnation, the run configuration it was
-	// started with, and each table's size, mass, limiter and counters.
-	// Roles: actor, learner, admin.
+	// started with, and each table's size, mass, limiter and counters; when
+	// asked (InfoRequest.writers), a page of its writer table: what each
+	// writer id has had stored. Roles: actor, learner, admin.
 	Info(ctx context.Context, in *InfoRequest, opts ...grpc.CallOption) (*InfoReply, error)
 	// Checkpoint writes the buffer, the stage's state and the limiter's
 	// counts to the server's checkpoint directory (temporary file, synced,
@@ -245,8 +246,9 @@ type ReplayServer interface {
 	// without an evaluation hook. Roles: learner, admin.
 	Evaluated(context.Context, *EvaluatedRequest) (*EvaluatedReply, error)
 	// Info describes the server: incarnation, the run configuration it was
-	// started with, and each table's size, mass, limiter and counters.
-	// Roles: actor, learner, admin.
+	// started with, and each table's size, mass, limiter and counters; when
+	// asked (InfoRequest.writers), a page of its writer table: what each
+	// writer id has had stored. Roles: actor, learner, admin.
 	Info(context.Context, *InfoRequest) (*InfoReply, error)
 	// Checkpoint writes the buffer, the stage's state and the limiter's
 	// counts to the server's checkpoint directory (temporary file, synced,
