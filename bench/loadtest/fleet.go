@@ -70,6 +70,10 @@ func (c ActorsConfig) validate(shards int) error {
 
 // ShardInserts are one shard's insert counters on one host.
 type ShardInserts struct {
+	// Writer is the host's writer id, the same on every shard: the shard's
+	// writer table (Info's WriterPage) counts what it stored under it,
+	// against AckedItems and AckedBatches.
+	Writer       string `json:"writer,omitempty"`
 	AckedItems   uint64 `json:"acked_items"`
 	AckedBatches uint64 `json:"acked_batches"`
 	LostItems    uint64 `json:"lost_items"`
@@ -92,6 +96,7 @@ type ShardInserts struct {
 // remote.ShardedWriter over every shard.
 type Actors struct {
 	cfg   ActorsConfig
+	id    string // the writer id
 	w     *remote.ShardedWriter
 	stop  chan struct{}
 	wg    sync.WaitGroup
@@ -115,13 +120,14 @@ func StartActors(clients []*remote.Client, cfg ActorsConfig) (*Actors, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := remote.NewShardedWriter(clients, fmt.Sprintf("loadtest-%016x-a%d", cfg.Nonce, cfg.First), remote.ShardedWriterOptions{
+	id := fmt.Sprintf("loadtest-%016x-a%d", cfg.Nonce, cfg.First)
+	w, err := remote.NewShardedWriter(clients, id, remote.ShardedWriterOptions{
 		WriterOptions: remote.WriterOptions{Layout: Layout, Table: cfg.Table, Window: cfg.Window,
 			MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}})
 	if err != nil {
 		return nil, err
 	}
-	a := &Actors{cfg: cfg, w: w, stop: make(chan struct{})}
+	a := &Actors{cfg: cfg, id: id, w: w, stop: make(chan struct{})}
 	var every time.Duration
 	if cfg.InsertRate > 0 {
 		every = time.Duration(float64(time.Second) * float64(cfg.Actors*cfg.InsertBatch) / cfg.InsertRate)
@@ -178,7 +184,7 @@ func (a *Actors) Stats() []ShardInserts {
 	st := a.w.Stats()
 	out := make([]ShardInserts, len(st.Shards))
 	for i, s := range st.Shards {
-		out[i] = ShardInserts{AckedItems: s.AckedItems, AckedBatches: s.Acked, LostItems: s.LostItems, Resent: s.Resent,
+		out[i] = ShardInserts{Writer: a.id, AckedItems: s.AckedItems, AckedBatches: s.Acked, LostItems: s.LostItems, Resent: s.Resent,
 			Duplicates: s.Duplicates, Reconnects: s.Reconnects, Incarnations: s.Incarnations, Pending: s.Pending,
 			Moved: s.Moved, Adopted: s.Adopted, Deaths: s.Deaths, Rejoins: s.Rejoins}
 	}

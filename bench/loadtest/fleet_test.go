@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/buffer"
 	"github.com/apexrl/apex/remote"
 	"github.com/apexrl/apex/sampler"
@@ -214,6 +215,29 @@ func TestFleetParts(t *testing.T) {
 	}
 	if got := shards[1].srv.Stats().InsertedItems; got == 0 {
 		t.Error("the restarted shard stored no insert")
+	}
+	// The surviving shard stored, under the host's writer id, exactly what
+	// it acknowledged: no acknowledged insert lost, none stored twice.
+	for j, a := range addrs {
+		if idx[a.Addr] != 0 {
+			continue
+		}
+		ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		info, err := shards[0].srv.Info(ictx, &replayv1.InfoRequest{Writers: true})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec *replayv1.WriterRecord
+		for _, r := range info.GetWriters().GetRecords() {
+			if r.Id == ins[j].Writer {
+				rec = r
+			}
+		}
+		if ins[j].Writer == "" || rec == nil || rec.Items != ins[j].AckedItems || rec.Batches != ins[j].AckedBatches {
+			t.Errorf("the surviving shard's record of writer %q: %v; want %d items in %d batches, as acknowledged",
+				ins[j].Writer, rec, ins[j].AckedItems, ins[j].AckedBatches)
+		}
 	}
 	rtt := l.RTTs()
 	for _, ph := range []string{"before", "during", "after", "measured"} {

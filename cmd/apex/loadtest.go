@@ -64,10 +64,11 @@ steps do (-sample-inflight is the one-server mode's), weighs them and
 writes back every row (paced to -sample-rate in all; 0: full speed). The
 report gives inserts/s and samples/s per shard and in total, the draws'
 round trips, the CPU seconds of every process, acknowledged inserts lost
-(a lower bound: the writers' acknowledged rows minus what each shard
-holds at the end, where rows stored without an acknowledgement, such as
-a dead shard's moved batches or a restored checkpoint's, offset losses)
-and stale writes applied. -chaos kills shard -chaos-shard by its pid
+(exact: per shard and writer id, the writer's acknowledged rows minus
+what the shard's writer table counts as stored under the id, its
+restored checkpoint's included; 0 without a crash, and on a killed shard
+those acknowledged after its last checkpoint, a range when some were
+stored while that checkpoint was copied) and stale writes applied. -chaos kills shard -chaos-shard by its pid
 (SIGKILL) at -chaos-at into the measured window and restarts it on its
 port from its checkpoint folder after -chaos-down (a new incarnation);
 a probe stream per shard then sends a write-back of a row of the killed
@@ -119,7 +120,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 	fs.IntVar(&fc.hosts, "actor-hosts", 4, "fleet mode: actor-host processes the simulated actors are spread over")
 	fs.StringVar(&fc.sampling, "shard-sampling", "exact", "fleet mode: the learner's remote.ShardedMethod mode: exact (each batch spread over the shards by their masses) or one (one shard per batch, chosen by mass)")
 	fs.Float64Var(&fc.sampleRate, "sample-rate", 0, "fleet mode: pace the learner to this many sampled transitions/s (0: full speed)")
-	fs.IntVar(&fc.capacity, "capacity", 1<<19, "fleet mode: each shard's capacity (acknowledged inserts lost are counted while a shard is not full)")
+	fs.IntVar(&fc.capacity, "capacity", 1<<19, "fleet mode: each shard's capacity")
 	fs.BoolVar(&fc.chaos, "chaos", false, "fleet mode: kill one shard by its pid (SIGKILL) at -chaos-at into the measured window and restart it on the same port from its checkpoint folder -chaos-down later")
 	fs.IntVar(&fc.chaosShard, "chaos-shard", 0, "fleet mode: the shard -chaos kills")
 	fs.DurationVar(&fc.chaosAt, "chaos-at", 0, "fleet mode: when -chaos kills the shard, into the measured window (0: a third of -duration)")

@@ -93,13 +93,18 @@ type fleetReport struct {
 	InsertsPerCPU float64        `json:"inserts_per_cpu_s"`
 	SamplesPerCPU float64        `json:"samples_per_cpu_s"`
 
-	// AckedInsertsLost is a lower bound on the acknowledged inserts lost,
-	// the sum of the shards' AckedLost (see fleetShardRep).
-	AckedInsertsLost   uint64 `json:"acked_inserts_lost"`
-	StaleWritesApplied uint64 `json:"stale_writes_applied"`
-	StaleProbes        uint64 `json:"stale_probes"`
-	InsertsLostItems   uint64 `json:"writer_lost_items"`
-	Resent             uint64 `json:"resent_batches"`
+	// AckedInsertsLost is the acknowledged inserts lost, the sum of the
+	// shards' AckedLost (see fleetShardRep); AckedInsertsLostMin the sum
+	// of their AckedLostMin (equal unless a restored checkpoint's copy
+	// stored some: the count is then the range between); LossExact that
+	// every shard's count (or range) is exact.
+	AckedInsertsLost    uint64 `json:"acked_inserts_lost"`
+	AckedInsertsLostMin uint64 `json:"acked_inserts_lost_min"`
+	LossExact           bool   `json:"acked_inserts_lost_exact"`
+	StaleWritesApplied  uint64 `json:"stale_writes_applied"`
+	StaleProbes         uint64 `json:"stale_probes"`
+	InsertsLostItems    uint64 `json:"writer_lost_items"`
+	Resent              uint64 `json:"resent_batches"`
 	// Moved counts the batches the actor hosts' ShardedWriters took off a
 	// dead shard and placed on the live ones.
 	Moved uint64 `json:"moved_batches"`
@@ -115,21 +120,51 @@ type fleetShardRep struct {
 	InsertsPerSec float64 `json:"inserts_per_s"`
 	SamplesPerSec float64 `json:"samples_per_s"`
 	AckedItems    uint64  `json:"acked_items"`
+	AckedBatches  uint64  `json:"acked_batches"`
 	Size          uint64  `json:"size_at_end"`
-	// AckedLost is AckedItems − Size when the table never filled (0 when
-	// that is negative): a lower bound on the acknowledged inserts lost,
-	// not an exact count. Size counts every item the shard holds,
-	// acknowledged or not, and each item stored without its
-	// acknowledgement reaching a writer hides one lost item: a batch the
-	// shard stored and did not acknowledge before it died (moved and
-	// stored again on another shard), and, on a shard restarted from a
-	// checkpoint, the items the checkpoint holds whose acknowledgements
-	// were lost and the resent batches it stores again (those stored
-	// while the checkpoint was copied, which its writer table misses). An exact count needs each shard's stored
-	// (writer, seq) pairs against the writers' acknowledged ones, which
-	// neither Info nor Stats exposes.
-	AckedLost      uint64 `json:"acked_inserts_lost"`
-	LossMeasurable bool   `json:"loss_measurable"`
+	// StoredItems and UncertainItems are the shard's writer table's
+	// counts (Info's WriterPage) for the actor hosts' writer ids, summed:
+	// the items stored under them, through the restore from a checkpoint
+	// (its table's counts, taken before its copy began, plus what was
+	// stored since), and the items stored while that checkpoint was
+	// copied (in it or not). They count what the table stored, evicted
+	// by later inserts or not, so a full table does not hide a loss.
+	StoredItems    uint64 `json:"stored_items"`
+	UncertainItems uint64 `json:"uncertain_items"`
+	// AckedLost is the acknowledged inserts lost: per writer id,
+	// max(0, acknowledged − stored), summed over the hosts' writers.
+	// A batch is stored once per (writer, seq) and acknowledged only once
+	// stored; what the shard stored and kept is its checkpoint's counts
+	// plus what it stored since, so acknowledged items beyond that are
+	// those acknowledged after the checkpoint's writer table was taken and
+	// gone with the process. Exact (LossExact) when the shard's writer
+	// table is complete (no writer evicted, no restore from a table
+	// without counts), each host's writer saw the shard die at most once
+	// (the load test kills one once) and gave up on none of its batches:
+	// then a batch the shard stored without its acknowledgement reaching
+	// the writer (stored just before the shard died, or was wrongly
+	// thought dead, and moved to another shard) is in the lineage only
+	// where the writer has no loss to hide (every batch it had
+	// acknowledged by then is in the checkpoint: acks come in seq order),
+	// so it offsets nothing; with more deaths it could offset another
+	// death's loss (StoredUnacked shows how much could hide), and an
+	// evicted writer or a partial table misses stored items (AckedLost
+	// then overcounts): not exact. The batches stored while the
+	// restored checkpoint was copied (UncertainItems) are counted as lost:
+	// AckedLostMin counts them as kept, and the exact count lies between
+	// the two (one number when they are equal, as on a shard never
+	// restarted).
+	AckedLost    uint64 `json:"acked_inserts_lost"`
+	AckedLostMin uint64 `json:"acked_inserts_lost_min"`
+	LossExact    bool   `json:"acked_inserts_lost_exact"`
+	// StoredUnacked is, per writer id, max(0, stored − acknowledged),
+	// summed: batches the shard stored whose acknowledgement never
+	// reached the writer (stored twice, once elsewhere, when moved).
+	StoredUnacked uint64 `json:"stored_unacknowledged_items"`
+	// WritersEvicted and CountsPartial are the shard's writer table's
+	// (WriterPage): either makes AckedLost an upper bound, not exact.
+	WritersEvicted uint64 `json:"writers_evicted,omitempty"`
+	CountsPartial  bool   `json:"writer_counts_partial,omitempty"`
 	// WrongIncarnation counts the probe write-back values of an earlier
 	// incarnation the shard refused; Dropped the write-back values the
 	// learner dropped unsent for it; LearnerDowns and LearnerRejoins its
@@ -180,10 +215,20 @@ type fleetChaosRep struct {
 	FirstDrawSec float64 `json:"restart_to_first_draw_s"`
 	FirstAckSec  float64 `json:"restart_to_first_insert_ack_s"`
 	// Inserts acknowledged by the killed shard and gone with it (those
-	// after its last checkpoint), and by the survivors (must be 0): lower
-	// bounds, as fleetShardRep.AckedLost.
+	// after its last checkpoint's writer table), at most (LostOnKilled,
+	// counting the batches stored during that checkpoint's copy as lost)
+	// and at least (LostOnKilledMin), and by the survivors (must be 0),
+	// as fleetShardRep.AckedLost.
 	LostOnKilled    uint64 `json:"acked_inserts_lost_on_killed_shard"`
+	LostOnKilledMin uint64 `json:"acked_inserts_lost_on_killed_shard_min"`
 	LostOnSurvivors uint64 `json:"acked_inserts_lost_on_surviving_shards"`
+	// AckedSinceCheckpoint is the same figure for the killed shard counted
+	// independently, before its restart: per writer id, what the killed
+	// process had acknowledged (the hosts' counters between the kill and
+	// the restart) minus what its checkpoint's writer table counts; -1
+	// when it could not be counted (no checkpoint table, or no counter
+	// line in that span).
+	AckedSinceCheckpoint int64 `json:"acked_since_checkpoint_on_killed_shard"`
 }
 
 // fleetPart is a child process (an actor host or the learner).
@@ -421,7 +466,7 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		full := 0
 		for _, a := range addrs {
-			if n, err := shardSize(ctx, a); err == nil && n >= uint64(c.lt.SampleBatch) {
+			if si, err := shardInfo(ctx, a, false); err == nil && si.size >= uint64(c.lt.SampleBatch) {
 				full++
 			}
 		}
@@ -547,6 +592,40 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 		ck := filepath.Join(s.dir, "ckpt", "replay.ckpt")
 		_, statErr := os.Stat(ck)
 		restore := statErr == nil
+		// What the killed process acknowledged (the hosts' counters are
+		// frozen for it until the restart) against its checkpoint's
+		// writer table: the loss counted before the restart.
+		tRestart := time.Now()
+		ackedAtKill, frozen := map[string]uint64{}, true
+		for _, h := range hosts {
+			l, ok := h.at(tRestart.UnixNano())
+			frozen = frozen && ok && l.T > tKill.UnixNano()
+			for j, si := range l.Ins {
+				if index[h.shards[j]] == c.chaosShard {
+					ackedAtKill[si.Writer] += si.AckedItems
+				}
+			}
+		}
+		sinceCkpt := int64(-1)
+		if frozen {
+			var tbl *remote.WriterTable
+			if restore {
+				tbl, err = remote.ReadWriterTable(ck)
+				if err != nil {
+					return nil, fmt.Errorf("shard %d's checkpoint: %w", c.chaosShard, err)
+				}
+			} else {
+				tbl = &remote.WriterTable{} // no checkpoint: everything acknowledged is gone
+			}
+			if tbl != nil && !tbl.CountsPartial && tbl.Evicted == 0 {
+				sinceCkpt = 0
+				for w, a := range ackedAtKill {
+					if st := tbl.Writers[w].Items; a > st {
+						sinceCkpt += int64(a - st)
+					}
+				}
+			}
+		}
 		np, err := startReplayIn(ctx, s.dir, s.addr, "replay-restarted", replayArgs(s, restore), false, say)
 		if err != nil {
 			return nil, fmt.Errorf("restarting shard %d: %w", c.chaosShard, err)
@@ -556,7 +635,7 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 		s.procs = append(s.procs, np)
 		s.cpu0 = append(s.cpu0, pidCPU(np))
 		rep.Chaos = &fleetChaosRep{Shard: c.chaosShard, KilledAt: tKill.Sub(t0).Seconds(), RestartedAt: tBack.Sub(t0).Seconds(),
-			DownSec: tBack.Sub(tKill).Seconds(), Restored: restore}
+			DownSec: tBack.Sub(tKill).Seconds(), Restored: restore, AckedSinceCheckpoint: sinceCkpt}
 	}
 	if err := sleep(c.lt.Duration - time.Since(t0)); err != nil {
 		return nil, err
@@ -642,15 +721,25 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 	if t := lf.Lrn; t != nil {
 		rep.Learner = *t
 	}
-	// Acknowledged inserts lost, at least: what the hosts' writers had
-	// acknowledged by each shard against what the shard holds at the end
-	// (while it never filled: a full table overwrites); items stored
-	// without an acknowledgement offset losses (fleetShardRep.AckedLost).
+	// Acknowledged inserts lost: what the hosts' writers had acknowledged
+	// by each shard against what the shard's writer table counts as
+	// stored under their ids, writer by writer (fleetShardRep.AckedLost).
+	acked := make([]map[string]uint64, c.shards) // per shard: items acknowledged per writer id
+	for i := range acked {
+		acked[i] = map[string]uint64{}
+	}
+	maxDeaths := make([]uint64, c.shards) // per shard: the most deaths one host's writer saw
+	abandoned := make([]uint64, c.shards) // per shard: the items the hosts' writers gave up on
 	for _, h := range hosts {
 		l, _ := h.last()
 		for j, si := range l.Ins {
-			ps := &rep.PerShard[index[h.shards[j]]]
+			i := index[h.shards[j]]
+			ps := &rep.PerShard[i]
+			acked[i][si.Writer] += si.AckedItems
+			maxDeaths[i] = max(maxDeaths[i], si.Deaths)
+			abandoned[i] += si.LostItems
 			ps.AckedItems += si.AckedItems
+			ps.AckedBatches += si.AckedBatches
 			ps.WriterDeaths += si.Deaths
 			ps.WriterRejoins += si.Rejoins
 			rep.InsertsLostItems += si.LostItems
@@ -658,18 +747,22 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 			rep.Moved += si.Moved
 		}
 	}
+	rep.LossExact = true
 	for i, s := range shards {
-		size, err := shardSize(ctx, s.addr)
+		si, err := shardInfo(ctx, s.addr, true)
 		if err != nil {
 			return nil, fmt.Errorf("shard %d's Info at the end: %w", i, err)
 		}
 		ps := &rep.PerShard[i]
-		ps.Size = size
-		ps.LossMeasurable = size < uint64(c.capacity)
-		if ps.LossMeasurable && ps.AckedItems > size {
-			ps.AckedLost = ps.AckedItems - size
-		}
+		ps.Size = si.size
+		l := countLoss(acked[i], si.records)
+		ps.StoredItems, ps.UncertainItems, ps.AckedLost, ps.AckedLostMin, ps.StoredUnacked = l.stored, l.uncertain, l.lost, l.lostMin, l.storedUnacked
+		ps.WritersEvicted, ps.CountsPartial = si.evicted, si.partial
+		ps.LossExact = si.evicted == 0 && !si.partial && len(shards[i].procs) <= 2 &&
+			maxDeaths[i] <= 1 && abandoned[i] == 0
 		rep.AckedInsertsLost += ps.AckedLost
+		rep.AckedInsertsLostMin += ps.AckedLostMin
+		rep.LossExact = rep.LossExact && ps.LossExact
 	}
 
 	// CPU seconds of every process over the window.
@@ -743,6 +836,7 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 		for i, ps := range rep.PerShard {
 			if i == k {
 				ch.LostOnKilled += ps.AckedLost
+				ch.LostOnKilledMin += ps.AckedLostMin
 			} else {
 				ch.LostOnSurvivors += ps.AckedLost
 			}
@@ -751,29 +845,102 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 	return rep, nil
 }
 
-// shardSize asks the shard at addr (loopback, plaintext) for its table's
-// size.
-func shardSize(ctx context.Context, addr string) (uint64, error) {
+// shardState is what a shard's Info says at the end of a run.
+type shardState struct {
+	size    uint64
+	records map[string]*replayv1.WriterRecord // the writer table, by id (with writers)
+	evicted uint64
+	partial bool
+}
+
+// shardInfo asks the shard at addr (loopback, plaintext) for its table's
+// size and, with writers, its whole writer table (page by page).
+func shardInfo(ctx context.Context, addr string, writers bool) (*shardState, error) {
 	dopts, err := loadtestDialOptions(addr, remote.ClientOptions{})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	conn, err := grpc.NewClient(addr, dopts...)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer conn.Close()
-	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	info, err := replayv1.NewReplayClient(conn).Info(ictx, &replayv1.InfoRequest{})
-	if err != nil {
-		return 0, err
+	cli := replayv1.NewReplayClient(conn)
+	out := &shardState{records: map[string]*replayv1.WriterRecord{}}
+	for after, first := "", true; first || writers; first = false {
+		ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		info, err := cli.Info(ictx, &replayv1.InfoRequest{Writers: writers, WritersAfter: after})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		if first {
+			for _, t := range info.GetTables() {
+				out.size += t.GetSize()
+			}
+		}
+		if !writers {
+			break
+		}
+		p := info.GetWriters()
+		if p == nil {
+			return nil, fmt.Errorf("%s: Info carries no writer table (a server older than the writer counts)", addr)
+		}
+		out.evicted, out.partial = p.GetEvicted(), p.GetCountsPartial()
+		for _, r := range p.GetRecords() {
+			out.records[r.GetId()] = r
+			after = r.GetId()
+		}
+		if !p.GetMore() || len(p.GetRecords()) == 0 {
+			break
+		}
 	}
-	var n uint64
-	for _, t := range info.GetTables() {
-		n += t.GetSize()
+	return out, nil
+}
+
+// lossCount is one shard's acknowledged inserts against its writer table.
+type lossCount struct {
+	stored, uncertain, lost, lostMin, storedUnacked uint64
+}
+
+// countLoss counts, writer id by writer id, what a shard acknowledged
+// (acked: items per id) against what its writer table stored under the id
+// (fleetShardRep.AckedLost): lost sums max(0, acked − stored), lostMin
+// max(0, acked − stored − uncertain), storedUnacked max(0, stored −
+// acked); stored and uncertain sum the table's counts for acked's ids. A
+// writer the table lacks stored nothing. O(writers).
+func countLoss(acked map[string]uint64, records map[string]*replayv1.WriterRecord) lossCount {
+	var l lossCount
+	sat := func(a, b uint64) uint64 {
+		if a > b {
+			return a - b
+		}
+		return 0
 	}
-	return n, nil
+	for w, a := range acked {
+		r := records[w]
+		st, u := r.GetItems(), r.GetUncertainItems()
+		l.stored += st
+		l.uncertain += u
+		l.lost += sat(a, st)
+		l.lostMin += sat(a, st+u)
+		l.storedUnacked += sat(st, a)
+	}
+	return l
+}
+
+// lossText shows a count of acknowledged inserts lost: the number, a
+// range when batches stored during a restored checkpoint's copy make it
+// one, marked when it is not exact otherwise (fleetShardRep.LossExact).
+func lossText(lost, lostMin uint64, exact bool) string {
+	out := fmt.Sprint(lost)
+	if lostMin != lost {
+		out = fmt.Sprintf("%d-%d", lostMin, lost)
+	}
+	if !exact {
+		out += " (not exact)"
+	}
+	return out
 }
 
 // writeText writes the fleet report as a table.
@@ -789,15 +956,12 @@ func (r *fleetReport) writeText(w io.Writer) error {
 	p("fleet\t%d shards, %d actor hosts of %d simulated actors (batches of %d, %s), 1 learner (draws of %d, %s sampling, %s)\n",
 		r.Shards, r.ActorHosts, r.Actors, r.InsertBatch, paced(r.InsertRate), r.SampleBatch, r.ShardSampling, paced(r.SampleRate))
 	p("measured\t%.2f s after %.2f s of warm-up\n\n", r.DurationSec, r.WarmupSec)
-	p("shard\tinserts/s\tsamples/s\tacked\tsize at end\tacked lost (at least)\tincarnations\n")
+	p("shard\tinserts/s\tsamples/s\tacked\tstored\tsize at end\tacked lost\tincarnations\n")
 	for i, s := range r.PerShard {
-		lost := fmt.Sprint(s.AckedLost)
-		if !s.LossMeasurable {
-			lost = "- (table full)"
-		}
-		p("%d %s\t%s\t%s\t%d\t%d\t%s\t%d\n", i, s.Addr, meter.SI(s.InsertsPerSec), meter.SI(s.SamplesPerSec), s.AckedItems, s.Size, lost, s.Incarnations)
+		p("%d %s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\n", i, s.Addr, meter.SI(s.InsertsPerSec), meter.SI(s.SamplesPerSec), s.AckedItems, s.StoredItems, s.Size,
+			lossText(s.AckedLost, s.AckedLostMin, s.LossExact), s.Incarnations)
 	}
-	p("total\t%s\t%s\t\t\t%d\t\n\n", meter.SI(r.InsertsPerSec), meter.SI(r.SamplesPerSec), r.AckedInsertsLost)
+	p("total\t%s\t%s\t\t\t\t%s\t\n\n", meter.SI(r.InsertsPerSec), meter.SI(r.SamplesPerSec), lossText(r.AckedInsertsLost, r.AckedInsertsLostMin, r.LossExact))
 	rtt := func(name string, x loadtest.RTT) {
 		p("sample round trip %s (µs)\tp50 %.0f\tp90 %.0f\tp99 %.0f\tmax %.0f\t(%d draws)\n", name, x.P50US, x.P90US, x.P99US, x.MaxUS, x.Count)
 	}
@@ -815,14 +979,19 @@ func (r *fleetReport) writeText(w io.Writer) error {
 	p("stale writes applied\t%d\t(%d probe write-backs of an earlier incarnation)\n", r.StaleWritesApplied, r.StaleProbes)
 	p("learner\t%d draws, %d rows; write-backs %d applied, %d stale (%d dropped unsent); %d re-planned, %d failed draws\n",
 		r.Learner.Draws, r.Learner.Rows, r.Learner.Applied, r.Learner.Stale, r.Learner.Dropped, r.Learner.Replans, r.Learner.Errors)
-	p("acknowledged inserts lost\tat least %d\t(acked − size per shard: items stored unacknowledged offset losses)\n", r.AckedInsertsLost)
+	p("acknowledged inserts lost\t%s\t(per shard and writer id: acked − stored under the id, by the shard's writer table)\n", lossText(r.AckedInsertsLost, r.AckedInsertsLostMin, r.LossExact))
 	p("writers' lost / resent / moved\t%d items / %d batches / %d batches\n", r.InsertsLostItems, r.Resent, r.Moved)
 	if c := r.Chaos; c != nil {
 		p("\nchaos\tshard %d killed (SIGKILL) at %.2f s, restarted at %.2f s (down %.2f s, restored from checkpoint: %v)\n", c.Shard, c.KilledAt, c.RestartedAt, c.DownSec, c.Restored)
 		p("learner rate\tbefore %s/s\tduring %s/s (%.0f%% kept)\tafter %s/s\n", meter.SI(c.RateBefore), meter.SI(c.RateDuring), 100*c.Kept, meter.SI(c.RateAfter))
 		p("inserts\tbefore %s/s\tduring %s/s\tafter %s/s\n", meter.SI(c.InsertsBefore), meter.SI(c.InsertsDuring), meter.SI(c.InsertsAfter))
 		p("after the restart\tfull rate in %.2f s\tfirst draw %.2f s\tfirst insert ack %.2f s\n", c.FullRateSec, c.FirstDrawSec, c.FirstAckSec)
-		p("acked inserts lost (at least)\ton the killed shard %d (after its last checkpoint)\ton the survivors %d\n", c.LostOnKilled, c.LostOnSurvivors)
+		since := "not counted"
+		if c.AckedSinceCheckpoint >= 0 {
+			since = fmt.Sprint(c.AckedSinceCheckpoint)
+		}
+		p("acked inserts lost\ton the killed shard %s (acked after its last checkpoint's writer table: %s)\ton the survivors %d\n",
+			lossText(c.LostOnKilled, c.LostOnKilledMin, true), since, c.LostOnSurvivors)
 	}
 	p("\ninsert path\t%s\nsample path\t%s\n", r.InsertPath, r.SamplePath)
 	return tw.Flush()
