@@ -293,17 +293,27 @@ type ServerStats struct {
 	// InsertsWaiting and DrawsWaiting count the batches and draws held by
 	// the rate limiter now.
 	InsertsWaiting, DrawsWaiting int64
+	// StaleFleetInserts and StaleFleetItems count the insert batches, and
+	// their items, that the limiter of a fleet's shard admitted on stale
+	// fleet counts (the learner's lease on them passed without a renewal:
+	// FleetCounts.lease_ms, runtime.RateLimiter.RenewFleetCounts).
+	StaleFleetInserts, StaleFleetItems int64
 	// Size is the table's item count.
 	Size int
 }
 
 // Stats returns a snapshot of the counters. O(1) plus a lock to count
-// the writers; safe for concurrent use.
+// the writers and the limiter's to read its counters; safe for concurrent
+// use.
 func (s *Server) Stats() ServerStats {
 	s.writersMu.Lock()
 	w := len(s.writers)
 	s.writersMu.Unlock()
 	c := &s.c
+	var lim runtime.RateLimiterStats
+	if s.t.Limiter != nil {
+		lim = s.t.Limiter.Stats()
+	}
 	return ServerStats{
 		Incarnation:     s.incarnation,
 		InsertedBatches: c.insertedBatches.Load(), InsertedItems: c.insertedItems.Load(),
@@ -315,6 +325,7 @@ func (s *Server) Stats() ServerStats {
 		Writers: w, WritersEvicted: c.writersEvicted.Load(),
 		InsertStreams: c.insertStreams.Load(), SampleStreams: c.sampleStreams.Load(), WatchStreams: c.watchStreams.Load(),
 		InsertsWaiting: c.insertsWaiting.Load(), DrawsWaiting: c.drawsWaiting.Load(),
+		StaleFleetInserts: lim.StaleInserts, StaleFleetItems: lim.StaleItems,
 		Size: s.t.Buffer.Size(),
 	}
 }

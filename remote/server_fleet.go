@@ -2,6 +2,7 @@ package remote
 
 import (
 	"math/rand/v2"
+	"time"
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/buffer"
@@ -33,7 +34,11 @@ func (s *Server) checkFleetDraw(d *replayv1.Draw) error {
 }
 
 // installFleet hands the limiter a fleet's counts (nothing for nil or a
-// table without a limiter).
+// table without a limiter), with their lease: once it passes without a
+// renewal the limiter admits the inserts the stale counts hold, up to the
+// table's capacity in items (runtime.RateLimiter.RenewFleetCounts): a
+// buffer's worth that the learner, when it is back, can still sample,
+// not data thrown away unseen.
 func (s *Server) installFleet(f *replayv1.FleetCounts) error {
 	if f == nil || s.t.Limiter == nil {
 		return nil
@@ -41,7 +46,8 @@ func (s *Server) installFleet(f *replayv1.FleetCounts) error {
 	if f.Sampled > 1<<62 || f.OthersInserted > 1<<62 {
 		return s.reject(codes.InvalidArgument, "remote: fleet counts out of range: %d sampled, %d inserted elsewhere", f.Sampled, f.OthersInserted)
 	}
-	if err := s.t.Limiter.SetFleetCounts(int64(f.OthersInserted), int64(f.Sampled)); err != nil {
+	lease := time.Duration(f.LeaseMs) * time.Millisecond
+	if err := s.t.Limiter.RenewFleetCounts(int64(f.OthersInserted), int64(f.Sampled), lease, int64(s.t.Buffer.Capacity())); err != nil {
 		return s.reject(codes.InvalidArgument, "remote: %v", err)
 	}
 	return nil

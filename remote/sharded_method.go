@@ -71,6 +71,18 @@ const (
 	DefaultShardDeadline = time.Second
 	DefaultProbeMin      = 50 * time.Millisecond
 	DefaultProbeMax      = 500 * time.Millisecond
+	// DefaultFleetLease is ShardOptions.FleetLease's default.
+	DefaultFleetLease = 2 * time.Second
+)
+
+// Bounds of the lease on the fleet's counts (FleetCounts.lease_ms): the
+// learner's longest time between two draws is remembered for one to two
+// leaseWindows, and the lease is FleetLease plus leaseGaps times it, at
+// most maxFleetLease.
+const (
+	leaseWindow   = time.Minute
+	leaseGaps     = 4
+	maxFleetLease = time.Hour
 )
 
 // tallyEvery is how old a live shard's view may get while batches do not
@@ -115,20 +127,33 @@ type ShardOptions struct {
 	// reason names what differs); the learner logs it. The refusal is
 	// also counted in ShardState.Refused.
 	OnRefused func(target string, incarnation uint64, reason error)
+	// FleetLease is the least lease on the fleet's counts the learner
+	// hands a shard (FleetCounts.lease_ms; DefaultFleetLease, 2 s, or
+	// 2·Deadline when longer, when 0): the lease sent is FleetLease plus 4
+	// times the longest the learner spent between two draws over the
+	// last minute or two (its training steps, its pauses), so a learner
+	// that reaches a shard renews its counts well within their lease.
+	// A shard whose lease passes without a renewal stops holding its
+	// inserts on the stale counts (up to its capacity in items; see
+	// runtime.RateLimiter.RenewFleetCounts).
+	FleetLease time.Duration
 }
 
 func (o *ShardOptions) fill() error {
 	if o.Sampling > ShardOne {
 		return fmt.Errorf("remote: sharded method: unknown sampling mode %d", o.Sampling)
 	}
-	if o.Deadline < 0 || o.ProbeMin < 0 || o.ProbeMax < 0 {
-		return fmt.Errorf("remote: sharded method: negative deadline or probe backoff (%v, %v, %v)", o.Deadline, o.ProbeMin, o.ProbeMax)
+	if o.Deadline < 0 || o.ProbeMin < 0 || o.ProbeMax < 0 || o.FleetLease < 0 {
+		return fmt.Errorf("remote: sharded method: negative deadline, probe backoff or fleet lease (%v, %v, %v, %v)", o.Deadline, o.ProbeMin, o.ProbeMax, o.FleetLease)
 	}
 	if o.Deadline == 0 {
 		o.Deadline = DefaultShardDeadline
 	}
 	if o.ProbeMin == 0 {
 		o.ProbeMin = DefaultProbeMin
+	}
+	if o.FleetLease == 0 {
+		o.FleetLease = max(DefaultFleetLease, 2*o.Deadline)
 	}
 	if o.ProbeMax == 0 {
 		o.ProbeMax = max(DefaultProbeMax, o.ProbeMin)
@@ -263,9 +288,15 @@ type sharded struct {
 	config []byte
 	tab    *replayv1.TableInfo
 
-	sampled uint64   // the fleet's sampled items
-	steps   uint64   // draws that succeeded, priorSteps included
-	live    []*shard // plan's scratch
+	sampled uint64 // the fleet's sampled items
+	steps   uint64 // draws that succeeded, priorSteps included
+	// The learner's time between draws, for the lease on the fleet's
+	// counts: when the latest Sample returned, and the longest gap in the
+	// current leaseWindow (begun at gapSince) and the one before.
+	outSince        time.Time
+	gapCur, gapPrev time.Duration
+	gapSince        time.Time
+	live            []*shard // plan's scratch
 	// refs are the latest batch's, in order: the rows of shard sh are
 	// refs[sh.first : sh.first+sh.rows] (a batch's rows are consecutive
 	// per shard), which routes its write-back.
@@ -325,9 +356,25 @@ type sharded struct {
 // (Draw.fleet, Tally.fleet), so each shard's limiter blocks its inserts on
 // the fleet's balance rather than its own. A down shard keeps its
 // inserted count in the sum (what it stored was stored); its limiter, on
-// restart, is standalone until the learner's first message, and a shard
-// the learner cannot reach (but actors can) holds its inserts at the
-// fleet's balance as it last heard it.
+// restart, is standalone until the learner's first message. The counts
+// carry a lease (FleetCounts.lease_ms: opts.FleetLease plus 4 times the
+// learner's longest time between draws lately), which the learner renews
+// at every message to the shard (at least every 20 ms of draws while it
+// reaches it). A shard the learner cannot reach but actors can (a
+// partition on the learner's side, or a heal the learner has not noticed
+// yet) holds its inserts at the fleet's balance as it last heard it until
+// the lease passes, then admits them, up to its capacity in items until
+// the learner's next message (counted: Server.Stats' StaleFleetItems):
+// on stale counts it cannot see the learner's samples elsewhere, and
+// holding there would hold the actor hosts (a ShardedWriter waits on a
+// shard that answers but holds its batches: backpressure) and, behind
+// them, every other shard's inserts and the learner's draws until the
+// link returned. The learner's side is unchanged: it admits draws on the
+// inserts the shards report, so it never samples past the ratio; the
+// items a stale shard admitted are sampled down once the learner is back
+// (its limiter, fresh again, holds the actors meanwhile). A probe resets
+// the client's gRPC reconnection backoff, so a shard back from a
+// partition is reached within ProbeMax, not gRPC's seconds of backoff.
 //
 // The shards' Info replies come from opts.Infos (FleetConfig's, reused) or
 // from one FleetConfig round here; two entries that are one server (the
@@ -365,7 +412,7 @@ func ShardedMethod(ctx context.Context, clients []*Client, local sampler.Method,
 			return sampler.Method{}, fmt.Errorf("remote: sharded method %q: its weights depend on more than the batch's probabilities (%v): it cannot sample across shards; run one replay server", local.Name, err)
 		}
 	}
-	s := &sharded{ctx: ctx, local: local, opts: opts, steps: priorSteps}
+	s := &sharded{ctx: ctx, local: local, opts: opts, steps: priorSteps, gapSince: time.Now()}
 	names := make([]string, len(clients))
 	for i, c := range clients {
 		if c == nil {
@@ -602,7 +649,26 @@ func (s *sharded) fleetCounts(sh *shard, sampled uint64) *replayv1.FleetCounts {
 	}
 	others := s.inserted() - sh.reported
 	sh.fleet.Sampled, sh.fleet.OthersInserted = sampled, uint64(max(others, 0))
+	sh.fleet.LeaseMs = uint32(s.lease() / time.Millisecond)
 	return &sh.fleet
+}
+
+// lease is the lease on the fleet's counts the learner hands a shard now:
+// FleetLease plus leaseGaps times its longest time between two draws
+// lately, at most maxFleetLease. O(1).
+func (s *sharded) lease() time.Duration {
+	return min(s.opts.FleetLease+leaseGaps*max(s.gapCur, s.gapPrev), maxFleetLease)
+}
+
+// noteGap records the time since the latest Sample returned (the
+// learner's step outside the stage) at now, a Sample's start.
+func (s *sharded) noteGap(now time.Time) {
+	if now.Sub(s.gapSince) >= leaseWindow {
+		s.gapPrev, s.gapCur, s.gapSince = s.gapCur, 0, now
+	}
+	if !s.outSince.IsZero() {
+		s.gapCur = max(s.gapCur, now.Sub(s.outSince))
+	}
 }
 
 // inserted is the fleet's inserted items.
@@ -620,6 +686,8 @@ func (s *sharded) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 	// previous batch's refs are no longer routable (plan resets each
 	// shard's rows), so a write-back of them is refused.
 	s.refs = s.refs[:0]
+	s.noteGap(time.Now())
+	defer func() { s.outSince = time.Now() }()
 	if rng == nil || dst == nil {
 		return fmt.Errorf("remote: sharded sample: %w: nil generator or batch", buffer.ErrNil)
 	}
@@ -1035,6 +1103,10 @@ func (s *sharded) startProbe(sh *shard) {
 				return
 			case <-t.C:
 			}
+			// A shard back after a partition is dialed now, not after
+			// gRPC's own reconnection backoff (seconds after a long cut):
+			// until the learner reaches it, its fleet counts are stale.
+			c.conn.ResetConnectBackoff()
 			ctx, cancel := context.WithTimeout(s.ctx, deadline)
 			info, err := c.replay.Info(ctx, &replayv1.InfoRequest{})
 			cancel()

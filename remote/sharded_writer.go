@@ -52,6 +52,9 @@ type ShardedWriterOptions struct {
 	// shard that then does not answer the probe is marked dead. One that
 	// answers is only slow (its rate limiter holds inserts while the
 	// learner catches up) and is probed again after another AckTimeout.
+	// Its batches are not moved: that keeps episodes whole. A shard the
+	// learner cannot reach stops holding once its fleet counts' lease
+	// passes (ShardedMethod), so such a hold ends without the learner.
 	AckTimeout time.Duration
 	// ProbeTimeout bounds one probe, an Info call (DefaultProbeTimeout
 	// when 0).

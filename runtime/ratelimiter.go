@@ -60,8 +60,14 @@ type RateLimiter struct {
 	// its learner last reported them (SetFleetCounts); 0 for a limiter
 	// that is not a fleet's shard. It counts toward the insert side only.
 	others int64
-	wake   chan struct{} // closed (and replaced) whenever the counters move
-	stats  RateLimiterStats
+	// fleetAt is when the fleet's counts were last installed, lease how
+	// long they hold (0: they never go stale) and staleLeft the items
+	// still admitted on them once stale (RenewFleetCounts).
+	fleetAt   time.Time
+	lease     time.Duration
+	staleLeft int64
+	wake      chan struct{} // closed (and replaced) whenever the counters move
+	stats     RateLimiterStats
 }
 
 // RateLimiterStats counts what the limiter did.
@@ -73,6 +79,11 @@ type RateLimiterStats struct {
 	InsertWait, SampleWait   time.Duration
 	// Timeouts counts calls that gave up with ErrRateLimited.
 	Timeouts int64
+	// StaleInserts and StaleItems count the insert calls, and their items,
+	// that a fleet shard's limiter admitted on stale fleet counts (their
+	// lease passed without a renewal, RenewFleetCounts) although the
+	// counts held them.
+	StaleInserts, StaleItems int64
 }
 
 // NewRateLimiter validates cfg.
@@ -144,6 +155,27 @@ func (r *RateLimiter) diffLocked() float64 {
 func (r *RateLimiter) canInsertLocked() bool {
 	ins := r.inserted + r.others
 	return ins < r.cfg.MinSizeToSample || float64(ins)*r.cfg.SamplesPerInsert-float64(r.sampled)+r.cfg.SamplesPerInsert <= r.maxDiff
+}
+
+// staleAt is when the fleet's counts go stale, zero when they never do
+// (no lease, or the stale allowance spent).
+func (r *RateLimiter) staleAtLocked() time.Time {
+	if r.lease <= 0 || r.staleLeft <= 0 {
+		return time.Time{}
+	}
+	return r.fleetAt.Add(r.lease)
+}
+
+// admitInsertLocked reports whether an insert is admitted now: on the
+// balance, or on stale fleet counts with allowance left (stale).
+func (r *RateLimiter) admitInsertLocked(now time.Time) (ok, stale bool) {
+	if r.canInsertLocked() {
+		return true, false
+	}
+	if at := r.staleAtLocked(); !at.IsZero() && !now.Before(at) {
+		return true, true
+	}
+	return false, false
 }
 
 // AdmitsSample reports whether a limiter configured with c whose counts
@@ -227,7 +259,8 @@ const (
 func (r *RateLimiter) CanInsert() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.canInsertLocked()
+	ok, _ := r.admitInsertLocked(time.Now())
+	return ok
 }
 
 // CanSample reports, without waiting or recording, whether a sample would
@@ -247,11 +280,24 @@ func (r *RateLimiter) awaitOp(ctx context.Context, n int, op limiterOp) error {
 	var timeout <-chan time.Time
 	var timeoutCfg time.Duration // the Timeout the wait started with
 	waited := false
+	var staleTimer *time.Timer // wakes an insert held on fleet counts when they go stale
+	defer func() {
+		if staleTimer != nil {
+			staleTimer.Stop()
+		}
+	}()
 	for {
 		r.mu.Lock()
-		ok := r.canSampleLocked()
+		var ok, stale bool
+		var staleAt time.Time
 		if insert {
-			ok = r.canInsertLocked()
+			now := time.Now()
+			ok, stale = r.admitInsertLocked(now)
+			if !ok {
+				staleAt = r.staleAtLocked()
+			}
+		} else {
+			ok = r.canSampleLocked()
 		}
 		if ok {
 			if insert {
@@ -259,6 +305,11 @@ func (r *RateLimiter) awaitOp(ctx context.Context, n int, op limiterOp) error {
 				r.stats.Inserted += int64(n)
 				if op == opReserve {
 					r.pending += int64(n)
+				}
+				if stale {
+					r.staleLeft = max(r.staleLeft-int64(n), 0)
+					r.stats.StaleInserts++
+					r.stats.StaleItems += int64(n)
 				}
 			} else {
 				r.sampled += int64(n)
@@ -289,8 +340,19 @@ func (r *RateLimiter) awaitOp(ctx context.Context, n int, op limiterOp) error {
 				timeout = t.C
 			}
 		}
+		var staleC <-chan time.Time
+		if !staleAt.IsZero() {
+			d := time.Until(staleAt)
+			if staleTimer == nil {
+				staleTimer = time.NewTimer(d)
+			} else {
+				staleTimer.Reset(d) // Go 1.23+ timers: no stale value to drain
+			}
+			staleC = staleTimer.C
+		}
 		select {
 		case <-wake:
+		case <-staleC:
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timeout:
@@ -317,15 +379,38 @@ func (r *RateLimiter) awaitOp(ctx context.Context, n int, op limiterOp) error {
 // it samples from; the sample side is the learner's (a fleet's draws do
 // not call AwaitSample). A later call replaces both counts (the learner's
 // are authoritative: a restarted learner's may be lower). Waiting inserts
-// are woken to re-check. Negative counts are an error. O(1); safe for
-// concurrent use.
+// are woken to re-check. Negative counts are an error. The counts never go
+// stale (RenewFleetCounts with no lease). O(1); safe for concurrent use.
 func (r *RateLimiter) SetFleetCounts(othersInserted, sampled int64) error {
+	return r.RenewFleetCounts(othersInserted, sampled, 0, 0)
+}
+
+// RenewFleetCounts is SetFleetCounts with a lease: the learner promises to
+// renew the counts within lease. Once lease has passed without a renewal
+// the counts are stale — the learner cannot reach this shard (a network
+// partition on its side only) or has stopped drawing — and the limiter
+// no longer holds inserts on them: it admits the inserts they would hold,
+// up to allowance items in all until the next renewal (a batch is admitted
+// when its first item fits, so the last may overshoot), counted in
+// RateLimiterStats.StaleInserts and StaleItems; past the allowance inserts
+// are held again. A stale shard cannot judge the fleet's balance (the
+// learner's samples elsewhere lower it unseen), and holding on it would
+// hold its actors — and, behind them, the learner on every other shard —
+// until the learner's link returned. Admitting more inserts never lets
+// the learner over-sample: the learner admits draws on the inserts the
+// shards report, so the surplus is only sampled down once the learner is
+// back (holding the actors meanwhile, as fresh counts do). lease <= 0 or
+// allowance <= 0: the counts never go stale. Waiting inserts are woken to
+// re-check, and again when the counts go stale. O(1); safe for
+// concurrent use.
+func (r *RateLimiter) RenewFleetCounts(othersInserted, sampled int64, lease time.Duration, allowance int64) error {
 	if othersInserted < 0 || sampled < 0 {
 		return fmt.Errorf("runtime: rate limiter: fleet counts %d inserted elsewhere, %d sampled (want >= 0)", othersInserted, sampled)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.others, r.sampled = othersInserted, sampled
+	r.fleetAt, r.lease, r.staleLeft = time.Now(), max(lease, 0), max(allowance, 0)
 	close(r.wake)
 	r.wake = make(chan struct{})
 	return nil

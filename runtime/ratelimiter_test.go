@@ -260,3 +260,79 @@ func TestRateLimiterSetConfig(t *testing.T) {
 		t.Fatalf("counts changed: %+v", st)
 	}
 }
+
+// TestRateLimiterFleetLease: a fleet shard's limiter holds inserts on the
+// fleet's counts while their lease runs; once it passes without a renewal
+// the counts are stale and the inserts they hold are admitted (a waiting
+// one is woken at the lease's end), up to the allowance in items, counted
+// in StaleInserts and StaleItems; a renewal holds them again, and counts
+// without a lease never go stale.
+func TestRateLimiterFleetLease(t *testing.T) {
+	r, err := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 4, ErrorBuffer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := r.RenewFleetCounts(-1, 0, time.Second, 1); err == nil {
+		t.Fatal("negative fleet counts accepted")
+	}
+	const lease = 150 * time.Millisecond
+	if err := r.RenewFleetCounts(0, 0, lease, 10); err != nil {
+		t.Fatal(err)
+	}
+	renewed := time.Now()
+	fresh := 0
+	for r.CanInsert() {
+		if err := r.AwaitInsert(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		fresh++
+	}
+	if fresh != 8 || time.Since(renewed) >= lease {
+		t.Fatalf("%d inserts admitted on fresh counts in %v, want 8 (balance up to +4 past MinSizeToSample's 4) within the lease", fresh, time.Since(renewed))
+	}
+	// A held insert waits for the lease's end, then goes on stale counts.
+	if err := r.AwaitInsert(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(renewed); waited < lease || waited > lease+2*time.Second {
+		t.Fatalf("the held insert was admitted %v after the renewal, want just past the %v lease", waited, lease)
+	}
+	// The allowance: 10 items, a batch admitted while any is left.
+	if err := r.AwaitInsert(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AwaitInsert(ctx, 4); err != nil { // 2 left: admitted, overshooting
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	err = r.AwaitInsert(short, 1)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("an insert past the stale allowance: %v, want held until its context ends", err)
+	}
+	if st := r.Stats(); st.StaleInserts != 3 || st.StaleItems != 12 || st.Inserted != 20 {
+		t.Fatalf("stats %+v, want 3 stale inserts of 12 items, 20 inserted", st)
+	}
+	// A renewal: fresh counts hold again (the balance is full), and a
+	// lease of 0 never goes stale.
+	if err := r.RenewFleetCounts(0, 0, 0, 10); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel = context.WithTimeout(ctx, 2*lease)
+	err = r.AwaitInsert(short, 1)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("an insert on counts without a lease: %v, want held", err)
+	}
+	// The learner's samples make room: admitted on the balance, not stale.
+	if err := r.RenewFleetCounts(0, 100, lease, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AwaitInsert(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.Stats(); st.StaleInserts != 3 {
+		t.Fatalf("an insert on fresh counts counted stale: %+v", st)
+	}
+}

@@ -603,8 +603,17 @@ type FleetCounts struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Sampled        uint64                 `protobuf:"varint,1,opt,name=sampled,proto3" json:"sampled,omitempty"`
 	OthersInserted uint64                 `protobuf:"varint,2,opt,name=others_inserted,json=othersInserted,proto3" json:"others_inserted,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// lease_ms, when not 0, is how long the counts hold: the learner renews
+	// them within it while it reaches the shard (it derives the lease from
+	// its own cadence between draws). Once it has passed without a renewal
+	// the shard's counts are stale (the learner cannot reach it, or has
+	// stopped drawing): the shard then admits the inserts they hold, up to
+	// its capacity in items until the next renewal, instead of holding its
+	// actors on a balance it can no longer judge. 0: the counts never go
+	// stale (a learner that does not send a lease).
+	LeaseMs       uint32 `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FleetCounts) Reset() {
@@ -647,6 +656,13 @@ func (x *FleetCounts) GetSampled() uint64 {
 func (x *FleetCounts) GetOthersInserted() uint64 {
 	if x != nil {
 		return x.OthersInserted
+	}
+	return 0
+}
+
+func (x *FleetCounts) GetLeaseMs() uint32 {
+	if x != nil {
+		return x.LeaseMs
 	}
 	return 0
 }
@@ -3120,10 +3136,11 @@ const file_replay_proto_rawDesc = "" +
 	"\x04step\x18\x05 \x01(\x04R\x04step\x12\x17\n" +
 	"\ano_wait\x18\x06 \x01(\bR\x06noWait\x12\x0e\n" +
 	"\x02at\x18\a \x03(\x01R\x02at\x121\n" +
-	"\x05fleet\x18\b \x01(\v2\x1b.apex.replay.v1.FleetCountsR\x05fleet\"P\n" +
+	"\x05fleet\x18\b \x01(\v2\x1b.apex.replay.v1.FleetCountsR\x05fleet\"k\n" +
 	"\vFleetCounts\x12\x18\n" +
 	"\asampled\x18\x01 \x01(\x04R\asampled\x12'\n" +
-	"\x0fothers_inserted\x18\x02 \x01(\x04R\x0eothersInserted\"`\n" +
+	"\x0fothers_inserted\x18\x02 \x01(\x04R\x0eothersInserted\x12\x19\n" +
+	"\blease_ms\x18\x03 \x01(\rR\aleaseMs\"`\n" +
 	"\x05Tally\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x121\n" +
