@@ -279,13 +279,25 @@ func TestComposeFleet(t *testing.T) {
 		return r
 	}
 	before := measure("before", time.Now())
-	// backToRate waits (at most a minute) for the learner to run at half
-	// its rate before, over two seconds of records after since, and
-	// returns when that span began: the learner back to rate.
+	// backToRate waits for the learner to run at half its rate before,
+	// over two seconds of records after since, and returns when that span
+	// began: the learner back to rate, which must be within
+	// recoveryBound of since. After a rejoin nothing holds the learner
+	// for long: a restarted shard's limiter is its own until the
+	// learner's first message, and a reconnected one, whose fleet counts
+	// went stale while the learner could not reach it (their lease, 2 s
+	// plus 4 learner steps, passed during the partition), admits its
+	// actors' inserts until the learner's probe (at most 0.5 s apart,
+	// each within 1 s) takes it back. So the span starts within a few
+	// seconds (runs so far: 0.2-0.5 s; the stall this catches lasted
+	// 8 s), and the wait adds the two-second span, the 1 s progress
+	// records, the 0.5 s polling of docker logs and room for five
+	// containers on a loaded 2-core machine: 15 s.
+	const recoveryBound = 6 * time.Second
 	backToRate := func(since time.Time, what string) time.Time {
 		t.Helper()
 		var back time.Time
-		f.waitFor(time.Minute, "the learner back to half its rate "+what, func() bool {
+		f.waitFor(15*time.Second, "the learner back to half its rate "+what, func() bool {
 			recs := f.progress(learner)
 			for i := range recs {
 				if recs[i].Time.Before(since) {
@@ -303,6 +315,12 @@ func TestComposeFleet(t *testing.T) {
 			}
 			return false
 		})
+		// back is the learner's record time (its clock is the host's),
+		// since the test's, taken up to a poll after the event: the
+		// difference is a lower bound of the recovery.
+		if d := back.Sub(since); d > recoveryBound {
+			t.Errorf("the learner took %.1f s to return to half its rate %s (bound %v): a stall", d.Seconds(), what, recoveryBound)
+		}
 		return back
 	}
 
