@@ -157,7 +157,7 @@ func (r *RateLimiter) canInsertLocked() bool {
 	return ins < r.cfg.MinSizeToSample || float64(ins)*r.cfg.SamplesPerInsert-float64(r.sampled)+r.cfg.SamplesPerInsert <= r.maxDiff
 }
 
-// staleAt is when the fleet's counts go stale, zero when they never do
+// staleAtLocked is when the fleet's counts go stale, zero when they never do
 // (no lease, or the stale allowance spent).
 func (r *RateLimiter) staleAtLocked() time.Time {
 	if r.lease <= 0 || r.staleLeft <= 0 {
@@ -167,12 +167,13 @@ func (r *RateLimiter) staleAtLocked() time.Time {
 }
 
 // admitInsertLocked reports whether an insert is admitted now: on the
-// balance, or on stale fleet counts with allowance left (stale).
-func (r *RateLimiter) admitInsertLocked(now time.Time) (ok, stale bool) {
+// balance, or on stale fleet counts with allowance left (stale). It reads
+// the clock only when the balance holds the insert and a lease runs.
+func (r *RateLimiter) admitInsertLocked() (ok, stale bool) {
 	if r.canInsertLocked() {
 		return true, false
 	}
-	if at := r.staleAtLocked(); !at.IsZero() && !now.Before(at) {
+	if at := r.staleAtLocked(); !at.IsZero() && !time.Now().Before(at) {
 		return true, true
 	}
 	return false, false
@@ -259,7 +260,7 @@ const (
 func (r *RateLimiter) CanInsert() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ok, _ := r.admitInsertLocked(time.Now())
+	ok, _ := r.admitInsertLocked()
 	return ok
 }
 
@@ -291,8 +292,7 @@ func (r *RateLimiter) awaitOp(ctx context.Context, n int, op limiterOp) error {
 		var ok, stale bool
 		var staleAt time.Time
 		if insert {
-			now := time.Now()
-			ok, stale = r.admitInsertLocked(now)
+			ok, stale = r.admitInsertLocked()
 			if !ok {
 				staleAt = r.staleAtLocked()
 			}
