@@ -56,13 +56,14 @@ func (b *Batch) ImportanceWeights(beta float64, norm Normalization) error {
 		b.Weight = make([]float64, len(b.Prob))
 	}
 	n := float64(b.Size)
-	wmax := 0.0
 	for i, p := range b.Prob {
 		if !(p > 0 && p <= 1) {
 			return fmt.Errorf("buffer: row %d was drawn with probability %v; weights need P(i) in (0, 1]", i, p)
 		}
-		w := xmath.Pow(n*p, -beta)
-		b.Weight[i] = w
+	}
+	xmath.PowAffine(b.Weight, b.Prob, n, 0, -beta) // (N·P(i))^-β, vectorized
+	wmax := 0.0
+	for _, w := range b.Weight {
 		wmax = max(wmax, w)
 	}
 	switch norm {

@@ -128,7 +128,13 @@ func (l *LAP) Update(refs []buffer.Ref, absTD []float64) (buffer.UpdateResult, e
 	}
 	l.prio = grow(l.prio, len(absTD))
 	for i, d := range absTD {
-		l.prio[i] = l.cfg.priority(d)
+		l.prio[i] = math.Max(d, l.cfg.K)
+	}
+	xmath.PowAffine(l.prio, l.prio, 1, 0, l.cfg.Alpha) // priority(d) for every row, vectorized
+	for i, v := range l.prio {
+		if math.IsInf(v, 1) {
+			l.prio[i] = math.MaxFloat64 // as priority
+		}
 	}
 	return l.buf.UpdatePriorities(refs, l.prio)
 }

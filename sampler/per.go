@@ -132,8 +132,11 @@ func (p *PER) Update(refs []buffer.Ref, absTD []float64) (buffer.UpdateResult, e
 		return buffer.UpdateResult{}, err
 	}
 	p.prio = grow(p.prio, len(absTD))
-	for i, d := range absTD {
-		p.prio[i] = p.priority(d)
+	xmath.PowAffine(p.prio, absTD, 1, p.cfg.Eps, p.cfg.Alpha) // priority(d) for every row, vectorized
+	for i, v := range p.prio {
+		if math.IsInf(v, 1) {
+			p.prio[i] = math.MaxFloat64 // as priority
+		}
 	}
 	return p.buf.UpdatePriorities(refs, p.prio)
 }

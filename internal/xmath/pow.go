@@ -4,16 +4,61 @@ package xmath
 
 import "math"
 
-// Pow returns x^y. For a finite normal x > 0 and y != 0, the case of every
-// priority ((|δ|+ε)^α) and importance weight ((N·P)^-β) on the replay
-// path, it is exp(y·ln x): about 2× faster than math.Pow, with a
-// relative error within (2·|y·ln x| + 4)·2^-52 (below 1e-13 for
-// |y·ln x| < 200). Every other argument (x ≤ 0, subnormal, ±Inf, NaN; y = 0) goes
-// through math.Pow, so the special cases are math.Pow's. Pure; safe for
-// concurrent use.
+// Pow returns x^y. For a finite normal x > 0 with |y·ln x| ≤ 707, the case
+// of every priority ((|δ|+ε)^α) and importance weight ((N·P)^-β) on the
+// replay path, it is exp(y·ln x) with fdlibm's log and exp (package math's
+// algorithms), vectorized where the CPU has AVX2 and FMA: about 5× faster
+// than math.Pow there and 2× elsewhere, with a relative error within
+// (2·|y·ln x| + 4)·2^-52 (below 1e-13 for |y·ln x| < 200). Every other
+// argument (x ≤ 0, subnormal, ±Inf, NaN, or a result near the float64
+// range's ends) goes through math.Pow, so the special cases are
+// math.Pow's. Pow(x, y) equals PowAffine's result for the same value and
+// y, bit for bit. Pure; safe for concurrent use.
 func Pow(x, y float64) float64 {
-	if x >= 0x1p-1022 && x <= math.MaxFloat64 && y != 0 {
-		return math.Exp(y * math.Log(x))
+	if useAVX2 {
+		in := [4]float64{x}
+		var out [4]float64
+		powAffineAVX2(&out[0], &in[0], 4, 1, 0, y)
+		if v := out[0]; v == v {
+			return v
+		}
+		return math.Pow(x, y)
+	}
+	return powGo(x, y)
+}
+
+// powGo is Pow without the vector kernel.
+func powGo(x, y float64) float64 {
+	if x >= 0x1p-1022 && x <= math.MaxFloat64 {
+		if t := y * math.Log(x); t >= -707 && t <= 707 {
+			return math.Exp(t)
+		}
 	}
 	return math.Pow(x, y)
+}
+
+// PowAffine sets dst[i] = Pow(a·x[i] + b, y) for every i, where a·x[i] + b
+// is rounded once (a fused multiply-add where the CPU has one: with a = 1
+// or b = 0 it is the plain sum or product). dst and x must have the same
+// length; dst may be x. Cost: about 2 ns an element with AVX2 and FMA
+// (four at a time), plus math.Pow for any element outside Pow's fast range.
+func PowAffine(dst, x []float64, a, b, y float64) {
+	if len(dst) != len(x) {
+		panic("xmath: PowAffine: len(dst) != len(x)")
+	}
+	n := 0
+	if useAVX2 {
+		n = len(x) &^ 3
+		if n > 0 {
+			powAffineAVX2(&dst[0], &x[0], n, a, b, y)
+			for i, v := range dst[:n] {
+				if v != v { // outside the kernel's range (or NaN input)
+					dst[i] = math.Pow(math.FMA(a, x[i], b), y)
+				}
+			}
+		}
+	}
+	for i := n; i < len(x); i++ {
+		dst[i] = Pow(math.FMA(a, x[i], b), y)
+	}
 }
