@@ -167,7 +167,9 @@ func benchServer(b *testing.B, method string) (*Server, *buffer.Buffer, *bufServ
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := NewServer(Table{Buffer: buf, Method: mustMethod(b, method, buf)}, ServerOptions{})
+	// A fleet's learner checks that every shard serves the same run
+	// configuration: serve one.
+	srv, err := NewServer(Table{Buffer: buf, Method: mustMethod(b, method, buf), Config: []byte(`{"bench":"` + method + `"}`)}, ServerOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
