@@ -48,7 +48,10 @@ func (b *bufServer) start() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.lis = bufconn.Listen(1 << 20)
-	b.srv = grpc.NewServer(append([]grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true})}, b.opts...)...)
+	// The wire options of NewGRPCServer (codec, pool, windows), so these
+	// servers behave as apex replay's do.
+	so := append(wireServerOptions(), grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
+	b.srv = grpc.NewServer(append(so, b.opts...)...)
 	b.register(b.srv)
 	lis, srv := b.lis, b.srv
 	b.wg.Add(1)
