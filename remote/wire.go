@@ -119,8 +119,12 @@ func (p *tieredPool) Put(b *[]byte) {
 // streamWindow and connWindow are HTTP/2 flow-control windows,
 // fixed rather than grown by gRPC's BDP probes: a stream may have 256 KiB
 // unread, enough for 6 draws of 512 CartPole rows in flight without
-// waiting for a window update, and a connection 1 MiB. They bound what a
-// peer can make the other side buffer: at most connWindow per connection.
+// waiting for a window update, and a connection 1 MiB in transit. What a
+// peer can make the other side buffer is bounded per stream: gRPC returns
+// connection-level window as soon as its transport reads the data, so a
+// server holds at most streamWindow × MaxStreamsPerConn (64 MiB) unread
+// per connection (gRPC's BDP estimator, off with fixed windows, would
+// grow a stream's window far beyond 256 KiB).
 // writeBuffer holds a whole 512-row reply (37 KB), so it leaves in one
 // write instead of two.
 const (

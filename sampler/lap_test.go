@@ -158,3 +158,29 @@ func TestPALScale(t *testing.T) {
 		t.Error("PAL must store uniform priorities")
 	}
 }
+
+// TestLAPUpdateOverflowingPriorities writes back TD errors whose priority
+// max(|δ|, K)^α overflows float64 (α = 2, |δ| = 1e160): the update must
+// succeed with those priorities clamped, as one row at a time would, not
+// fail on a NaN from the vectorized power (whose output is its input).
+func TestLAPUpdateOverflowingPriorities(t *testing.T) {
+	const seed = 0x1b0
+	buf := samplertest.NewBuffer(t, 64)
+	l := newLAP(t, buf, sampler.LAPConfig{Alpha: 2, K: 1})
+	samplertest.Insert(t, buf, 0, 16, nil)
+	b := samplertest.NewBatch(t, buf, 8)
+	if err := l.Sample(rand.New(rand.NewPCG(seed, 1)), b); err != nil {
+		t.Fatalf("seed %#x: %v", seed, err)
+	}
+	absTD := []float64{1e160, 2, 3, 4, 1e200, 0.5, 6, 7}
+	res, err := l.Update(b.Refs, absTD)
+	if err != nil {
+		t.Fatalf("seed %#x: Update with overflowing priorities: %v", seed, err)
+	}
+	if res.Applied == 0 {
+		t.Fatalf("seed %#x: nothing applied: %+v", seed, res)
+	}
+	if got := l.Priority(1e160); got != math.MaxFloat64 && !math.IsInf(got, 1) {
+		t.Errorf("Priority(1e160) = %v, want the largest float64 (clamped by the buffer)", got)
+	}
+}

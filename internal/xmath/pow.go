@@ -12,9 +12,16 @@ import "math"
 // (2·|y·ln x| + 4)·2^-52 (below 1e-13 for |y·ln x| < 200). Every other
 // argument (x ≤ 0, subnormal, ±Inf, NaN, or a result near the float64
 // range's ends) goes through math.Pow, so the special cases are
-// math.Pow's. Pow(x, y) equals PowAffine's result for the same value and
-// y, bit for bit. Pure; safe for concurrent use.
+// math.Pow's; y = 1 and y = -1 are exact (x and 1/x). Pow(x, y) equals
+// PowAffine's result for the same value and y, bit for bit. Pure; safe for
+// concurrent use.
 func Pow(x, y float64) float64 {
+	switch y {
+	case 1: // exact, as math.Pow
+		return x
+	case -1:
+		return 1 / x
+	}
 	if useAVX2 {
 		in := [4]float64{x}
 		var out [4]float64
@@ -41,20 +48,29 @@ func powGo(x, y float64) float64 {
 // is rounded once (a fused multiply-add where the CPU has one: with a = 1
 // or b = 0 it is the plain sum or product). dst and x must have the same
 // length; dst may be x. Cost: about 2 ns an element with AVX2 and FMA
-// (four at a time), plus math.Pow for any element outside Pow's fast range.
+// (four at a time, in blocks of powBlock copied to the stack), plus
+// math.Pow for any element outside Pow's fast range.
 func PowAffine(dst, x []float64, a, b, y float64) {
 	if len(dst) != len(x) {
 		panic("xmath: PowAffine: len(dst) != len(x)")
 	}
-	n := 0
-	if useAVX2 {
-		n = len(x) &^ 3
-		if n > 0 {
-			powAffineAVX2(&dst[0], &x[0], n, a, b, y)
-			for i, v := range dst[:n] {
-				if v != v { // outside the kernel's range (or NaN input)
-					dst[i] = math.Pow(math.FMA(a, x[i], b), y)
-				}
+	if y == 1 || y == -1 || !useAVX2 {
+		for i, v := range x {
+			dst[i] = Pow(math.FMA(a, v, b), y)
+		}
+		return
+	}
+	// The kernel reads a block from a copy, so dst may be x: an element it
+	// leaves as NaN (outside its range) is recomputed from the copy.
+	var in [powBlock]float64
+	n := len(x) &^ 3
+	for lo := 0; lo < n; lo += powBlock {
+		k := min(powBlock, n-lo)
+		copy(in[:k], x[lo:lo+k])
+		powAffineAVX2(&dst[lo], &in[0], k, a, b, y)
+		for j, v := range dst[lo : lo+k] {
+			if v != v {
+				dst[lo+j] = math.Pow(math.FMA(a, in[j], b), y)
 			}
 		}
 	}
@@ -62,3 +78,7 @@ func PowAffine(dst, x []float64, a, b, y float64) {
 		dst[i] = Pow(math.FMA(a, x[i], b), y)
 	}
 }
+
+// powBlock is how many elements PowAffine hands the kernel at once (a
+// multiple of 4; 1 KiB of stack).
+const powBlock = 128

@@ -59,7 +59,7 @@ func testPowMatchesMathPow(t *testing.T) {
 func TestPowAffineMatchesPow(t *testing.T) {
 	const seed = 23
 	rng := rand.New(rand.NewPCG(seed, 0))
-	odd := []float64{0, -1, math.Inf(1), math.NaN(), 5e-324, math.MaxFloat64, 1e-310}
+	odd := []float64{0, -1, math.Inf(1), math.NaN(), 5e-324, math.MaxFloat64, 1e-310, 1e308, 1e300}
 	for _, vec := range []bool{true, false} {
 		if vec && !useAVX2 {
 			continue
@@ -74,13 +74,20 @@ func TestPowAffineMatchesPow(t *testing.T) {
 					x[i] = odd[rng.IntN(len(odd))]
 				}
 			}
-			for _, c := range [][3]float64{{1, 1e-6, 0.6}, {4096, 0, -0.4}, {1, 0, -1}, {2, 0.5, 0}} {
-				dst := make([]float64, n)
-				PowAffine(dst, x, c[0], c[1], c[2])
-				for i, got := range dst {
-					want := Pow(math.FMA(c[0], x[i], c[1]), c[2])
-					if math.Float64bits(got) != math.Float64bits(want) && !(got != got && want != want) {
-						t.Fatalf("seed %d, vector %v, n %d, (a, b, y) = %v: PowAffine[%d] = %v, Pow %v (x = %v)", seed, vec, n, c, i, got, want, x[i])
+			for _, c := range [][3]float64{{1, 1e-6, 0.6}, {4096, 0, -0.4}, {1, 0, -1}, {2, 0.5, 0}, {1, 0, 1}, {1, 0, 2}} {
+				for _, alias := range []bool{false, true} {
+					dst := make([]float64, n)
+					if alias { // dst is x: elements outside the kernel's range must still come out right
+						copy(dst, x)
+						PowAffine(dst, dst, c[0], c[1], c[2])
+					} else {
+						PowAffine(dst, x, c[0], c[1], c[2])
+					}
+					for i, got := range dst {
+						want := Pow(math.FMA(c[0], x[i], c[1]), c[2])
+						if math.Float64bits(got) != math.Float64bits(want) && !(got != got && want != want) {
+							t.Fatalf("seed %d, vector %v, n %d, (a, b, y) = %v, aliased %v: PowAffine[%d] = %v, Pow %v (x = %v)", seed, vec, n, c, alias, i, got, want, x[i])
+						}
 					}
 				}
 			}
@@ -93,6 +100,28 @@ func TestPowAffineMatchesPow(t *testing.T) {
 		}
 	}()
 	PowAffine(make([]float64, 3), make([]float64, 4), 1, 0, 1)
+}
+
+// TestPowExactExponents checks that y = 1 and y = -1 give x and 1/x
+// exactly (α = 1 priorities and β = 1 weights), through Pow and PowAffine.
+func TestPowExactExponents(t *testing.T) {
+	xs := []float64{3, 0.1, 1e-7, 12345.678, 1e300}
+	dst := make([]float64, len(xs))
+	for _, y := range []float64{1, -1} {
+		PowAffine(dst, xs, 1, 0, y)
+		for i, x := range xs {
+			want := x
+			if y == -1 {
+				want = 1 / x
+			}
+			if got := Pow(x, y); got != want {
+				t.Errorf("Pow(%v, %v) = %v, want %v", x, y, got, want)
+			}
+			if dst[i] != want {
+				t.Errorf("PowAffine(%v, y=%v) = %v, want %v", x, y, dst[i], want)
+			}
+		}
+	}
 }
 
 var sink float64
