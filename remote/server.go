@@ -145,6 +145,9 @@ type Server struct {
 	c counters
 
 	clock func() time.Time // nil: time.Now (tests set it)
+	// storedHook, when set (tests), runs between a batch's buffer insert
+	// and its record (recordStored), under the writer's sem.
+	storedHook func()
 }
 
 // writerState is one writer's idempotency record. A checkpoint writes the
@@ -169,14 +172,37 @@ type writerState struct {
 	// this server was restored from was copied (in it or not); set at
 	// construction, read-only after.
 	uItems, uBatches uint64
+	// inflight is the item count of the batch going into the buffer now
+	// (0: none; at most one, under sem): set before the buffer's insert,
+	// cleared when the batch is recorded or refused, so a checkpoint's
+	// snapshot after its copy counts a batch the copy may hold but not
+	// yet recorded as uncertain (writerTable).
+	inflight uint64
+}
+
+// beginStore marks a batch of n items as going into the buffer (called
+// under sem, before the buffer's insert).
+func (w *writerState) beginStore(n int) {
+	w.mu.Lock()
+	w.inflight = uint64(n)
+	w.mu.Unlock()
+}
+
+// abortStore clears what beginStore marked: the buffer refused the batch.
+func (w *writerState) abortStore() {
+	w.mu.Lock()
+	w.inflight = 0
+	w.mu.Unlock()
 }
 
 // recordStored records a stored batch of n items with seq: its counts,
-// then its seq, under mu (called under sem).
+// then its seq, under mu (called under sem), and clears what beginStore
+// marked.
 func (w *writerState) recordStored(seq uint64, n int) {
 	w.mu.Lock()
 	w.items += uint64(n)
 	w.batches++
+	w.inflight = 0
 	w.high.Store(seq)
 	w.mu.Unlock()
 }

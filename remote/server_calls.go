@@ -238,17 +238,20 @@ func (s *Server) writeCheckpoint(path string) (nbytes int64, items int, err erro
 			os.Remove(f.Name())
 		}
 	}()
-	// The writer table before the copy: every seq it covers is stored.
-	table := s.writerTable()
+	// The writer table before the copy: every seq it covers is stored
+	// (a batch in flight is not counted: its insert may end after its
+	// stripe's copy).
+	table := s.writerTable(false)
 	cw := &countWriter{w: f}
 	err = s.t.Save(cw, &s.stage)
 	items = s.t.Buffer.Size()
 	if err != nil {
 		return 0, 0, err
 	}
-	// What was stored during the copy is in the checkpoint or not: its
-	// counts go beside, as uncertain (writer_table.go).
-	addCopied(table, s.writerTable())
+	// What was stored during the copy, or is still being recorded, is in
+	// the checkpoint or not: its counts go beside, as uncertain
+	// (writer_table.go).
+	addCopied(table, s.writerTable(true))
 	if err = f.Sync(); err != nil {
 		return 0, 0, err
 	}

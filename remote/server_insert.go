@@ -25,7 +25,8 @@ import (
 //
 // Cost per batch: one decode into the stream's reused columns (no
 // allocation once grown), the buffer's Insert, a map lookup for the
-// writer and the limiter's O(1) calls.
+// writer, two short holds of the writer's own lock (the in-flight mark
+// and the record) and the limiter's O(1) calls.
 func (s *Server) Insert(stream grpc.BidiStreamingServer[replayv1.InsertRequest, replayv1.InsertAck]) error {
 	s.c.insertStreams.Add(1)
 	defer s.c.insertStreams.Add(-1)
@@ -94,6 +95,7 @@ func (s *Server) insertOne(ctx context.Context, req *replayv1.InsertRequest, t *
 			return false, 0, s.waitErr(ctx, "insert", err)
 		}
 	}
+	w.beginStore(n)
 	err = s.t.Buffer.Insert(t)
 	if lim := s.t.Limiter; lim != nil {
 		if err != nil {
@@ -103,7 +105,11 @@ func (s *Server) insertOne(ctx context.Context, req *replayv1.InsertRequest, t *
 		}
 	}
 	if err != nil {
+		w.abortStore()
 		return false, 0, s.reject(codes.InvalidArgument, "remote: insert: writer %q seq %d: %v", req.Writer, req.Seq, err)
+	}
+	if s.storedHook != nil {
+		s.storedHook()
 	}
 	w.recordStored(req.Seq, n)
 	s.c.insertedBatches.Add(1)

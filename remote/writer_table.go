@@ -32,7 +32,9 @@ import (
 // (so they count exactly the batches the seq covers, which are in the
 // checkpoint), and the batches stored while the checkpoint was copied,
 // counted apart as uncertain (each is in the checkpoint or not: the copy
-// goes stripe by stripe). A restored server goes on counting from them,
+// goes stripe by stripe; a batch whose buffer insert had begun but whose
+// record had not yet been made when the copy ended counts there too, as
+// it may be in the copy). A restored server goes on counting from them,
 // so its Info (WriterPage) counts, per writer id, what its lineage
 // stored and kept: a writer's acknowledged items beyond that count were
 // lost. The table also carries the number of writers evicted (their
@@ -144,9 +146,13 @@ func ReadWriterTable(path string) (*WriterTable, error) {
 
 // writerTable snapshots every writer's record (each one's seq and counts
 // together, under its lock) with the table's evicted count and
-// partiality. O(writers) under the table's lock plus each writer's
-// short one; it waits for no insert.
-func (s *Server) writerTable() *WriterTable {
+// partiality. With inflight, a batch going into the buffer now (its
+// insert may have ended, its record not yet: beginStore) is counted
+// in the record's Items and Batches as if stored: the snapshot taken
+// after a checkpoint's copy needs it, since such a batch may be in the
+// copy (addCopied then counts it as uncertain). O(writers) under the
+// table's lock plus each writer's short one; it waits for no insert.
+func (s *Server) writerTable(inflight bool) *WriterTable {
 	s.writersMu.Lock()
 	defer s.writersMu.Unlock()
 	out := &WriterTable{Writers: make(map[string]WriterRecord, len(s.writers)),
@@ -154,6 +160,10 @@ func (s *Server) writerTable() *WriterTable {
 	for name, w := range s.writers {
 		w.mu.Lock()
 		r := WriterRecord{High: w.high.Load(), Items: w.items, Batches: w.batches, UncertainItems: w.uItems, UncertainBatches: w.uBatches}
+		if inflight && w.inflight > 0 {
+			r.Items += w.inflight
+			r.Batches++
+		}
 		w.mu.Unlock()
 		if r != (WriterRecord{}) {
 			out.Writers[name] = r
@@ -163,8 +173,10 @@ func (s *Server) writerTable() *WriterTable {
 }
 
 // addCopied counts into before, as uncertain, what after (a snapshot
-// taken once the checkpoint's copy ended) holds beyond it: the batches
-// stored during the copy. O(writers).
+// taken once the checkpoint's copy ended, in-flight batches included)
+// holds beyond it: the batches stored during the copy, and those whose
+// buffer insert may have ended before the copy did but were recorded
+// only after. O(writers).
 func addCopied(before, after *WriterTable) {
 	for name, a := range after.Writers {
 		b := before.Writers[name]
