@@ -55,6 +55,12 @@
 // refuses a rate limiter configuration that differs from the flags'
 // unless told which wins.
 //
+// Compatibility (writer table version 2): ServerOptions.Writers changed
+// from map[string]uint64 to *WriterTable, ReadWriterTable returns one,
+// and its file is written as version 2, which binaries from before it
+// cannot read (see the writer table's comment in writer_table.go for a
+// rollback); version-1 files still restore here.
+//
 // The package's pure parts (columns, keys) start no goroutines and
 // allocate nothing per row; the server runs one goroutine per stream that
 // gRPC hands it (plus one reader) and ends every one of them on shutdown;

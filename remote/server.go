@@ -92,7 +92,14 @@ type ServerOptions struct {
 	// writers and whether its counts are partial, which Info's writer
 	// table goes on from. nil: a fresh table. At most MaxWriters writers.
 	// A server restored from a checkpoint without a table file passes
-	// &WriterTable{CountsPartial: true}.
+	// &WriterTable{CountsPartial: true}. An id that is empty or over
+	// MaxWriterName bytes is refused (ReadWriterTable drops those a
+	// version-1 file holds).
+	//
+	// Changed for embedders with writer table version 2: Writers was a
+	// map[string]uint64 of seqs; a caller that built one passes
+	// &WriterTable{Writers: map[string]WriterRecord{id: {High: seq}},
+	// CountsPartial: true} (CountsPartial: those seqs carry no counts).
 	Writers *WriterTable
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -721,8 +722,9 @@ func TestInfoWriterPage(t *testing.T) {
 // TestWriterTableVersions: a version-1 table (seqs only) still restores
 // its seqs, with zero counts and the table marked partial, which Info
 // reports and the next checkpoint's version-2 table keeps; a version-2
-// table round-trips its records, evicted count and partiality; an
-// unknown version is refused.
+// table round-trips its records, evicted count and partiality; a
+// version-1 table's entries under ids no insert accepts are skipped and
+// counted, the rest restores; an unknown version is refused.
 func TestWriterTableVersions(t *testing.T) {
 	dir := t.TempDir()
 	v1 := filepath.Join(dir, "v1.ckpt")
@@ -780,6 +782,29 @@ func TestWriterTableVersions(t *testing.T) {
 	want = []*replayv1.WriterRecord{{Id: "x", High: 7, Items: 70, Batches: 7, UncertainItems: 20, UncertainBatches: 2}, {Id: "y", High: 1, Items: 3, Batches: 1}}
 	if p.Evicted != 5 || p.CountsPartial || !sameRecords(p.Records, want) {
 		t.Fatalf("restored from a version-2 table: %v; want %v, 5 evicted", p, want)
+	}
+
+	// A version-1 server restored any table given to it unchecked and
+	// wrote it back: entries under ids no insert accepts (empty, over
+	// MaxWriterName bytes) are dropped and counted, not refused with the
+	// whole restore; the others restore. NewServer still refuses such ids
+	// in a table given to it.
+	odd := filepath.Join(dir, "odd.ckpt")
+	long := strings.Repeat("x", MaxWriterName+1)
+	if err := os.WriteFile(WriterTableFile(odd), []byte(`{"version":1,"writers":{"":4,"`+long+`":6,"ok":2}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	oddTbl, err := ReadWriterTable(odd)
+	if err != nil || oddTbl.Skipped != 2 || len(oddTbl.Writers) != 1 || oddTbl.Writers["ok"] != (WriterRecord{High: 2}) || !oddTbl.CountsPartial {
+		t.Fatalf("a version-1 table with an empty and an over-long id: %+v, %v; want ok: 2 alone, 2 skipped, partial", oddTbl, err)
+	}
+	hOdd := serve(t, testTable(t, "per", cfg, nil), ServerOptions{Writers: oddTbl})
+	if ack := insert(t, hOdd.insertStream(ctx(t)), "ok", 2, c); !ack.Duplicate {
+		t.Fatal("a batch the version-1 table covers, restored beside dropped ids: stored again")
+	}
+	bad2 := &WriterTable{Writers: map[string]WriterRecord{long: {High: 1}}}
+	if _, err := NewServer(testTable(t, "per", cfg, nil), ServerOptions{Writers: bad2}); err == nil {
+		t.Fatal("NewServer with an over-long writer id: no error")
 	}
 
 	v3 := filepath.Join(dir, "v3.ckpt")

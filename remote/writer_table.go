@@ -43,6 +43,13 @@ import (
 // restore with counts of zero and the table says its counts are partial
 // (as does a restore from a checkpoint without a table), from then on.
 //
+// Compatibility: a binary from before version 2 reads version 1 only,
+// so it refuses a version-2 table ("version 2, this binary reads 1"), and
+// with it the restore. To roll back to such a binary, remove the table
+// file (the checkpoint then restores without it: resent batches it holds
+// are stored again) or rewrite it as version 1, each id's high alone:
+// {"version":1,"writers":{"<id>":<high>,...}}.
+//
 // The pair is not renamed into place atomically: Checkpoint removes the
 // previous table file before it renames the new checkpoint over the old
 // one, and writes the new table after. A crash in between leaves a
@@ -78,6 +85,13 @@ type WriterTable struct {
 	// CountsPartial says the counts miss batches a restored checkpoint
 	// held (a version-1 table or none was restored at some point).
 	CountsPartial bool
+	// Skipped counts the entries ReadWriterTable dropped from a
+	// version-1 file because their ids are not writer ids an insert
+	// accepts (empty or over MaxWriterName bytes): a version-1 server
+	// restored them unchecked from a table given to it, and wrote them
+	// back, but no writer can send under such an id, so they cover no
+	// batch (a version-1 entry has no counts to lose). Not written.
+	Skipped int
 }
 
 // writerTableFile is the table file's JSON (version 2).
@@ -100,7 +114,10 @@ func WriterTableFile(path string) string { return path + ".writers" }
 // ReadWriterTable reads the writer table beside the checkpoint at path
 // (WriterTableFile), for ServerOptions.Writers: each writer id's highest
 // sequence number stored when the checkpoint began, with its counts. A
-// version-1 file gives the seqs with zero counts and CountsPartial set.
+// version-1 file gives the seqs with zero counts and CountsPartial set,
+// less any entry whose id is empty or over MaxWriterName bytes (counted
+// in Skipped; NewServer refuses such ids, which no version-2 table this
+// package writes holds).
 // A checkpoint without a table file (written before tables existed, or
 // by a checkpoint a crash interrupted) gives nil and no error (a restore
 // then passes &WriterTable{CountsPartial: true}). Errors: an unreadable
@@ -127,6 +144,10 @@ func ReadWriterTable(path string) (*WriterTable, error) {
 		}
 		t := &WriterTable{Writers: make(map[string]WriterRecord, len(f.Writers)), CountsPartial: true}
 		for name, high := range f.Writers {
+			if len(name) == 0 || len(name) > MaxWriterName {
+				t.Skipped++ // NewServer would refuse the whole table
+				continue
+			}
 			t.Writers[name] = WriterRecord{High: high}
 		}
 		return t, nil

@@ -152,6 +152,9 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		if writers, err = remote.ReadWriterTable(*restore); err != nil {
 			return usageErr(fmt.Errorf("-restore %s: %w", *restore, err))
 		}
+		if writers != nil && writers.Skipped > 0 {
+			log.Warn("restore", "writers_skipped", writers.Skipped, "note", "the version-1 writer table has entries whose ids are empty or over "+fmt.Sprint(remote.MaxWriterName)+" bytes, which no writer can send under: dropped")
+		}
 		switch {
 		case writers == nil:
 			log.Warn("restore", "note", "no writer table beside the checkpoint ("+remote.WriterTableFile(*restore)+"): batches the actors resend that it holds are stored again, and the writers' stored counts start at zero (partial)")
