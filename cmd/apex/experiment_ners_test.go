@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,16 +16,21 @@ import (
 
 // TestExperimentNERSTable3: a reduced table3-td3 part trains every arm,
 // prints the window and whole-run tables and writes the runs to
-// ners.json; an unknown arm is refused with exit 2.
+// ners.json; a run shorter than 1000 steps has for window the steps after
+// its last evaluation (every 200 steps); an unknown arm is refused with
+// exit 2. The runs are smoke-sized (220 learner steps: the learner steps
+// are nearly all of a run's time); the part at full size is
+// `apex experiment ners -parts table3-td3`.
 func TestExperimentNERSTable3(t *testing.T) {
+	const steps, windowSteps = 220, 20 // the window: steps (200, 220]
 	dir := filepath.Join(t.TempDir(), "ners")
 	var out, errb bytes.Buffer
-	code := run([]string{"experiment", "ners", "-parts", "table3-td3", "-table3-seeds", "2", "-table3-steps", "400",
+	code := run([]string{"experiment", "ners", "-parts", "table3-td3", "-table3-seeds", "2", "-table3-steps", strconv.Itoa(steps),
 		"-table3-arms", "uniform,ners,ners-frozen", "-out", dir}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s\nstdout:\n%s", code, errb.String(), out.String())
 	}
-	for _, want := range []string{"window: rows sampled in learner steps (200, 400]", "whole run", "\n  uniform ", "\n  ners-frozen ", "r_re = 0"} {
+	for _, want := range []string{fmt.Sprintf("window: rows sampled in learner steps (200, %d]", steps), "whole run", "\n  uniform ", "\n  ners-frozen ", "r_re = 0"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -49,8 +56,8 @@ func TestExperimentNERSTable3(t *testing.T) {
 		t.Fatalf("ners.json holds %d table3 runs, want 6", len(rep.Table3.Runs))
 	}
 	for _, r := range rep.Table3.Runs {
-		if r.Window.N != 200*128 {
-			t.Errorf("%s: window of %d rows, want 200 steps of 128", r.Arm, r.Window.N)
+		if r.Window.N != windowSteps*128 {
+			t.Errorf("%s: window of %d rows, want %d steps of 128", r.Arm, r.Window.N, windowSteps)
 		}
 	}
 	errb.Reset()

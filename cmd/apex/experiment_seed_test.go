@@ -132,6 +132,8 @@ type controlSeeds struct {
 		Sampler string  `json:"sampler"`
 		Seed    uint64  `json:"seed"`
 		Final   float64 `json:"final_return"`
+		// Sampled is the run's sums over its sampled rows, as written.
+		Sampled json.RawMessage `json:"sampled"`
 	} `json:"runs"`
 }
 
