@@ -67,6 +67,9 @@ type ParamsServer struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced by Notify
 
+	closeOnce sync.Once
+	closed    chan struct{} // closed by Close
+
 	watches, gets, streams, versions, chunks atomic.Uint64
 }
 
@@ -87,8 +90,20 @@ func NewParamsServer(store *model.Store, opts ParamsServerOptions) (*ParamsServe
 	if opts.Poll == 0 {
 		opts.Poll = DefaultParamsPoll
 	}
-	return &ParamsServer{store: store, chunk: opts.ChunkValues, poll: opts.Poll, changed: make(chan struct{})}, nil
+	return &ParamsServer{store: store, chunk: opts.ChunkValues, poll: opts.Poll, changed: make(chan struct{}), closed: make(chan struct{})}, nil
 }
+
+// errParamsClosed is what a Watch or Get ends with once the server is
+// closed: Unavailable, as from a server that went away (a subscriber
+// reconnects with backoff).
+var errParamsClosed = status.Error(codes.Unavailable, "remote: the params server is shutting down")
+
+// Close ends every Watch and Get (between two versions: a version being
+// sent is not cut) and makes later ones fail the same way, with
+// Unavailable. GRPCServer.Shutdown calls it first, so that a graceful stop
+// does not wait for subscribers, which never hang up themselves, until its
+// deadline. Idempotent; safe for concurrent use.
+func (s *ParamsServer) Close() { s.closeOnce.Do(func() { close(s.closed) }) }
 
 // Publish makes p the store's current version and wakes every waiting
 // Watch and Get. It panics on a nil p (as Store.Publish does). O(1) plus
@@ -125,8 +140,8 @@ func (s *ParamsServer) wake() <-chan struct{} {
 
 // Watch pushes every version newer than req.have_version (0 reads as
 // "none held": the store's current version is sent whatever its number),
-// newest first, until the client goes away. A version is sent whole before
-// the store is looked at again.
+// newest first, until the client goes away or Close is called. A version
+// is sent whole before the store is looked at again.
 func (s *ParamsServer) Watch(req *replayv1.ParamsRequest, stream grpc.ServerStreamingServer[replayv1.ParamsChunk]) error {
 	s.watches.Add(1)
 	s.streams.Add(1)
@@ -137,6 +152,11 @@ func (s *ParamsServer) Watch(req *replayv1.ParamsRequest, stream grpc.ServerStre
 	tick, stop := s.ticker()
 	defer stop()
 	for {
+		select {
+		case <-s.closed:
+			return errParamsClosed
+		default:
+		}
 		wake := s.wake() // before Load: a Publish after the Load closes this one
 		if p := s.store.Load(); p != nil && (!sent || p.Version() > have) {
 			if err := s.send(stream, p, &buf); err != nil {
@@ -148,6 +168,8 @@ func (s *ParamsServer) Watch(req *replayv1.ParamsRequest, stream grpc.ServerStre
 		select {
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
+		case <-s.closed:
+			return errParamsClosed
 		case <-wake:
 		case <-tick:
 		}
@@ -155,7 +177,8 @@ func (s *ParamsServer) Watch(req *replayv1.ParamsRequest, stream grpc.ServerStre
 }
 
 // Get sends the newest version once it is at least req.min_version,
-// waiting up to the call's deadline (DeadlineExceeded after it). A call
+// waiting up to the call's deadline (DeadlineExceeded after it; Unavailable
+// once Close is called). A call
 // without a deadline is refused (InvalidArgument), as the API's
 // conventions require.
 func (s *ParamsServer) Get(req *replayv1.ParamsRequest, stream grpc.ServerStreamingServer[replayv1.ParamsChunk]) error {
@@ -169,6 +192,11 @@ func (s *ParamsServer) Get(req *replayv1.ParamsRequest, stream grpc.ServerStream
 	tick, stop := s.ticker()
 	defer stop()
 	for {
+		select {
+		case <-s.closed:
+			return errParamsClosed
+		default:
+		}
 		wake := s.wake()
 		if p := s.store.Load(); p != nil && p.Version() >= req.GetMinVersion() {
 			var buf []byte
@@ -177,6 +205,8 @@ func (s *ParamsServer) Get(req *replayv1.ParamsRequest, stream grpc.ServerStream
 		select {
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
+		case <-s.closed:
+			return errParamsClosed
 		case <-wake:
 		case <-tick:
 		}

@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -246,5 +247,64 @@ func TestParamsGet(t *testing.T) {
 	}
 	if status.Code(err) != codes.InvalidArgument {
 		t.Errorf("Get without a deadline: %v", err)
+	}
+}
+
+// TestParamsShutdownEndsWatches: a learner's parameter service stops at
+// once with a subscriber attached (Shutdown ends its Watch through
+// ParamsServer.Close instead of waiting for its deadline: a subscriber
+// never hangs up itself), the subscriber keeping the versions it has;
+// a Watch made after Close ends with Unavailable.
+func TestParamsShutdownEndsWatches(t *testing.T) {
+	checkLeaks(t)
+	store := new(model.Store)
+	ps, err := NewParamsServer(store, ParamsServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps.Publish(model.NewParams(1, seq(10, 1)))
+	g, err := NewParamsGRPCServer(ps, GRPCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(ln) }()
+	c, err := Dial(context.Background(), ln.Addr().String(), ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	local := new(model.Store)
+	sub := subscribe(t, c, local)
+	wait(t, sub, 1)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	g.Shutdown(ctx)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Shutdown took %v with a subscriber attached: it waited for the Watch", took)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+	if p := local.Load(); p == nil || p.Version() != 1 {
+		t.Errorf("the subscriber's store holds %v after the shutdown, want version 1", p)
+	}
+	sub.Close()
+
+	// A Watch after Close (on a server of its own) ends with Unavailable.
+	b, ps2 := paramsServer(t, store, ParamsServerOptions{})
+	ps2.Close()
+	stream, err := replayv1.NewParamsClient(b.client(ClientOptions{}).conn).Watch(context.Background(), &replayv1.ParamsRequest{})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("Watch after Close: %v, want Unavailable", err)
 	}
 }

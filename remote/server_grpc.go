@@ -101,7 +101,7 @@ func NewParamsGRPCServer(ps *ParamsServer, opts GRPCOptions) (*GRPCServer, error
 	if ps == nil {
 		return nil, errors.New("remote: NewParamsGRPCServer: nil ParamsServer")
 	}
-	return newGRPCServer(opts, replayv1.Params_ServiceDesc.ServiceName, nil, func(g *grpc.Server) { replayv1.RegisterParamsServer(g, ps) }), nil
+	return newGRPCServer(opts, replayv1.Params_ServiceDesc.ServiceName, ps.Close, func(g *grpc.Server) { replayv1.RegisterParamsServer(g, ps) }), nil
 }
 
 // ParamsPolicy is the roles allowed each Params method, as replay.proto
@@ -193,8 +193,8 @@ func (s *GRPCServer) ServeHealth(lis net.Listener) error {
 
 // Shutdown marks the server NOT_SERVING (on ServeHealth's port too, which
 // closes last), ends every stream handler and
-// wait of the service (the Replay service's Server.Close: their clients see
-// Unavailable) and stops gRPC gracefully: unary calls in flight finish,
+// wait of the service (the Replay service's Server.Close, the Params
+// service's ParamsServer.Close: their clients see Unavailable) and stops gRPC gracefully: unary calls in flight finish,
 // no new ones start. If ctx ends first, the remaining connections are
 // closed at once. It returns when every handler has returned; a second call
 // returns once the first has (at once if it has already). Safe for
