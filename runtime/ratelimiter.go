@@ -61,13 +61,19 @@ type RateLimiter struct {
 	// that is not a fleet's shard. It counts toward the insert side only.
 	others int64
 	// fleetAt is when the fleet's counts were last installed, lease how
-	// long they hold (0: they never go stale) and staleLeft the items
-	// still admitted on them once stale (RenewFleetCounts).
-	fleetAt   time.Time
-	lease     time.Duration
-	staleLeft int64
-	wake      chan struct{} // closed (and replaced) whenever the counters move
-	stats     RateLimiterStats
+	// long they hold (0: they never go stale) and allowance how far, in
+	// items, the balance may run past its bound on stale counts
+	// (RenewFleetCounts). pendingStale is the reserved items admitted on
+	// stale counts and not yet settled (their stats are taken back when
+	// they are aborted).
+	fleetAt      time.Time
+	lease        time.Duration
+	allowance    int64
+	pendingStale int64
+	// now is the clock (nil: time.Now; a test's fake).
+	now   func() time.Time
+	wake  chan struct{} // closed (and replaced) whenever the counters move
+	stats RateLimiterStats
 }
 
 // RateLimiterStats counts what the limiter did.
@@ -82,7 +88,7 @@ type RateLimiterStats struct {
 	// StaleInserts and StaleItems count the insert calls, and their items,
 	// that a fleet shard's limiter admitted on stale fleet counts (their
 	// lease passed without a renewal, RenewFleetCounts) although the
-	// counts held them.
+	// counts held them; a reservation aborted (AbortInsert) is taken back.
 	StaleInserts, StaleItems int64
 }
 
@@ -152,31 +158,44 @@ func (r *RateLimiter) diffLocked() float64 {
 	return float64(r.inserted)*r.cfg.SamplesPerInsert - float64(r.sampled)
 }
 
-func (r *RateLimiter) canInsertLocked() bool {
-	ins := r.inserted + r.others
-	return ins < r.cfg.MinSizeToSample || float64(ins)*r.cfg.SamplesPerInsert-float64(r.sampled)+r.cfg.SamplesPerInsert <= r.maxDiff
-}
+func (r *RateLimiter) canInsertLocked() bool { return r.fitsLocked(0) }
 
-// staleAtLocked is when the fleet's counts go stale, zero when they never do
-// (no lease, or the stale allowance spent).
-func (r *RateLimiter) staleAtLocked() time.Time {
-	if r.lease <= 0 || r.staleLeft <= 0 {
-		return time.Time{}
-	}
-	return r.fleetAt.Add(r.lease)
+// fitsLocked reports whether an insert fits the balance with extra
+// sampled items of room past its bound.
+func (r *RateLimiter) fitsLocked(extra float64) bool {
+	ins := r.inserted + r.others
+	return ins < r.cfg.MinSizeToSample || float64(ins)*r.cfg.SamplesPerInsert-float64(r.sampled)+r.cfg.SamplesPerInsert <= r.maxDiff+extra
 }
 
 // admitInsertLocked reports whether an insert is admitted now: on the
-// balance, or on stale fleet counts with allowance left (stale). It reads
-// the clock only when the balance holds the insert and a lease runs.
-func (r *RateLimiter) admitInsertLocked() (ok, stale bool) {
+// balance, or on stale fleet counts within the allowance (stale). When
+// it is not, staleAt is when the counts go stale (zero: no lease, or
+// stale already: only a renewal, the learner's samples or a settlement
+// can admit it). It reads the clock only when the balance holds the
+// insert and a lease runs.
+func (r *RateLimiter) admitInsertLocked() (ok, stale bool, staleAt time.Time) {
 	if r.canInsertLocked() {
-		return true, false
+		return true, false, time.Time{}
 	}
-	if at := r.staleAtLocked(); !at.IsZero() && !time.Now().Before(at) {
-		return true, true
+	if r.lease <= 0 || r.allowance <= 0 {
+		return false, false, time.Time{}
 	}
-	return false, false
+	at := r.fleetAt.Add(r.lease)
+	if r.clock().Before(at) {
+		return false, false, at
+	}
+	if r.fitsLocked(float64(r.allowance) * r.cfg.SamplesPerInsert) {
+		return true, true, time.Time{}
+	}
+	return false, false, time.Time{}
+}
+
+// clock is the limiter's time now.
+func (r *RateLimiter) clock() time.Time {
+	if r.now != nil {
+		return r.now()
+	}
+	return time.Now()
 }
 
 // AdmitsSample reports whether a limiter configured with c whose counts
@@ -230,6 +249,22 @@ func (r *RateLimiter) settle(n int, stored bool) error {
 	if n < 1 || int64(n) > r.pending {
 		return fmt.Errorf("runtime: rate limiter: settling %d items with %d reserved", n, r.pending)
 	}
+	// Which reservation this is the limiter cannot tell, only its size:
+	// a commit is taken as a fresh reservation's while the fresh ones
+	// pending cover it, an abort as a stale one's while stale ones are
+	// pending (exact unless fresh and stale reservations are in flight at
+	// once, around a renewal or the lease's end).
+	var stale int64
+	if stored {
+		stale = max(int64(n)-(r.pending-r.pendingStale), 0)
+	} else {
+		stale = min(int64(n), r.pendingStale)
+		if stale > 0 { // never stored: not counted as admitted on stale counts
+			r.stats.StaleInserts--
+			r.stats.StaleItems -= stale
+		}
+	}
+	r.pendingStale -= stale
 	r.pending -= int64(n)
 	if !stored {
 		r.inserted -= int64(n)
@@ -260,7 +295,7 @@ const (
 func (r *RateLimiter) CanInsert() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ok, _ := r.admitInsertLocked()
+	ok, _, _ := r.admitInsertLocked()
 	return ok
 }
 
@@ -292,10 +327,7 @@ func (r *RateLimiter) awaitOp(ctx context.Context, n int, op limiterOp) error {
 		var ok, stale bool
 		var staleAt time.Time
 		if insert {
-			ok, stale = r.admitInsertLocked()
-			if !ok {
-				staleAt = r.staleAtLocked()
-			}
+			ok, stale, staleAt = r.admitInsertLocked()
 		} else {
 			ok = r.canSampleLocked()
 		}
@@ -307,7 +339,9 @@ func (r *RateLimiter) awaitOp(ctx context.Context, n int, op limiterOp) error {
 					r.pending += int64(n)
 				}
 				if stale {
-					r.staleLeft = max(r.staleLeft-int64(n), 0)
+					if op == opReserve {
+						r.pendingStale += int64(n)
+					}
 					r.stats.StaleInserts++
 					r.stats.StaleItems += int64(n)
 				}
@@ -342,7 +376,7 @@ func (r *RateLimiter) awaitOp(ctx context.Context, n int, op limiterOp) error {
 		}
 		var staleC <-chan time.Time
 		if !staleAt.IsZero() {
-			d := time.Until(staleAt)
+			d := staleAt.Sub(r.clock())
 			if staleTimer == nil {
 				staleTimer = time.NewTimer(d)
 			} else {
@@ -389,11 +423,17 @@ func (r *RateLimiter) SetFleetCounts(othersInserted, sampled int64) error {
 // renew the counts within lease. Once lease has passed without a renewal
 // the counts are stale — the learner cannot reach this shard (a network
 // partition on its side only) or has stopped drawing — and the limiter
-// no longer holds inserts on them: it admits the inserts they would hold,
-// up to allowance items in all until the next renewal (a batch is admitted
-// when its first item fits, so the last may overshoot), counted in
-// RateLimiterStats.StaleInserts and StaleItems; past the allowance inserts
-// are held again. A stale shard cannot judge the fleet's balance (the
+// relaxes its bound by allowance items: it admits the inserts the stale
+// counts would hold while the balance is at most allowance items
+// (allowance·SamplesPerInsert sampled items) past the bound (a batch is
+// admitted when its first item fits, so the last may overshoot), counted
+// in RateLimiterStats.StaleInserts and StaleItems; past that inserts are
+// held again. The allowance is thus spent across renewals, not reset by
+// them: it is room in the balance, which only the learner's samples
+// (reported by a renewal) or an aborted reservation give back, so at no
+// time does the shard hold more than allowance items (and a batch) past
+// the ratio's bound, however often the lease lapses (a flapping link, a
+// learner's pauses). A stale shard cannot judge the fleet's balance (the
 // learner's samples elsewhere lower it unseen), and holding on it would
 // hold its actors — and, behind them, the learner on every other shard —
 // until the learner's link returned. Admitting more inserts never lets
@@ -410,7 +450,10 @@ func (r *RateLimiter) RenewFleetCounts(othersInserted, sampled int64, lease time
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.others, r.sampled = othersInserted, sampled
-	r.fleetAt, r.lease, r.staleLeft = time.Now(), max(lease, 0), max(allowance, 0)
+	r.lease, r.allowance = max(lease, 0), max(allowance, 0)
+	if r.lease > 0 {
+		r.fleetAt = r.clock()
+	}
 	close(r.wake)
 	r.wake = make(chan struct{})
 	return nil
@@ -447,7 +490,7 @@ func (r *RateLimiter) snapshot() limiterState {
 func (r *RateLimiter) restore(inserted, sampled int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.inserted, r.sampled, r.pending = inserted, sampled, 0
+	r.inserted, r.sampled, r.pending, r.pendingStale = inserted, sampled, 0, 0
 	close(r.wake)
 	r.wake = make(chan struct{})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -261,78 +262,147 @@ func TestRateLimiterSetConfig(t *testing.T) {
 	}
 }
 
+// fakeClock is a limiter's clock that moves only when the test says.
+type fakeClock struct{ ns atomic.Int64 }
+
+func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
 // TestRateLimiterFleetLease: a fleet shard's limiter holds inserts on the
 // fleet's counts while their lease runs; once it passes without a renewal
-// the counts are stale and the inserts they hold are admitted (a waiting
-// one is woken at the lease's end), up to the allowance in items, counted
-// in StaleInserts and StaleItems; a renewal holds them again, and counts
-// without a lease never go stale.
+// the counts are stale and the inserts they hold are admitted while the
+// balance is within the allowance past its bound, counted in StaleInserts
+// and StaleItems. The allowance is spent across renewals (a renewal
+// without samples gives none back; the learner's samples give back what
+// they sampled), an aborted stale reservation gives its room back and is
+// not counted, and counts without a lease never go stale. On a fake
+// clock, so a loaded machine cannot let the lease pass early.
 func TestRateLimiterFleetLease(t *testing.T) {
 	r, err := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 4, ErrorBuffer: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
+	clk := &fakeClock{}
+	r.now = clk.now
 	ctx := context.Background()
 	if err := r.RenewFleetCounts(-1, 0, time.Second, 1); err == nil {
 		t.Fatal("negative fleet counts accepted")
 	}
-	const lease = 150 * time.Millisecond
-	if err := r.RenewFleetCounts(0, 0, lease, 10); err != nil {
-		t.Fatal(err)
-	}
-	renewed := time.Now()
-	fresh := 0
-	for r.CanInsert() {
-		if err := r.AwaitInsert(ctx, 1); err != nil {
+	const lease, allowance = time.Second, 10
+	renew := func(sampled int64, lease time.Duration) {
+		t.Helper()
+		if err := r.RenewFleetCounts(0, sampled, lease, allowance); err != nil {
 			t.Fatal(err)
 		}
+	}
+	insert := func(n int) {
+		t.Helper()
+		if !r.CanInsert() {
+			t.Fatalf("an insert of %d held (stats %+v)", n, r.Stats())
+		}
+		if err := r.AwaitInsert(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := func(what string) {
+		t.Helper()
+		if r.CanInsert() {
+			t.Fatalf("%s: an insert admitted (stats %+v)", what, r.Stats())
+		}
+	}
+	stale := func(what string, inserts, items int64) {
+		t.Helper()
+		if st := r.Stats(); st.StaleInserts != inserts || st.StaleItems != items {
+			t.Fatalf("%s: %d stale inserts of %d items, want %d of %d (%+v)", what, st.StaleInserts, st.StaleItems, inserts, items, st)
+		}
+	}
+	renew(0, lease)
+	fresh := 0
+	for r.CanInsert() {
+		insert(1)
 		fresh++
 	}
-	if fresh != 8 || time.Since(renewed) >= lease {
-		t.Fatalf("%d inserts admitted on fresh counts in %v, want 8 (balance up to +4 past MinSizeToSample's 4) within the lease", fresh, time.Since(renewed))
+	if fresh != 8 {
+		t.Fatalf("%d inserts admitted on fresh counts, want 8 (balance up to +4 past MinSizeToSample's 4)", fresh)
 	}
-	// A held insert waits for the lease's end, then goes on stale counts.
-	if err := r.AwaitInsert(ctx, 4); err != nil {
+	clk.advance(lease - time.Millisecond)
+	held("just before the lease's end")
+	clk.advance(time.Millisecond)
+	// Stale: admitted while the balance is within 10 items past the
+	// bound, a batch when its first item fits.
+	insert(4)
+	insert(4)
+	insert(4) // 2 items of room left: admitted, overshooting
+	held("past the allowance")
+	stale("the allowance spent", 3, 12)
+	// A renewal without samples (a flapping link) gives nothing back.
+	renew(0, lease)
+	held("fresh counts again")
+	clk.advance(lease)
+	held("stale again, the allowance still spent")
+	// The learner's samples give back what they sampled: 6 items.
+	renew(6, lease)
+	held("fresh counts after 6 samples")
+	clk.advance(lease)
+	insert(4)
+	held("the 6 items' room spent")
+	stale("after the samples' room", 4, 16)
+	// An aborted stale reservation gives its room back, uncounted.
+	renew(10, lease)
+	clk.advance(lease)
+	if err := r.ReserveInsert(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
-	if waited := time.Since(renewed); waited < lease || waited > lease+2*time.Second {
+	held("a stale reservation pending")
+	stale("a stale reservation pending", 5, 20)
+	if err := r.AbortInsert(4); err != nil {
+		t.Fatal(err)
+	}
+	stale("the stale reservation aborted", 4, 16)
+	if err := r.ReserveInsert(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CommitInsert(4); err != nil {
+		t.Fatal(err)
+	}
+	stale("a stale reservation committed", 5, 20)
+	if st := r.Stats(); st.Inserted != 28 {
+		t.Fatalf("stats %+v, want 28 inserted", st)
+	}
+	// Counts without a lease never go stale.
+	renew(11, 0)
+	clk.advance(time.Hour)
+	held("counts without a lease")
+	// Samples that make room: admitted on the balance, not stale.
+	renew(100, lease)
+	insert(1)
+	stale("an insert on fresh counts", 5, 20)
+}
+
+// TestRateLimiterFleetLeaseWakes: an insert held on fleet counts is woken
+// when their lease passes and admitted on the stale counts (real clock:
+// only a lower bound on the wait is asserted, which a loaded machine
+// cannot break).
+func TestRateLimiterFleetLeaseWakes(t *testing.T) {
+	r, err := NewRateLimiter(RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 4, ErrorBuffer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lease = 300 * time.Millisecond
+	renewed := time.Now()
+	if err := r.RenewFleetCounts(8, 0, lease, 10); err != nil { // the balance full: 8 inserted elsewhere
+		t.Fatal(err)
+	}
+	if r.CanInsert() {
+		t.Fatal("an insert admitted on a full balance")
+	}
+	if err := r.AwaitInsert(context.Background(), 4); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(renewed); waited < lease || waited > lease+10*time.Second {
 		t.Fatalf("the held insert was admitted %v after the renewal, want just past the %v lease", waited, lease)
 	}
-	// The allowance: 10 items, a batch admitted while any is left.
-	if err := r.AwaitInsert(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.AwaitInsert(ctx, 4); err != nil { // 2 left: admitted, overshooting
-		t.Fatal(err)
-	}
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	err = r.AwaitInsert(short, 1)
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("an insert past the stale allowance: %v, want held until its context ends", err)
-	}
-	if st := r.Stats(); st.StaleInserts != 3 || st.StaleItems != 12 || st.Inserted != 20 {
-		t.Fatalf("stats %+v, want 3 stale inserts of 12 items, 20 inserted", st)
-	}
-	// A renewal: fresh counts hold again (the balance is full), and a
-	// lease of 0 never goes stale.
-	if err := r.RenewFleetCounts(0, 0, 0, 10); err != nil {
-		t.Fatal(err)
-	}
-	short, cancel = context.WithTimeout(ctx, 2*lease)
-	err = r.AwaitInsert(short, 1)
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("an insert on counts without a lease: %v, want held", err)
-	}
-	// The learner's samples make room: admitted on the balance, not stale.
-	if err := r.RenewFleetCounts(0, 100, lease, 10); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.AwaitInsert(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	if st := r.Stats(); st.StaleInserts != 3 {
-		t.Fatalf("an insert on fresh counts counted stale: %+v", st)
+	if st := r.Stats(); st.StaleInserts != 1 || st.StaleItems != 4 || st.InsertWaits != 1 {
+		t.Fatalf("stats %+v, want 1 stale insert of 4 items, after a wait", st)
 	}
 }
