@@ -32,8 +32,9 @@
 // exactly by their masses or one shard per batch, every row with the
 // probability of the procedure run; write-backs routed to their shards;
 // the fleet's sample-to-insert ratio on the fleet's counts, which carry a
-// lease: a shard the learner no longer reaches stops holding inserts on
-// them once it passes; dead shards left out and probed) and the actor hosts' ParamsSubscriber. cmd/apex's replay, learner and actor commands are
+// lease, renewed while the learner lives: a shard the learner no longer
+// reaches stops holding inserts on them once it passes, up to its capacity
+// past the ratio; dead shards left out and probed) and the actor hosts' ParamsSubscriber. cmd/apex's replay, learner and actor commands are
 // built from these and the runtime's ReplayCore, LearnerHost and
 // ActorHost.
 //

@@ -61,7 +61,10 @@ func TestShardedStaleFleetCounts(t *testing.T) {
 	// writer over both shards, a batch a millisecond at most.
 	w, err := NewShardedWriter([]*Client{a.c, b.c}, "actor-0", ShardedWriterOptions{
 		WriterOptions: WriterOptions{Layout: layout, Window: 4, MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond},
-		AckTimeout:    100 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond})
+		// A held shard is probed every 100 ms; a probe has 5 s to answer
+		// (one slow Info under -race on a loaded machine must not mark a
+		// shard dead: the test asserts none is).
+		AckTimeout: 100 * time.Millisecond, ProbeTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +95,7 @@ func TestShardedStaleFleetCounts(t *testing.T) {
 	defer cancel()
 	counters := &ShardCounters{}
 	const lease = 300 * time.Millisecond
-	m, err := ShardedMethod(ctx, clients, local, 0, ShardOptions{Deadline: 200 * time.Millisecond, ProbeMin: 10 * time.Millisecond,
+	m, err := ShardedMethod(ctx, clients, local, 0, ShardOptions{Deadline: 500 * time.Millisecond, ProbeMin: 10 * time.Millisecond,
 		ProbeMax: 40 * time.Millisecond, FleetLease: lease, Counters: counters})
 	if err != nil {
 		t.Fatal(err)
@@ -190,4 +193,87 @@ func TestShardedStaleFleetCounts(t *testing.T) {
 		}
 	}
 	cancel()
+}
+
+// TestShardedFleetKeepAlive: a learner alive but not drawing (evaluating,
+// checkpointing) keeps its lease on the shards' fleet counts with
+// keep-alive tallies, so the shards hold their actors on the ratio
+// (nothing admitted on stale counts); once the learner is gone the lease
+// passes and the shards admit on their stale counts. With a negative
+// FleetLease there is no lease: no keep-alive, and the counts never go
+// stale, the learner gone or not.
+func TestShardedFleetKeepAlive(t *testing.T) {
+	checkLeaks(t)
+	lcfg := runtime.RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 8, ErrorBuffer: 8}
+	layout := shardLayout(1024)
+	const idle = 2500 * time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		lease time.Duration
+	}{{"lease", time.Second}, {"no lease", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var lims []*runtime.RateLimiter
+			var shards []*testShard
+			for _, name := range []string{"shard-a", "shard-b"} {
+				lim, _ := runtime.NewRateLimiter(lcfg)
+				sh := newTestShard(t, name, "per", layout, lim, `{"run":1}`)
+				// Alone (the learner has not spoken yet) each limiter
+				// admits 16 items: MinSizeToSample plus ErrorBuffer.
+				for lim.CanInsert() {
+					if err := lim.ReserveInsert(context.Background(), 1); err != nil {
+						t.Fatal(err)
+					}
+					sh.fill(t, []float64{1}, 0)
+					if err := lim.CommitInsert(1); err != nil {
+						t.Fatal(err)
+					}
+				}
+				lims, shards = append(lims, lim), append(shards, sh)
+			}
+			_, local := localTwin(t, "per", layout)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			counters := &ShardCounters{}
+			m, err := ShardedMethod(ctx, clientsOf(shards...), local, 0, ShardOptions{FleetLease: tc.lease, Counters: counters})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst, _ := shards[0].buf.NewBatch(8)
+			if err := m.Selector.Sample(rand.New(rand.NewPCG(1, 2)), dst); err != nil {
+				t.Fatal(err)
+			}
+			// The fleet's counts (32 inserted, 8 sampled) hold both
+			// shards' inserts; the learner idles well past its lease.
+			held := func(what string) {
+				t.Helper()
+				for i, lim := range lims {
+					if lim.CanInsert() || lim.Stats().StaleInserts != 0 {
+						t.Fatalf("%s: shard %d admits inserts (%+v; learner %+v)", what, i, lim.Stats(), counters.Snapshot())
+					}
+				}
+			}
+			held("after the draw")
+			time.Sleep(idle)
+			held("the learner idle")
+			keep := counters.Snapshot().KeepAlives
+			if tc.lease > 0 && keep < 2 || tc.lease < 0 && keep != 0 {
+				t.Fatalf("%d keep-alive rounds over %v idle with FleetLease %v", keep, idle, tc.lease)
+			}
+			cancel() // the learner gone
+			if tc.lease < 0 {
+				time.Sleep(idle)
+				held("the learner gone, no lease")
+				return
+			}
+			gone := time.Now()
+			for !lims[0].CanInsert() || !lims[1].CanInsert() {
+				if time.Since(gone) > 15*time.Second {
+					t.Fatalf("15 s after the learner went: the shards still hold on its counts (%+v, %+v)", lims[0].Stats(), lims[1].Stats())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			t.Logf("the learner gone: both shards' counts stale within %v", time.Since(gone).Round(time.Millisecond))
+		})
+	}
 }

@@ -35,10 +35,11 @@ func (s *Server) checkFleetDraw(d *replayv1.Draw) error {
 
 // installFleet hands the limiter a fleet's counts (nothing for nil or a
 // table without a limiter), with their lease: once it passes without a
-// renewal the limiter admits the inserts the stale counts hold, up to the
-// table's capacity in items (runtime.RateLimiter.RenewFleetCounts): a
-// buffer's worth that the learner, when it is back, can still sample,
-// not data thrown away unseen.
+// renewal the limiter admits the inserts the stale counts hold while the
+// balance is within the table's capacity in items past the ratio's bound
+// (runtime.RateLimiter.RenewFleetCounts; room only the learner's samples
+// give back): at most a buffer's worth that the learner, when it is back,
+// can still sample, not data thrown away unseen.
 func (s *Server) installFleet(f *replayv1.FleetCounts) error {
 	if f == nil || s.t.Limiter == nil {
 		return nil

@@ -83,6 +83,8 @@ const (
 	leaseWindow   = time.Minute
 	leaseGaps     = 4
 	maxFleetLease = time.Hour
+	// minKeepAlive bounds how often the keep-alive looks (FleetLease/4).
+	minKeepAlive = 5 * time.Millisecond
 )
 
 // tallyEvery is how old a live shard's view may get while batches do not
@@ -129,12 +131,18 @@ type ShardOptions struct {
 	OnRefused func(target string, incarnation uint64, reason error)
 	// FleetLease is the least lease on the fleet's counts the learner
 	// hands a shard (FleetCounts.lease_ms; DefaultFleetLease, 2 s, or
-	// 2·Deadline when longer, when 0): the lease sent is FleetLease plus 4
-	// times the longest the learner spent between two draws over the
-	// last minute or two (its training steps, its pauses), so a learner
-	// that reaches a shard renews its counts well within their lease.
-	// A shard whose lease passes without a renewal stops holding its
-	// inserts on the stale counts (up to its capacity in items; see
+	// 2·Deadline when longer, when 0; negative: no lease, the counts never
+	// go stale and a shard the learner cannot reach holds its inserts
+	// until it can, the strict ratio): the lease sent is FleetLease plus
+	// 4 times the longest the learner went without renewing (between two
+	// draws, or a draw and a keep-alive tally) over the last minute or
+	// two, so a learner that reaches a shard renews its counts well
+	// within their lease. While the learner does not draw (evaluating,
+	// checkpointing) the stage renews the counts itself, with a tally
+	// round every FleetLease/4, so only a learner that cannot reach a
+	// shard, or is gone, lets its lease pass. A shard whose lease passes
+	// without a renewal relaxes its bound on the stale counts by its
+	// capacity in items, spent across renewals (see
 	// runtime.RateLimiter.RenewFleetCounts).
 	FleetLease time.Duration
 }
@@ -143,8 +151,8 @@ func (o *ShardOptions) fill() error {
 	if o.Sampling > ShardOne {
 		return fmt.Errorf("remote: sharded method: unknown sampling mode %d", o.Sampling)
 	}
-	if o.Deadline < 0 || o.ProbeMin < 0 || o.ProbeMax < 0 || o.FleetLease < 0 {
-		return fmt.Errorf("remote: sharded method: negative deadline, probe backoff or fleet lease (%v, %v, %v, %v)", o.Deadline, o.ProbeMin, o.ProbeMax, o.FleetLease)
+	if o.Deadline < 0 || o.ProbeMin < 0 || o.ProbeMax < 0 {
+		return fmt.Errorf("remote: sharded method: negative deadline or probe backoff (%v, %v, %v)", o.Deadline, o.ProbeMin, o.ProbeMax)
 	}
 	if o.Deadline == 0 {
 		o.Deadline = DefaultShardDeadline
@@ -178,6 +186,10 @@ type ShardStats struct {
 	// GateWait is the time they waited in total.
 	GateWaits uint64
 	GateWait  time.Duration
+	// KeepAlives counts the tally rounds the stage sent on its own while
+	// the learner did not draw, renewing the lease on the fleet's counts
+	// (ShardOptions.FleetLease).
+	KeepAlives uint64
 	// WriteBacks counts write-back calls; Applied and Stale the values
 	// the shards applied and dropped (overwritten slots, an earlier
 	// incarnation); Dropped the values the learner dropped unsent because
@@ -276,6 +288,9 @@ func (s *shard) counted() int64 { return s.base + s.reported }
 
 // sharded is the learner's stage over a fleet of shards.
 type sharded struct {
+	// mu is held by the learner's calls (Sample, Update, UpdateFeatures)
+	// and the keep-alive's tally rounds, which share the shards' streams.
+	mu     sync.Mutex
 	ctx    context.Context
 	local  sampler.Method
 	opts   ShardOptions
@@ -290,9 +305,10 @@ type sharded struct {
 
 	sampled uint64 // the fleet's sampled items
 	steps   uint64 // draws that succeeded, priorSteps included
-	// The learner's time between draws, for the lease on the fleet's
-	// counts: when the latest Sample returned, and the longest gap in the
-	// current leaseWindow (begun at gapSince) and the one before.
+	// The learner's time between renewals, for the lease on the fleet's
+	// counts: when the latest Sample (or keep-alive round) returned, and
+	// the longest gap in the current leaseWindow (begun at gapSince) and
+	// the one before.
 	outSince        time.Time
 	gapCur, gapPrev time.Duration
 	gapSince        time.Time
@@ -358,14 +374,19 @@ type sharded struct {
 // inserted count in the sum (what it stored was stored); its limiter, on
 // restart, is standalone until the learner's first message. The counts
 // carry a lease (FleetCounts.lease_ms: opts.FleetLease plus 4 times the
-// learner's longest time between draws lately), which the learner renews
-// at every message to the shard (at least every 20 ms of draws while it
-// reaches it). A shard the learner cannot reach but actors can (a
-// partition on the learner's side, or a heal the learner has not noticed
-// yet) holds its inserts at the fleet's balance as it last heard it until
-// the lease passes, then admits them, up to its capacity in items until
-// the learner's next message (counted: Server.Stats' StaleFleetItems):
-// on stale counts it cannot see the learner's samples elsewhere, and
+// learner's longest time between renewals lately; none when FleetLease is
+// negative), which the learner renews at every message to the shard (at
+// least every 20 ms of draws while it reaches it) and, while it does not
+// draw, with a keep-alive tally round every FleetLease/4 (counted:
+// ShardStats.KeepAlives). A shard the learner cannot reach but actors can
+// (a partition on the learner's side, or a heal the learner has not
+// noticed yet) holds its inserts at the fleet's balance as it last heard
+// it until the lease passes, then admits them while its balance is
+// within its capacity in items past the ratio's bound (counted:
+// Server.Stats' StaleFleetItems); that room is given back only by the
+// learner's samples, not by a renewal, so a flapping link or a learner
+// gone for good lets a shard run at most one capacity ahead of the
+// ratio: on stale counts it cannot see the learner's samples elsewhere, and
 // holding there would hold the actor hosts (a ShardedWriter waits on a
 // shard that answers but holds its batches: backpressure) and, behind
 // them, every other shard's inserts and the learner's draws until the
@@ -480,6 +501,9 @@ func ShardedMethod(ctx context.Context, clients []*Client, local sampler.Method,
 	}
 	if local.Stats != nil {
 		m.Stats = s.methodStats
+	}
+	if s.lim != nil && opts.FleetLease > 0 {
+		go s.keepAlive()
 	}
 	return m, nil
 }
@@ -654,14 +678,50 @@ func (s *sharded) fleetCounts(sh *shard, sampled uint64) *replayv1.FleetCounts {
 }
 
 // lease is the lease on the fleet's counts the learner hands a shard now:
-// FleetLease plus leaseGaps times its longest time between two draws
-// lately, at most maxFleetLease. O(1).
+// FleetLease plus leaseGaps times its longest time between two renewals
+// lately, at most maxFleetLease; 0 (none) when FleetLease is negative.
+// O(1).
 func (s *sharded) lease() time.Duration {
+	if s.opts.FleetLease < 0 {
+		return 0
+	}
 	return min(s.opts.FleetLease+leaseGaps*max(s.gapCur, s.gapPrev), maxFleetLease)
 }
 
-// noteGap records the time since the latest Sample returned (the
-// learner's step outside the stage) at now, a Sample's start.
+// keepAlive renews the lease on the fleet's counts while the learner
+// does not draw: every FleetLease/4 it tallies the live shards with the
+// fleet's counts (the same counts the learner's latest draw sent: a
+// renewal reports no samples, so it gives a stale shard no room) unless
+// a Sample or keep-alive did within that time, or the learner is in a
+// call now (which renews as it goes: a draw held by the limiter tallies
+// every gateMaxSleep). It starts only after the learner's first draw (a
+// shard limits alone until then) and ends with ctx. A shard that does
+// not answer goes down and is probed, as after a failed draw.
+func (s *sharded) keepAlive() {
+	every := max(s.opts.FleetLease/4, minKeepAlive)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !s.mu.TryLock() {
+			continue
+		}
+		if !s.outSince.IsZero() && time.Since(s.outSince) >= every && s.ctx.Err() == nil {
+			s.tallyRound(true)
+			s.opts.Counters.update(func(st *ShardStats) { st.KeepAlives++ })
+			s.outSince = time.Now()
+		}
+		s.mu.Unlock()
+	}
+}
+
+// noteGap records the time since the latest Sample or keep-alive round
+// returned (the learner's step outside the stage) at now, a Sample's
+// start.
 func (s *sharded) noteGap(now time.Time) {
 	if now.Sub(s.gapSince) >= leaseWindow {
 		s.gapPrev, s.gapCur, s.gapSince = s.gapCur, 0, now
@@ -685,6 +745,8 @@ func (s *sharded) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 	// Until this draw succeeds there is no batch to write back: the
 	// previous batch's refs are no longer routable (plan resets each
 	// shard's rows), so a write-back of them is refused.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.refs = s.refs[:0]
 	s.noteGap(time.Now())
 	defer func() { s.outSince = time.Now() }()
@@ -1283,6 +1345,8 @@ func (s *sharded) Update(refs []buffer.Ref, absTD []float64) (buffer.UpdateResul
 			return buffer.UpdateResult{}, fmt.Errorf("remote: update: %w: |δ| of row %d is %v", buffer.ErrPriority, i, d)
 		}
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.writeBack(refs, absTD, nil, nil)
 }
 
@@ -1296,6 +1360,8 @@ func (s *sharded) UpdateFeatures(refs []buffer.Ref, q, target []float64) (buffer
 			return buffer.UpdateResult{}, fmt.Errorf("remote: update features: %w: row %d has Q %v, target %v", buffer.ErrNonFinite, i, q[i], target[i])
 		}
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.writeBack(refs, nil, q, target)
 }
 

@@ -39,9 +39,15 @@ over the shards by their masses (per, lap, pal, uniform), one picks one
 shard per batch with probability proportional to its mass (any method but
 ter; rank then ranks within each shard); either way every row carries the
 probability of the procedure run, so the importance weights are exact. It
-enforces the run's sample-to-insert ratio on the fleet's counts. A shard
-that fails or does not answer within -shard-deadline is left out (its
-write-backs dropped and counted) and probed until it rejoins.
+enforces the run's sample-to-insert ratio on the fleet's counts, which it
+hands every shard with a lease (-fleet-lease) that its draws renew, and
+tally rounds while it does not draw: a shard whose lease passes (the
+learner cannot reach it, or is gone) admits its actors' inserts on its
+stale counts up to its capacity past the ratio, room only the learner's
+samples give back, so a learner cut off from one shard does not stall the
+fleet; -fleet-lease=off keeps the ratio strict. A shard that fails or
+does not answer within -shard-deadline is left out (its write-backs
+dropped and counted) and probed until it rejoins.
 
 The learner's own settings (-steps, -duration, -target-return,
 -stop-when-solved, -float32, -learner-workers) are this process's; every
@@ -62,6 +68,8 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	replayAddr := fs.String("replay", "127.0.0.1:7700", "the apex replay server's host:port, or a fleet's shards: a comma-separated list (a DNS name expands to every address it resolves to)")
 	shardSampling := fs.String("shard-sampling", "exact", "with several replay shards: exact (each batch's stratified targets spread over the shards by mass) or one (one shard per batch, chosen by mass)")
 	shardDeadline := fs.Duration("shard-deadline", remote.DefaultShardDeadline, "with several replay shards: how long a shard may take to answer a draw, write-back or tally before it is left out and probed")
+	var fleetLease leaseFlag
+	fs.Var(&fleetLease, "fleet-lease", "with several replay shards: the least lease on the fleet's counts the learner hands each shard, plus 4 times its longest time between renewals lately (its draws renew it, and a tally every quarter lease while it does not draw); a shard whose lease passes admits inserts on its stale counts up to its capacity past the ratio (room only the learner's samples give back). A `duration`; 0: 2 s, or twice -shard-deadline; negative or \"off\": no lease, the counts never go stale (a shard the learner cannot reach holds its actors until it can)")
 	pipeline := fs.Bool("pipeline", true, "with one replay server: send each write-back without waiting for its result, which the next draw reads ahead of its batch (one round trip per learner step instead of two; the same batches, the write-back counts reported one step late and settled at the end); false: wait for each result")
 	addLearnerFlags(fs, &local)
 	sf := addServeFlags(fs, "127.0.0.1:7701", "the parameter service (actor hosts subscribe to it)")
@@ -155,7 +163,7 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	} else {
 		shardStats = &remote.ShardCounters{}
 		m, err = remote.ShardedMethod(stageCtx, fleet.clients, localMethod, prior,
-			remote.ShardOptions{Sampling: sampling, Deadline: *shardDeadline, Counters: shardStats, Infos: fleet.infos,
+			remote.ShardOptions{Sampling: sampling, Deadline: *shardDeadline, FleetLease: fleetLease.d, Counters: shardStats, Infos: fleet.infos,
 				OnRefused: func(target string, inc uint64, err error) {
 					log.Warn("replay shard refused", "shard", target, "incarnation", inc, "reason", err.Error())
 				}})
@@ -314,3 +322,30 @@ func pollInserted(ctx context.Context, clients []*remote.Client, n *atomic.Int64
 		}
 	}
 }
+
+// leaseFlag is -fleet-lease: a duration (0: the default lease), or a
+// negative one or "off" for none (remote.ShardOptions.FleetLease < 0).
+type leaseFlag struct{ d time.Duration }
+
+func (f *leaseFlag) String() string {
+	if f.d < 0 {
+		return "off"
+	}
+	return f.d.String()
+}
+
+func (f *leaseFlag) Set(s string) error {
+	if s == "off" {
+		f.d = -1
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New(`want a duration (0: the default; negative or "off": no lease)`)
+	}
+	f.d = max(d, -1)
+	return nil
+}
+
+// Get is the lease (negative: none).
+func (f *leaseFlag) Get() any { return f.d }

@@ -419,7 +419,7 @@ var replayMetrics = []statMetric[remote.ServerStats]{
 	{"apex_replay_writers_evicted_total", "Idle writers a full idempotency table forgot.", counter, func(s *remote.ServerStats) float64 { return float64(s.WritersEvicted) }},
 	{"apex_replay_watch_streams", "Open Watch streams.", gauge, func(s *remote.ServerStats) float64 { return float64(s.WatchStreams) }},
 	{"apex_replay_fleet_stale_inserts_total", "Insert batches a fleet shard's limiter admitted on stale fleet counts (the learner's lease on them passed).", counter, func(s *remote.ServerStats) float64 { return float64(s.StaleFleetInserts) }},
-	{"apex_replay_fleet_stale_inserted_items_total", "Transitions a fleet shard's limiter admitted on stale fleet counts (at most the capacity until the learner's next message).", counter, func(s *remote.ServerStats) float64 { return float64(s.StaleFleetItems) }},
+	{"apex_replay_fleet_stale_inserted_items_total", "Transitions a fleet shard's limiter admitted on stale fleet counts (while its balance is within its capacity past the ratio; only the learner's samples give that room back).", counter, func(s *remote.ServerStats) float64 { return float64(s.StaleFleetItems) }},
 }
 
 // actorSnapshot is what apex actor's /metrics reads in one scrape: the

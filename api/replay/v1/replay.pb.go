@@ -605,12 +605,14 @@ type FleetCounts struct {
 	OthersInserted uint64                 `protobuf:"varint,2,opt,name=others_inserted,json=othersInserted,proto3" json:"others_inserted,omitempty"`
 	// lease_ms, when not 0, is how long the counts hold: the learner renews
 	// them within it while it reaches the shard (it derives the lease from
-	// its own cadence between draws). Once it has passed without a renewal
-	// the shard's counts are stale (the learner cannot reach it, or has
-	// stopped drawing): the shard then admits the inserts they hold, up to
-	// its capacity in items until the next renewal, instead of holding its
-	// actors on a balance it can no longer judge. 0: the counts never go
-	// stale (a learner that does not send a lease).
+	// its own cadence between renewals, and renews with tallies while it
+	// does not draw). Once it has passed without a renewal the shard's
+	// counts are stale (the learner cannot reach it, or is gone): the shard
+	// then admits the inserts they hold while its balance is within its
+	// capacity in items past the ratio's bound (room only the learner's
+	// samples give back, not a renewal), instead of holding its actors on
+	// a balance it can no longer judge. 0: the counts never go stale (a
+	// learner that does not send a lease, or runs with none).
 	LeaseMs       uint32 `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
