@@ -414,7 +414,8 @@ type sharded struct {
 // their rows decoded into dst in one pass; O(B + shards) planning.
 // Concurrency: Sample, Update, UpdateFeatures and Weights are called by
 // one goroutine (the learner's); Priority, Evaluated and Stats from any.
-// ctx bounds the stage's life (streams and probes): cancel it when done.
+// ctx bounds the stage's life (streams, probes and the lease's
+// keep-alive): cancel it when done.
 func ShardedMethod(ctx context.Context, clients []*Client, local sampler.Method, priorSteps uint64, opts ShardOptions) (sampler.Method, error) {
 	if err := opts.fill(); err != nil {
 		return sampler.Method{}, err
