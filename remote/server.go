@@ -94,7 +94,9 @@ type ServerOptions struct {
 	// A server restored from a checkpoint without a table file passes
 	// &WriterTable{CountsPartial: true}. An id that is empty or over
 	// MaxWriterName bytes is refused (ReadWriterTable drops those a
-	// version-1 file holds).
+	// version-1 file holds). The table's Lineage, when not 0, is the data
+	// lineage the server keeps (Server.Lineage); 0 (nil Writers, a table
+	// without one) starts a new lineage.
 	//
 	// Changed for embedders with writer table version 2: Writers was a
 	// map[string]uint64 of seqs; a caller that built one passes
@@ -125,6 +127,7 @@ type Server struct {
 	cfg         buffer.Config
 	opts        ServerOptions
 	incarnation uint64
+	lineage     uint64 // see Lineage
 
 	// stage serializes the stage's single-goroutine calls (Sample,
 	// Weights, Update, UpdateFeatures) and the checkpoint's copy of the
@@ -258,10 +261,16 @@ func NewServer(t Table, opts ServerOptions) (*Server, error) {
 	if opts.Writers != nil {
 		restored = *opts.Writers
 	}
+	lineage := restored.Lineage
+	if lineage == 0 {
+		if lineage, err = newIncarnation(); err != nil {
+			return nil, err
+		}
+	}
 	if len(restored.Writers) > opts.MaxWriters {
 		return nil, fmt.Errorf("remote: server: a writer table of %d writers, more than MaxWriters %d", len(restored.Writers), opts.MaxWriters)
 	}
-	s := &Server{t: t, cfg: t.Buffer.Config(), opts: opts, incarnation: inc, writers: make(map[string]*writerState, len(restored.Writers)),
+	s := &Server{t: t, cfg: t.Buffer.Config(), opts: opts, incarnation: inc, lineage: lineage, writers: make(map[string]*writerState, len(restored.Writers)),
 		evictedBefore: restored.Evicted, countsPartial: restored.CountsPartial}
 	now := s.now()
 	for name, r := range restored.Writers {
@@ -297,6 +306,17 @@ func newIncarnation() (uint64, error) {
 // only with it. O(1).
 func (s *Server) Incarnation() uint64 { return s.incarnation }
 
+// Lineage is the server's data lineage (InfoReply.lineage): a random
+// nonzero uint64 drawn when the server starts without a lineage to go on
+// from, kept in each checkpoint's writer table (WriterTable.Lineage) and
+// taken back by a server restored from it (ServerOptions.Writers). So a
+// shard restarted from its checkpoint keeps its lineage, and one whose
+// writer table starts empty (no checkpoint, or one without a table) has
+// a new one. A fleet's clients (ShardedWriter, ShardedMethod,
+// ShardTracker) tell its shards apart by it: a writer table deduplicates
+// a writer's seqs only against batches of the same lineage. O(1).
+func (s *Server) Lineage() uint64 { return s.lineage }
+
 // Close ends every stream handler and every wait (a limiter wait, a Watch
 // poll) with Unavailable; calls made afterwards fail the same way.
 // NewGRPCServer's Shutdown calls it. Idempotent; safe for concurrent use.
@@ -306,7 +326,8 @@ func (s *Server) Close() { s.cancel() }
 // exports them). Each field is read atomically on its own, so a snapshot
 // under load may mix moments.
 type ServerStats struct {
-	Incarnation uint64
+	// Incarnation and Lineage are the server's (Server.Lineage).
+	Incarnation, Lineage uint64
 	// The wire's Counters.
 	InsertedBatches, InsertedItems, DuplicateBatches uint64
 	Draws, SampledItems                              uint64
@@ -348,7 +369,7 @@ func (s *Server) Stats() ServerStats {
 		lim = s.t.Limiter.Stats()
 	}
 	return ServerStats{
-		Incarnation:     s.incarnation,
+		Incarnation: s.incarnation, Lineage: s.lineage,
 		InsertedBatches: c.insertedBatches.Load(), InsertedItems: c.insertedItems.Load(),
 		DuplicateBatches: c.duplicateBatches.Load(), Draws: c.draws.Load(), SampledItems: c.sampledItems.Load(),
 		WriteBacksApplied: c.wbApplied.Load(), WriteBacksStale: c.wbStale.Load(),

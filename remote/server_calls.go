@@ -164,7 +164,7 @@ func (s *Server) Info(ctx context.Context, req *replayv1.InfoRequest) (*replayv1
 	if m.Stats != nil {
 		ti.MethodStats = m.Stats()
 	}
-	rep := &replayv1.InfoReply{Incarnation: s.incarnation, Version: s.opts.Version, Config: s.t.Config,
+	rep := &replayv1.InfoReply{Incarnation: s.incarnation, Lineage: s.lineage, Version: s.opts.Version, Config: s.t.Config,
 		Tables: []*replayv1.TableInfo{ti}}
 	if req.GetWriters() {
 		rep.Writers = s.writerPage(req.GetWritersAfter(), int(req.GetMaxWriters()))

@@ -42,6 +42,30 @@ type ShardTrackerOptions struct {
 	// (so once per change, an empty addrs when they are gone). Called
 	// like OnMove.
 	OnUnmatched func(entry string, addrs []string, why string)
+	// Lineage, when not nil, asks the replay server at addr (host:port,
+	// an address of the tracked shards' name host) for its data lineage
+	// (InfoReply.lineage; 0 from a server older than lineages), within
+	// ctx: the tracker then pairs shards with addresses by lineage (see
+	// ShardTracker). Called from the dialing goroutine, for each address
+	// of the answer at each lookup, concurrently. nil: the address rule
+	// alone. InfoLineage builds one.
+	Lineage func(ctx context.Context, host, addr string) (uint64, error)
+}
+
+// InfoLineage is a ShardTrackerOptions.Lineage that dials addr as a
+// shard of host (DialShard: host names the TLS certificate) with opts,
+// asks its Info and closes the client. Cost: a connection and one call
+// per use.
+func InfoLineage(opts ClientOptions) func(ctx context.Context, host, addr string) (uint64, error) {
+	return func(ctx context.Context, host, addr string) (uint64, error) {
+		c, err := DialShard(ctx, ShardAddr{Addr: addr, Host: host}, opts)
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close()
+		info, err := c.Info(ctx)
+		return info.GetLineage(), err
+	}
 }
 
 // ShardTrackerStats are a ShardTracker's counters, a snapshot.
@@ -49,8 +73,14 @@ type ShardTrackerStats struct {
 	// Lookups counts the names looked up again; LookupErrors those that
 	// failed or resolved to nothing (the shards keep their addresses).
 	Lookups, LookupErrors uint64
-	// Moves counts the shards that took a new address.
-	Moves uint64
+	// Moves counts the shards that took a new address; LineageMoves
+	// those of them paired with it by lineage. LineageAsks counts the
+	// Lineage calls, LineageErrors those that failed.
+	Moves, LineageMoves        uint64
+	LineageAsks, LineageErrors uint64
+	// SwapRefusals counts the connections refused because the server
+	// reached had another shard's lineage.
+	SwapRefusals uint64
 	// Unmatched is the addresses the names resolved to at their latest
 	// lookups that no shard holds and that were not taken.
 	Unmatched int
@@ -85,8 +115,29 @@ type ShardTrackerStats struct {
 // address never moves to another address (its connection may be without
 // TLS, which Dial allows only on loopback).
 //
+// With ShardTrackerOptions.Lineage the tracker also knows each shard by
+// its data lineage (Server.Lineage: kept across restarts from a
+// checkpoint), learned at the shard's first connection, and pairs by it
+// first: at each lookup it asks every address of the answer its lineage,
+// and a shard whose lineage answers at exactly one address takes that
+// address, however many shards moved (two pods that came back on each
+// other's IPs, or on one's old IP and a new one, are paired right; with
+// the address rule alone they would be paired the wrong way round, or
+// not noticed at all). A shard so moved whose connection is up (not the
+// one reconnecting) has it closed, so it reconnects at its address. The
+// shards left (lineage unknown, a server older than lineages, or a
+// lineage found nowhere: the shard lost its data) go by the address rule
+// over the addresses left; an address whose lineage belongs to another
+// shard is never taken by the rule. Clients check lineages too
+// (ShardedWriter, ShardedMethod: a server reporting another shard's
+// lineage is refused, ErrShardSwapped), so a pairing the tracker cannot
+// make is a refusal, never a silent loss.
+//
 // Safe for concurrent use. Cost: a lookup per name per Interval at most,
-// and only while a tracked shard reconnects; O(shards) work per lookup.
+// and only while a tracked shard reconnects; O(shards) work per lookup,
+// plus with Lineage one Lineage call per address of the answer (in
+// parallel, bounded by LookupTimeout) and one at each shard's first
+// connection.
 type ShardTracker struct {
 	opts   ShardTrackerOptions
 	shards []ShardAddr
@@ -94,8 +145,10 @@ type ShardTracker struct {
 	group  []*shardGroup          // shard i's, nil when untracked
 
 	mu     sync.Mutex
-	cur    []string // each shard's address now
-	dialed []bool   // whether shard i was dialed before
+	cur    []string   // each shard's address now
+	dialed []bool     // whether shard i was dialed before
+	lin    []uint64   // each shard's lineage (0: unknown)
+	conns  []net.Conn // each shard's latest connection (closed when it moves by lineage)
 	stats  ShardTrackerStats
 }
 
@@ -124,7 +177,8 @@ func NewShardTracker(shards []ShardAddr, opts ShardTrackerOptions) *ShardTracker
 		opts.LookupTimeout = DefaultReresolveTimeout
 	}
 	t := &ShardTracker{opts: opts, shards: slices.Clone(shards), groups: map[string]*shardGroup{},
-		group: make([]*shardGroup, len(shards)), cur: make([]string, len(shards)), dialed: make([]bool, len(shards))}
+		group: make([]*shardGroup, len(shards)), cur: make([]string, len(shards)), dialed: make([]bool, len(shards)),
+		lin: make([]uint64, len(shards)), conns: make([]net.Conn, len(shards))}
 	for i, a := range shards {
 		t.cur[i] = a.Addr
 		if _, err := netip.ParseAddr(a.Host); err == nil || a.Host == "localhost" || a.Host == "" {
@@ -180,9 +234,94 @@ func (t *ShardTracker) DialOption(i int) grpc.DialOption {
 		if again {
 			t.Refresh(ctx, i)
 		}
+		addr := t.Addr(i)
 		var d net.Dialer
-		return d.DialContext(ctx, "tcp", t.Addr(i))
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.verify(ctx, i, addr); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		t.mu.Lock()
+		t.conns[i] = conn
+		t.mu.Unlock()
+		return conn, nil
 	})
+}
+
+// Lineage is shard i's data lineage as the tracker knows it (0: unknown,
+// or no ShardTrackerOptions.Lineage).
+func (t *ShardTracker) Lineage(i int) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lin[i]
+}
+
+// verify asks the server at addr, where shard i is being connected, its
+// lineage (no-op without Lineage): one another shard has is refused
+// (ErrShardSwapped: gRPC dials again after its backoff, looking the name
+// up again); otherwise it becomes the shard's lineage (its first, or a
+// new one: the shard lost its data). A failed ask lets the connection
+// through (the clients check lineages themselves).
+func (t *ShardTracker) verify(ctx context.Context, i int, addr string) error {
+	if t.opts.Lineage == nil {
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, t.opts.LookupTimeout)
+	lin, err := t.opts.Lineage(lctx, t.shards[i].Host, addr)
+	cancel()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stats.LineageAsks++
+	if err != nil {
+		t.stats.LineageErrors++
+		return nil
+	}
+	if lin == 0 || lin == t.lin[i] {
+		return nil
+	}
+	if j := slices.Index(t.lin, lin); j >= 0 {
+		t.stats.SwapRefusals++
+		return fmt.Errorf("remote: replay shard %s: the server at %s is shard %s's: %w", t.shards[i].Addr, addr, t.shards[j].Addr, ErrShardSwapped)
+	}
+	t.lin[i] = lin
+	return nil
+}
+
+// lineages asks every address of addrs its lineage, in parallel, within
+// LookupTimeout: 0 where unknown. Counted.
+func (t *ShardTracker) lineages(ctx context.Context, host string, addrs []string) map[string]uint64 {
+	out := make(map[string]uint64, len(addrs))
+	if t.opts.Lineage == nil {
+		return out
+	}
+	lctx, cancel := context.WithTimeout(ctx, t.opts.LookupTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var errs uint64
+	for _, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lin, err := t.opts.Lineage(lctx, host, a)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs++
+				return
+			}
+			out[a] = lin
+		}()
+	}
+	wg.Wait()
+	t.mu.Lock()
+	t.stats.LineageAsks += uint64(len(addrs))
+	t.stats.LineageErrors += errs
+	t.mu.Unlock()
+	return out
 }
 
 // Refresh looks shard i's name up again unless it was looked up less
@@ -196,6 +335,7 @@ func (t *ShardTracker) Refresh(ctx context.Context, i int) {
 	}
 	g.lookupMu.Lock()
 	defer g.lookupMu.Unlock()
+	var linOf map[string]uint64 // each answer address's lineage (with Lineage)
 	if !g.last.IsZero() && time.Since(g.last) < t.opts.Interval {
 		return
 	}
@@ -203,6 +343,13 @@ func (t *ShardTracker) Refresh(ctx context.Context, i int) {
 	lctx, cancel := context.WithTimeout(ctx, t.opts.LookupTimeout)
 	addrs, err := t.opts.Lookup(lctx, g.host)
 	cancel()
+	if err == nil && len(addrs) > 0 && t.opts.Lineage != nil {
+		joined := make([]string, len(addrs))
+		for k, a := range addrs {
+			joined[k] = net.JoinHostPort(a, g.port)
+		}
+		linOf = t.lineages(ctx, g.host, joined)
+	}
 
 	t.mu.Lock()
 	t.stats.Lookups++
@@ -215,25 +362,74 @@ func (t *ShardTracker) Refresh(ctx context.Context, i int) {
 	for _, a := range addrs {
 		answer[net.JoinHostPort(a, g.port)] = true
 	}
-	held := make(map[string]bool, len(t.cur))
-	for _, a := range t.cur {
-		held[a] = true
+	// Pair by lineage first: a shard whose lineage answers at exactly one
+	// address takes it.
+	type move struct {
+		i        int
+		from, to string
 	}
+	var moves []move
+	paired := map[int]bool{}
+	claimed := map[string]int{} // address → the shard whose lineage answers there
+	for a, lin := range linOf {
+		if lin == 0 {
+			continue
+		}
+		if j := slices.Index(t.lin, lin); j >= 0 && t.group[j] == g {
+			if _, dup := claimed[a]; !dup {
+				claimed[a] = j
+			}
+		}
+	}
+	for _, s := range g.shards {
+		if t.lin[s] == 0 {
+			continue
+		}
+		var at []string
+		for a, lin := range linOf {
+			if lin == t.lin[s] {
+				at = append(at, a)
+			}
+		}
+		if len(at) != 1 || (isLoopbackAddr(t.cur[s]) && !isLoopbackAddr(at[0])) {
+			continue
+		}
+		paired[s] = true
+		if at[0] != t.cur[s] {
+			moves = append(moves, move{s, t.cur[s], at[0]})
+			t.cur[s] = at[0]
+			t.stats.LineageMoves++
+		}
+	}
+	held := make(map[string]bool, len(t.cur))
+	for s, a := range t.cur {
+		if j, ok := claimed[a]; !ok || j == s {
+			held[a] = true
+		}
+	}
+	// The address rule over the shards left; with lineages, a shard whose
+	// lineage is known takes part only when every address answered its
+	// lineage (else its own might be at the one that did not).
+	unanswered := t.opts.Lineage != nil && len(linOf) < len(answer)
 	var gone []int
 	for _, s := range g.shards {
-		if !answer[t.cur[s]] {
+		if paired[s] || (unanswered && t.lin[s] != 0) {
+			continue
+		}
+		if j, ok := claimed[t.cur[s]]; !answer[t.cur[s]] || (ok && j != s) {
 			gone = append(gone, s)
+		} else if lin := linOf[t.cur[s]]; lin != 0 && !slices.Contains(t.lin, lin) {
+			t.lin[s] = lin // first known, or the shard lost its data where it was
 		}
 	}
 	var fresh []string
 	for a := range answer {
-		if !held[a] {
+		if _, ok := claimed[a]; !held[a] && !ok {
 			fresh = append(fresh, a)
 		}
 	}
 	slices.Sort(fresh)
-	moved := -1
-	var from, to, why string
+	var why string
 	switch {
 	case len(fresh) == 0:
 	case len(gone) == 0:
@@ -244,18 +440,34 @@ func (t *ShardTracker) Refresh(ctx context.Context, i int) {
 	case isLoopbackAddr(t.cur[gone[0]]) && !isLoopbackAddr(fresh[0]):
 		why = fmt.Sprintf("shard %s is on loopback: it does not move to another host", t.shards[gone[0]].Addr)
 	default:
-		moved, from, to = gone[0], t.cur[gone[0]], fresh[0]
-		t.cur[moved] = to
-		t.stats.Moves++
+		s := gone[0]
+		moves = append(moves, move{s, t.cur[s], fresh[0]})
+		t.cur[s] = fresh[0]
+		if lin := linOf[fresh[0]]; lin != 0 && !slices.Contains(t.lin, lin) {
+			t.lin[s] = lin
+		}
 		fresh = nil
+	}
+	t.stats.Moves += uint64(len(moves))
+	var stale []net.Conn
+	for _, m := range moves {
+		if m.i != i && t.conns[m.i] != nil {
+			stale = append(stale, t.conns[m.i])
+			t.conns[m.i] = nil
+		}
 	}
 	report := !slices.Equal(fresh, g.unmatched)
 	t.stats.Unmatched += len(fresh) - len(g.unmatched)
 	g.unmatched = fresh
 	t.mu.Unlock()
 
-	if moved >= 0 && t.opts.OnMove != nil {
-		t.opts.OnMove(moved, t.shards[moved], from, to)
+	for _, c := range stale {
+		c.Close() // a live connection of a shard moved by lineage: it reconnects at its address
+	}
+	if t.opts.OnMove != nil {
+		for _, m := range moves {
+			t.opts.OnMove(m.i, t.shards[m.i], m.from, m.to)
+		}
 	}
 	if report && t.opts.OnUnmatched != nil {
 		t.opts.OnUnmatched(g.entry, slices.Clone(fresh), why)

@@ -225,6 +225,14 @@ type ShardState struct {
 	// one's reason ("" when none).
 	Refused uint64
 	Refusal string
+	// Lineage is the shard's data lineage as its latest admitted Info
+	// showed it (0: a server older than lineages). SwapRefused counts the
+	// refusals (in Refused too) of a server that reported another shard's
+	// lineage (ErrShardSwapped: two shards' addresses swapped);
+	// LineageResets the new incarnations taken with a lineage never seen
+	// (the shard lost its data: restarted without a checkpoint).
+	Lineage                    uint64
+	SwapRefused, LineageResets uint64
 }
 
 // ShardCounters collects a sharded stage's counters. Safe for concurrent
@@ -302,6 +310,8 @@ type sharded struct {
 	// shard's new incarnation must serve to be taken back (admit).
 	config []byte
 	tab    *replayv1.TableInfo
+	// lineages are the shards' data lineages, from their Infos (admit).
+	lineages *shardLineages
 
 	sampled uint64 // the fleet's sampled items
 	steps   uint64 // draws that succeeded, priorSteps included
@@ -358,7 +368,13 @@ type sharded struct {
 // (ConfigDiff), positional capability and limiter: a shard restarted with
 // other run flags stays down, counted in ShardState.Refused with the
 // reason naming what differs (and told to opts.OnRefused), and is probed
-// until a restart with the fleet's flags. A new incarnation first seen
+// until a restart with the fleet's flags. A new incarnation that reports
+// the data lineage (InfoReply.lineage) another shard had is refused the
+// same way, wrapping ErrShardSwapped (counted in ShardState.SwapRefused):
+// the shards' addresses were swapped (IPs reused behind one DNS name),
+// and taking it would mix two shards' masses, counts and write-backs; a
+// lineage never seen is a shard that lost its data and is taken
+// (ShardState.LineageResets). A new incarnation first seen
 // on a reply (a re-opened stream) is checked the same way, with one Info
 // call, before its rows or counts are taken. While no
 // live shard holds items (every shard down, or none filled yet) a draw
@@ -467,6 +483,12 @@ func ShardedMethod(ctx context.Context, clients []*Client, local sampler.Method,
 	if l := tab.GetLimiter(); l.GetSamplesPerInsert() > 0 {
 		s.lim = &runtime.RateLimiterConfig{SamplesPerInsert: l.GetSamplesPerInsert(), MinSizeToSample: int64(l.GetMinSizeToSample()), ErrorBuffer: l.GetErrorBuffer()}
 	}
+	s.lineages = newShardLineages(len(clients))
+	for i, info := range infos {
+		if _, err := s.lineages.check(i, info.GetLineage(), func(j int) string { return names[j] }); err != nil {
+			return sampler.Method{}, fmt.Errorf("remote: sharded method: shard %s: %w", names[i], err)
+		}
+	}
 	for i, c := range clients {
 		sh := &shard{i: i, target: c.conn.Target(), incarnation: infos[i].GetIncarnation(), up: true, backoff: opts.ProbeMin,
 			st: &stage{c: c, ctx: ctx, table: s.table, local: local, openTries: 1, incarnation: infos[i].GetIncarnation()}}
@@ -475,7 +497,7 @@ func ShardedMethod(ctx context.Context, clients []*Client, local sampler.Method,
 	opts.Counters.update(func(st *ShardStats) {
 		st.Shards = make([]ShardState, len(s.shards))
 		for i, sh := range s.shards {
-			st.Shards[i] = ShardState{Target: sh.target, Up: true, Incarnation: sh.incarnation}
+			st.Shards[i] = ShardState{Target: sh.target, Up: true, Incarnation: sh.incarnation, Lineage: infos[i].GetLineage()}
 		}
 	})
 	// Learn the masses and counts; a learner resuming takes the fleet's
@@ -590,6 +612,12 @@ func sameTable(ref, in *replayv1.InfoReply) error {
 // its table's name, method, positional capability and limiter.
 func (s *sharded) admit(sh *shard, info *replayv1.InfoReply) error {
 	var errs []error
+	var swapped error
+	reset, err := s.lineages.check(sh.i, info.GetLineage(), func(j int) string { return s.shards[j].target })
+	if err != nil {
+		swapped = err
+		errs = append(errs, err)
+	}
 	for _, o := range s.shards {
 		if o != sh && o.incarnation == info.GetIncarnation() {
 			// Another entry's server: taking it would count one server
@@ -606,14 +634,32 @@ func (s *sharded) admit(sh *shard, info *replayv1.InfoReply) error {
 		errs = append(errs, fmt.Errorf("it and the fleet %w", err))
 	}
 	if len(errs) == 0 {
+		lin := info.GetLineage()
+		s.opts.Counters.update(func(st *ShardStats) {
+			if lin != 0 {
+				st.Shards[sh.i].Lineage = lin
+			}
+			if reset {
+				st.Shards[sh.i].LineageResets++
+			}
+		})
 		return nil
 	}
 	msgs := make([]string, len(errs))
 	for i, e := range errs {
 		msgs[i] = e.Error()
 	}
-	return errors.New(strings.Join(msgs, "; "))
+	return wrappedMsg{msg: strings.Join(msgs, "; "), err: swapped}
 }
+
+// wrappedMsg is an error with its own message that wraps err (nil: none).
+type wrappedMsg struct {
+	msg string
+	err error
+}
+
+func (e wrappedMsg) Error() string { return e.msg }
+func (e wrappedMsg) Unwrap() error { return e.err }
 
 // errRefused marks a shard's new incarnation kept down by admit.
 var errRefused = errors.New("restarted with another configuration")
@@ -625,9 +671,13 @@ func (s *sharded) refuse(sh *shard, inc uint64, why error) error {
 	err := fmt.Errorf("remote: replay shard %s (incarnation %d) kept down: %w: %w", sh.target, inc, errRefused, why)
 	if sh.refused != inc {
 		sh.refused = inc
+		swapped := errors.Is(why, ErrShardSwapped)
 		s.opts.Counters.update(func(st *ShardStats) {
 			st.Shards[sh.i].Refused++
 			st.Shards[sh.i].Refusal = err.Error()
+			if swapped {
+				st.Shards[sh.i].SwapRefused++
+			}
 		})
 		if s.opts.OnRefused != nil {
 			s.opts.OnRefused(sh.target, inc, err)

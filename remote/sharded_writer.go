@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -176,6 +177,14 @@ type ShardWriterStats struct {
 	// DownError is why the shard was last marked dead or last failed a
 	// probe ("" when never).
 	DownError string
+	// Lineage is the shard's data lineage as its latest Info showed it
+	// (0: not seen, or a server older than lineages). SwapRefusals counts
+	// the probes refused because the server reached reported another
+	// shard's lineage (ErrShardSwapped: the shard is kept dead);
+	// LineageResets the times the shard came back with a lineage never
+	// seen (it lost its data; its batches go on being stored).
+	Lineage                     uint64
+	SwapRefusals, LineageResets uint64
 }
 
 // wshard is one shard of a ShardedWriter.
@@ -191,6 +200,7 @@ type wshard struct {
 	deaths, rejoins       uint64
 	probes, probeFailures uint64
 	downErr               string
+	swaps, resets         uint64
 }
 
 var _ runtime.Sink = (*ShardedWriter)(nil)
@@ -260,12 +270,13 @@ var _ runtime.Sink = (*ShardedWriter)(nil)
 // Inserts behind it, whatever their shards. Close is called once, after
 // the last Insert, and may run while an Insert waits.
 type ShardedWriter struct {
-	id      string
-	idHash  uint64
-	opts    ShardedWriterOptions
-	shards  []*wshard
-	maxRows int
-	slots   chan struct{} // a place per batch held and not acknowledged: shards × Window
+	id       string
+	idHash   uint64
+	opts     ShardedWriterOptions
+	shards   []*wshard
+	lineages *shardLineages // each shard's data lineage, from its Infos
+	maxRows  int
+	slots    chan struct{} // a place per batch held and not acknowledged: shards × Window
 
 	insertMu sync.Mutex  // serializes Insert
 	batchNo  uint64      // Inserts so far, the run key of a layout without episodes (under insertMu)
@@ -317,10 +328,11 @@ func NewShardedWriter(clients []*Client, id string, opts ShardedWriterOptions) (
 	}
 	s := &ShardedWriter{
 		id: id, idHash: hashString(id), opts: opts,
-		slots:   make(chan struct{}, len(clients)*opts.Window),
-		changed: make(chan struct{}),
-		dead:    make(chan struct{}),
-		sticky:  make(map[uint64]int),
+		slots:    make(chan struct{}, len(clients)*opts.Window),
+		changed:  make(chan struct{}),
+		dead:     make(chan struct{}),
+		sticky:   make(map[uint64]int),
+		lineages: newShardLineages(len(clients)),
 	}
 	seen := make(map[string]bool, len(clients))
 	for i, c := range clients {
@@ -353,8 +365,9 @@ func NewShardedWriter(clients []*Client, id string, opts ShardedWriterOptions) (
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for _, sh := range s.shards {
 		go sh.w.run()
-		s.wg.Add(1)
+		s.wg.Add(2)
 		go s.monitor(sh)
+		go s.learn(sh)
 	}
 	return s, nil
 }
@@ -651,7 +664,8 @@ func (s *ShardedWriter) Stats() ShardedWriterStats {
 		st.Lost += ws.Lost
 		st.LostItems += ws.LostItems
 		st.Shards[i] = ShardWriterStats{Shard: sh.name, Live: sh.live, WriterStats: ws,
-			Deaths: sh.deaths, Rejoins: sh.rejoins, Probes: sh.probes, ProbeFailures: sh.probeFailures, DownError: sh.downErr}
+			Deaths: sh.deaths, Rejoins: sh.rejoins, Probes: sh.probes, ProbeFailures: sh.probeFailures, DownError: sh.downErr,
+			Lineage: s.lineages.get(i), SwapRefusals: sh.swaps, LineageResets: sh.resets}
 	}
 	return st
 }
@@ -774,8 +788,50 @@ func (s *ShardedWriter) monitor(sh *wshard) {
 	}
 }
 
+// learn asks the shard's Info at first contact (within ProbeTimeout,
+// beside the shard's stream) and records its lineage; a shard that does
+// not answer is learned at its first probe. A server that is another
+// shard's (ErrShardSwapped) is reported to the monitor as a break of the
+// stream, whose probe then keeps the shard dead. O(1) calls; not counted
+// in Probes.
+func (s *ShardedWriter) learn(sh *wshard) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.ProbeTimeout)
+	defer cancel()
+	info, err := sh.c.Info(ctx)
+	if err != nil {
+		return
+	}
+	if err := s.checkLineage(sh, info.GetLineage()); err != nil {
+		select {
+		case sh.broke <- err:
+		default:
+		}
+	}
+}
+
+// checkLineage applies shardLineages.check to shard sh's lineage lin,
+// counting refusals and resets.
+func (s *ShardedWriter) checkLineage(sh *wshard, lin uint64) error {
+	i := slices.Index(s.shards, sh)
+	reset, err := s.lineages.check(i, lin, func(j int) string { return s.shards[j].name })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		sh.swaps++
+		return fmt.Errorf("replay shard %s: %w", sh.name, err)
+	}
+	if reset {
+		sh.resets++
+	}
+	return nil
+}
+
 // probe asks the shard for its Info within ProbeTimeout (and its Config
-// when one is required). O(1) calls; counted.
+// when one is required) and checks its lineage (shardLineages: a server
+// that is another shard's fails the probe, wrapping ErrShardSwapped, so
+// the shard stays dead rather than send its batches to another shard's
+// writer table). O(1) calls; counted.
 func (s *ShardedWriter) probe(sh *wshard) error {
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.ProbeTimeout)
 	defer cancel()
@@ -784,6 +840,9 @@ func (s *ShardedWriter) probe(sh *wshard) error {
 		if diff := ConfigDiff(s.opts.Config, info.GetConfig()); diff != "" {
 			err = fmt.Errorf("the shard serves another run configuration (%s)", diff)
 		}
+	}
+	if err == nil {
+		err = s.checkLineage(sh, info.GetLineage())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -42,6 +42,8 @@ import (
 // table, which this binary still reads, has seqs only, so its writers
 // restore with counts of zero and the table says its counts are partial
 // (as does a restore from a checkpoint without a table), from then on.
+// The table also keeps the server's data lineage (Server.Lineage), which
+// a restore takes back, so a shard keeps its identity across restarts.
 //
 // Compatibility: a binary from before version 2 reads version 1 only,
 // so it refuses a version-2 table ("version 2, this binary reads 1"), and
@@ -92,6 +94,11 @@ type WriterTable struct {
 	// back, but no writer can send under such an id, so they cover no
 	// batch (a version-1 entry has no counts to lose). Not written.
 	Skipped int
+	// Lineage is the data lineage of the server that wrote the table
+	// (Server.Lineage), which a server restored from it keeps; 0 in a
+	// version-1 table or one written before lineages (a restore then
+	// starts a new lineage: safe, see Server.Lineage).
+	Lineage uint64
 }
 
 // writerTableFile is the table file's JSON (version 2).
@@ -99,6 +106,7 @@ type writerTableFile struct {
 	Version       int                     `json:"version"`
 	Evicted       uint64                  `json:"evicted,omitempty"`
 	CountsPartial bool                    `json:"counts_partial,omitempty"`
+	Lineage       uint64                  `json:"lineage,string,omitempty"` // additive: older version-2 readers ignore it
 	Writers       map[string]WriterRecord `json:"writers"`
 }
 
@@ -159,7 +167,7 @@ func ReadWriterTable(path string) (*WriterTable, error) {
 		if f.Writers == nil {
 			f.Writers = map[string]WriterRecord{}
 		}
-		return &WriterTable{Writers: f.Writers, Evicted: f.Evicted, CountsPartial: f.CountsPartial}, nil
+		return &WriterTable{Writers: f.Writers, Evicted: f.Evicted, CountsPartial: f.CountsPartial, Lineage: f.Lineage}, nil
 	default:
 		return nil, fmt.Errorf("remote: writer table %s: version %d, this binary reads 1 and %d", WriterTableFile(path), v.Version, writerTableVersion)
 	}
@@ -177,7 +185,7 @@ func (s *Server) writerTable(inflight bool) *WriterTable {
 	s.writersMu.Lock()
 	defer s.writersMu.Unlock()
 	out := &WriterTable{Writers: make(map[string]WriterRecord, len(s.writers)),
-		Evicted: s.evictedBefore + s.c.writersEvicted.Load(), CountsPartial: s.countsPartial}
+		Evicted: s.evictedBefore + s.c.writersEvicted.Load(), CountsPartial: s.countsPartial, Lineage: s.lineage}
 	for name, w := range s.writers {
 		w.mu.Lock()
 		r := WriterRecord{High: w.high.Load(), Items: w.items, Batches: w.batches, UncertainItems: w.uItems, UncertainBatches: w.uBatches}
@@ -256,7 +264,7 @@ func (s *Server) writerPage(after string, limit int) *replayv1.WriterPage {
 // temporary file renamed over it, synced.
 func writeWriterTable(path string, table *WriterTable) error {
 	data, err := json.Marshal(writerTableFile{Version: writerTableVersion, Evicted: table.Evicted,
-		CountsPartial: table.CountsPartial, Writers: table.Writers})
+		CountsPartial: table.CountsPartial, Lineage: table.Lineage, Writers: table.Writers})
 	if err != nil {
 		return err
 	}

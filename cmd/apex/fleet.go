@@ -73,7 +73,9 @@ func dialReplayFleet(ctx context.Context, list string, copts remote.ClientOption
 	for _, a := range shards {
 		perEntry[byName(a)]++
 	}
-	f.tracker = remote.NewShardTracker(shards, remote.ShardTrackerOptions{Lookup: lookup,
+	// The tracker pairs moved shards by their data lineage (each Info's),
+	// asked over a connection of the fleet's own options.
+	f.tracker = remote.NewShardTracker(shards, remote.ShardTrackerOptions{Lookup: lookup, Lineage: remote.InfoLineage(copts),
 		OnMove: func(i int, a remote.ShardAddr, from, to string) {
 			log.Info("replay shard moved", "shard", a.Addr, "index", i, "from", from, "to", to)
 		},

@@ -443,10 +443,11 @@ type actorSnapshot struct {
 // and the moved messages split by episode (one live shard and zero
 // counters for a single replay server).
 type actorShards struct {
-	Shards, Live, Orphans int
-	Deaths, Rejoins       uint64
-	Probes, ProbeFailures uint64
-	Splits                uint64
+	Shards, Live, Orphans       int
+	Deaths, Rejoins             uint64
+	Probes, ProbeFailures       uint64
+	Splits                      uint64
+	SwapRefusals, LineageResets uint64
 }
 
 // fleetWriterStats is a ShardedWriter's snapshot as apex actor's metrics
@@ -463,6 +464,8 @@ func fleetWriterStats(st remote.ShardedWriterStats) (remote.WriterStats, actorSh
 		sh.Rejoins += s.Rejoins
 		sh.Probes += s.Probes
 		sh.ProbeFailures += s.ProbeFailures
+		sh.SwapRefusals += s.SwapRefusals
+		sh.LineageResets += s.LineageResets
 	}
 	return ws, sh
 }
@@ -498,6 +501,8 @@ var actorMetrics = []statMetric[actorSnapshot]{
 	{"apex_actor_writer_orphan_batches", "Insert batches taken off dead shards while none was alive, waiting for one to rejoin.", gauge, func(s *actorSnapshot) float64 { return float64(s.Shards.Orphans) }},
 	{"apex_actor_writer_shard_probes_total", "Info calls that checked a replay shard (a suspect or dead one).", counter, func(s *actorSnapshot) float64 { return float64(s.Shards.Probes) }},
 	{"apex_actor_writer_shard_probe_failures_total", "Probes of a replay shard that failed.", counter, func(s *actorSnapshot) float64 { return float64(s.Shards.ProbeFailures) }},
+	{"apex_actor_writer_shard_swap_refusals_total", "Probes of a replay shard refused because the server reached reported another shard's data lineage (addresses swapped): the shard stays dead.", counter, func(s *actorSnapshot) float64 { return float64(s.Shards.SwapRefusals) }},
+	{"apex_actor_writer_shard_lineage_resets_total", "Replay shards that came back with a data lineage never seen (restarted without their checkpoint: their data was lost).", counter, func(s *actorSnapshot) float64 { return float64(s.Shards.LineageResets) }},
 	{"apex_actor_params_version", "The newest parameter version the actors act with (the learner's update count; 0 before the first).", gauge, func(s *actorSnapshot) float64 { return float64(s.Params.Version) }},
 	{"apex_actor_params_age_seconds", "Time since the newest parameter version arrived from the learner (0 before the first): how stale the actors' policy is.", gauge, func(s *actorSnapshot) float64 { return s.ParamsAge.Seconds() }},
 	{"apex_actor_params_versions_total", "Parameter versions received and published to the actors.", counter, func(s *actorSnapshot) float64 { return float64(s.Params.Versions) }},
@@ -525,6 +530,12 @@ var learnerShardMetrics = []statMetric[remote.ShardStats]{
 	}},
 	{"apex_learner_shard_refused_total", "Restarted shard incarnations kept down because they serve another table, run configuration or limiter than the fleet.", counter, func(s *remote.ShardStats) float64 {
 		return shardSum(s, func(x remote.ShardState) uint64 { return x.Refused })
+	}},
+	{"apex_learner_shard_swap_refusals_total", "Of the refused, the shard incarnations that reported another shard's data lineage (addresses swapped or reused).", counter, func(s *remote.ShardStats) float64 {
+		return shardSum(s, func(x remote.ShardState) uint64 { return x.SwapRefused })
+	}},
+	{"apex_learner_shard_lineage_resets_total", "Restarted shard incarnations taken with a data lineage never seen (restarted without their checkpoint: their data was lost).", counter, func(s *remote.ShardStats) float64 {
+		return shardSum(s, func(x remote.ShardState) uint64 { return x.LineageResets })
 	}},
 	{"apex_learner_shard_write_backs_dropped_total", "Write-back values dropped for a shard that was down or had restarted since the draw (never applied).", counter, func(s *remote.ShardStats) float64 { return float64(s.Dropped) }},
 	{"apex_learner_shard_rows_total", "Rows drawn across the shards.", counter, func(s *remote.ShardStats) float64 { return float64(s.Rows) }},

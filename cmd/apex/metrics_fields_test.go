@@ -171,6 +171,7 @@ func TestActorFleetMetricsEveryField(t *testing.T) {
 		"Shards[0].WriterStats.Items":     "Insert's Items are exported; a shard's add its adoptions' items",
 		"Shards[0].WriterStats.Lost":      "included in Lost (the whole writer's, orphans' too)",
 		"Shards[0].WriterStats.LostItems": "included in LostItems",
+		"Shards[0].Lineage":               "an identity, not a quantity (64 random bits; a float64 gauge would round it): logged by apex replay",
 	})
 	// The host's writer counts obey one Writer's identity, a fleet's adoptions
 	// and splits notwithstanding: batches = acknowledged + in flight + lost.
@@ -200,6 +201,7 @@ func TestLearnerMetricsEveryField(t *testing.T) {
 		"Shards[0].Dropped":     "the shards' dropped values sum to Dropped",
 		"Shards[0].Incarnation": "a shard's own, served by it as apex_replay_incarnation",
 		"Shards[0].MinProb":     "a shard's own; the importance weights use the fleet's smallest",
+		"Shards[0].Lineage":     "an identity, not a quantity (64 random bits; a float64 gauge would round it): logged by apex replay",
 	})
 	checkMetricList(t, "apex_learner_", learnerClientMetrics)
 }
@@ -207,7 +209,9 @@ func TestLearnerMetricsEveryField(t *testing.T) {
 // TestReplayMetricsEveryField: every counter and gauge of a replay
 // server's Stats is an apex replay metric, listed in the README.
 func TestReplayMetricsEveryField(t *testing.T) {
-	checkEveryFieldExported(t, func() remote.ServerStats { return remote.ServerStats{} }, statsOf(replayMetrics), nil)
+	checkEveryFieldExported(t, func() remote.ServerStats { return remote.ServerStats{} }, statsOf(replayMetrics), map[string]string{
+		"Lineage": "an identity, not a quantity (64 random bits; a float64 gauge would round it): logged at start, in Info",
+	})
 	checkMetricList(t, "apex_replay_", replayMetrics)
 }
 

@@ -213,7 +213,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	c := core.Config()
 	lc := core.Limiter().Config()
-	log.Info("replay", "env", c.Env, "sampler", c.Sampler, "algo", c.Algo, "capacity", c.Capacity, "incarnation", srv.Incarnation(),
+	log.Info("replay", "env", c.Env, "sampler", c.Sampler, "algo", c.Algo, "capacity", c.Capacity, "incarnation", srv.Incarnation(), "lineage", fmt.Sprintf("%016x", srv.Lineage()),
 		"restored", ckpt != nil, "rate_limit", *rateLimit, "samples_per_insert", lc.SamplesPerInsert,
 		"min_size_to_sample", lc.MinSizeToSample, "error_buffer", lc.ErrorBuffer, "items", core.Buffer().Size())
 	if *ckEvery > 0 {

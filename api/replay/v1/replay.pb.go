@@ -2061,7 +2061,14 @@ type InfoReply struct {
 	Tables []*TableInfo `protobuf:"bytes,4,rep,name=tables,proto3" json:"tables,omitempty"`
 	// writers is a page of the writer table, when InfoRequest.writers
 	// asked for it.
-	Writers       *WriterPage `protobuf:"bytes,5,opt,name=writers,proto3" json:"writers,omitempty"`
+	Writers *WriterPage `protobuf:"bytes,5,opt,name=writers,proto3" json:"writers,omitempty"`
+	// lineage identifies the server's data: a random nonzero id drawn at a
+	// start with an empty writer table, kept in the checkpoint's writer
+	// table and restored with it, so a shard restarted from its checkpoint
+	// reports the same lineage under a new incarnation. A client that keeps
+	// per-shard state refuses a shard whose lineage it saw on another shard
+	// (two shards' addresses swapped). 0: a server older than lineages.
+	Lineage       uint64 `protobuf:"varint,6,opt,name=lineage,proto3" json:"lineage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2129,6 +2136,13 @@ func (x *InfoReply) GetWriters() *WriterPage {
 		return x.Writers
 	}
 	return nil
+}
+
+func (x *InfoReply) GetLineage() uint64 {
+	if x != nil {
+		return x.Lineage
+	}
+	return 0
 }
 
 // WriterPage is a page of a server's writer table (its idempotency
@@ -3247,13 +3261,14 @@ const file_replay_proto_rawDesc = "" +
 	"\awriters\x18\x01 \x01(\bR\awriters\x12#\n" +
 	"\rwriters_after\x18\x02 \x01(\tR\fwritersAfter\x12\x1f\n" +
 	"\vmax_writers\x18\x03 \x01(\rR\n" +
-	"maxWriters\"\xc8\x01\n" +
+	"maxWriters\"\xe2\x01\n" +
 	"\tInfoReply\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
 	"\x06config\x18\x03 \x01(\fR\x06config\x121\n" +
 	"\x06tables\x18\x04 \x03(\v2\x19.apex.replay.v1.TableInfoR\x06tables\x124\n" +
-	"\awriters\x18\x05 \x01(\v2\x1a.apex.replay.v1.WriterPageR\awriters\"\xaf\x01\n" +
+	"\awriters\x18\x05 \x01(\v2\x1a.apex.replay.v1.WriterPageR\awriters\x12\x18\n" +
+	"\alineage\x18\x06 \x01(\x04R\alineage\"\xaf\x01\n" +
 	"\n" +
 	"WriterPage\x126\n" +
 	"\arecords\x18\x01 \x03(\v2\x1c.apex.replay.v1.WriterRecordR\arecords\x12\x12\n" +

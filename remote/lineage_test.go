@@ -1,0 +1,355 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
+)
+
+// TestShardLineagesRule: lineage 0 is always taken; a shard's own
+// lineage is taken; another shard's is refused (ErrShardSwapped); a
+// never-seen lineage on a known shard is a reset and becomes its own;
+// every lineage a shard had stays its own.
+func TestShardLineagesRule(t *testing.T) {
+	l := newShardLineages(2)
+	step := func(i int, lin uint64, wantReset, wantSwap bool) {
+		t.Helper()
+		reset, err := l.check(i, lin, nil)
+		if reset != wantReset || errors.Is(err, ErrShardSwapped) != wantSwap || (err != nil) != wantSwap {
+			t.Fatalf("check(%d, %d): reset %v, err %v; want reset %v, swapped %v", i, lin, reset, err, wantReset, wantSwap)
+		}
+	}
+	step(0, 0, false, false)
+	step(0, 10, false, false)
+	step(1, 20, false, false)
+	step(0, 10, false, false)
+	step(1, 10, false, true) // shard 0's
+	step(0, 20, false, true) // shard 1's
+	step(1, 0, false, false) // an old server
+	step(0, 11, true, false) // shard 0 lost its data
+	step(1, 10, false, true) // still shard 0's
+	if l.get(0) != 11 || l.get(1) != 20 || l.ownerOf(10) != 0 || l.ownerOf(99) != -1 {
+		t.Fatalf("lineages %v", l.of)
+	}
+}
+
+// TestWriterTableLineageRoundTrip: a server's lineage is saved in its
+// checkpoint's writer table and taken back by a server restored from it;
+// a server without one (nil Writers, or a table without a lineage: a
+// version-1 file or one written before lineages) draws a new one.
+func TestWriterTableLineageRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	tab := testTable(t, "per", smallCfg(16, 1), nil)
+	tab.CheckpointDir = dir
+	h := serve(t, tab, ServerOptions{})
+	lin := h.srv.Lineage()
+	if lin == 0 || h.srv.Stats().Lineage != lin {
+		t.Fatalf("lineage %d, stats %d", lin, h.srv.Stats().Lineage)
+	}
+	info, err := h.cli.Info(ctx(t), &replayv1.InfoRequest{})
+	if err != nil || info.GetLineage() != lin {
+		t.Fatalf("Info lineage %d, %v; want %d", info.GetLineage(), err, lin)
+	}
+	path := filepath.Join(dir, "table.ckpt")
+	if err := writeWriterTable(path, h.srv.writerTable(false)); err != nil {
+		t.Fatal(err)
+	}
+	wt, err := ReadWriterTable(path)
+	if err != nil || wt.Lineage != lin {
+		t.Fatalf("read back lineage %+v, %v; want %d", wt, err, lin)
+	}
+	restored, err := NewServer(testTable(t, "per", smallCfg(16, 1), nil), ServerOptions{Writers: wt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restored.Lineage() != lin || restored.Incarnation() == h.srv.Incarnation() {
+		t.Fatalf("restored lineage %d incarnation %d; want lineage %d and a new incarnation", restored.Lineage(), restored.Incarnation(), lin)
+	}
+	fresh, err := NewServer(testTable(t, "per", smallCfg(16, 1), nil), ServerOptions{Writers: &WriterTable{CountsPartial: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh.Lineage() == 0 || fresh.Lineage() == lin {
+		t.Fatalf("a server without a lineage to go on from has %d (the other's %d)", fresh.Lineage(), lin)
+	}
+	v1 := filepath.Join(dir, "v1.ckpt")
+	if err := os.WriteFile(WriterTableFile(v1), []byte(`{"version":1,"writers":{"w":3}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if wt, err := ReadWriterTable(v1); err != nil || wt.Lineage != 0 || wt.Writers["w"].High != 3 {
+		t.Fatalf("version 1: %+v, %v", wt, err)
+	}
+}
+
+// lineageShard is a real replay server on a TCP address, restartable.
+type lineageShard struct {
+	srv  *Server
+	gs   *GRPCServer
+	done chan error
+	once sync.Once
+}
+
+func startLineageShard(t *testing.T, addr string, restored *WriterTable) *lineageShard {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if goruntime.GOOS != "linux" {
+			t.Skipf("listen %s: %v (127.0.0.0/8 beyond 127.0.0.1 is routed to loopback on Linux)", addr, err)
+		}
+		t.Fatal(err)
+	}
+	srv, err := NewServer(testTable(t, "uniform", episodeLayout, nil), ServerOptions{Writers: restored})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := NewGRPCServer(srv, GRPCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &lineageShard{srv: srv, gs: gs, done: make(chan error, 1)}
+	go func() { s.done <- gs.Serve(ln) }()
+	t.Cleanup(s.stopNow)
+	return s
+}
+
+// stopNow stops the server (once) and waits for Serve to return.
+func (s *lineageShard) stopNow() {
+	s.once.Do(func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.gs.Shutdown(c)
+		<-s.done
+	})
+}
+
+// TestShardTrackerLineageSwap reproduces the review's swap: shards A (on
+// 127.0.0.1) and B (on 127.0.0.2) of one DNS name both restart from their
+// checkpoints' writer tables; A comes back on B's old address, B on a new
+// one (127.0.0.3). The address rule alone pairs them the wrong way round
+// (A moves to B's new address, B stays on its old one, now A's), which
+// sent each shard's batches to the other's writer table, deduplicated
+// there as already stored. With lineages the tracker pairs them right
+// and the writer goes on with no loss; without the tracker's lineages it
+// pairs them wrong and the writer refuses both (ErrShardSwapped, counted)
+// and gives up, its unstored batches counted lost. Either way nothing is
+// acknowledged without being stored: every batch the writer had acked is
+// stored on some server and no restored server deduplicated one.
+func TestShardTrackerLineageSwap(t *testing.T) {
+	for _, withLineage := range []bool{true, false} {
+		name := "paired"
+		if !withLineage {
+			name = "refused"
+		}
+		t.Run(name, func(t *testing.T) { testLineageSwap(t, withLineage) })
+	}
+}
+
+func testLineageSwap(t *testing.T, withLineage bool) {
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(probe.Addr().String())
+	probe.Close()
+	a := startLineageShard(t, "127.0.0.1:"+port, nil)
+	b := startLineageShard(t, "127.0.0.2:"+port, nil)
+
+	dns := &fakeDNS{answers: map[string][]string{"fleet.test": {"127.0.0.2", "127.0.0.1"}}}
+	shards, err := ResolveShards(context.Background(), "fleet.test:"+port, dns.lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev trackerEvents
+	topts := ev.opts(dns)
+	topts.Interval = 10 * time.Millisecond
+	copts := ClientOptions{CallTimeout: time.Second}
+	if withLineage {
+		topts.Lineage = InfoLineage(copts)
+	}
+	tr := NewShardTracker(shards, topts)
+	var clients []*Client
+	for i, sa := range shards {
+		o := copts
+		o.DialOptions = []grpc.DialOption{tr.DialOption(i)}
+		c, err := DialShard(context.Background(), sa, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	wopts := ShardedWriterOptions{WriterOptions: WriterOptions{Layout: episodeLayout}, AllDownTimeout: 3 * time.Second,
+		ProbeTimeout: 2 * time.Second}
+	wopts.MinBackoff, wopts.MaxBackoff = time.Millisecond, 50*time.Millisecond
+	w, err := NewShardedWriter(clients, "actor-0", wopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			w.Close(c)
+		}
+	}()
+	flush := func() error {
+		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		return w.Flush(c)
+	}
+	// Phase 1: episodes on both shards, until their writers' seqs differ
+	// (a wrong pairing then has one shard's seqs under the other's high).
+	ep := uint64(0)
+	for {
+		ep++
+		if err := w.Insert(episodeRows(3, float32(ep), ep)); err != nil {
+			t.Fatal(err)
+		}
+		if err := flush(); err != nil {
+			t.Fatal(err)
+		}
+		st := w.Stats()
+		if ep >= 20 && st.Shards[0].Acked != st.Shards[1].Acked && st.Shards[0].Acked > 0 && st.Shards[1].Acked > 0 {
+			break
+		}
+		if ep > 500 {
+			t.Fatalf("placement: %+v", st.Shards)
+		}
+	}
+	linA, linB := a.srv.Lineage(), b.srv.Lineage()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("after 10 s: %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor("the writer learns the lineages", func() bool {
+		st := w.Stats()
+		return st.Shards[0].Lineage == linA && st.Shards[1].Lineage == linB
+	})
+	if withLineage && (tr.Lineage(0) != linA || tr.Lineage(1) != linB) {
+		t.Fatalf("tracker lineages %x %x, want %x %x", tr.Lineage(0), tr.Lineage(1), linA, linB)
+	}
+
+	// Both restart from their checkpoints' writer tables: A on B's old
+	// address, B on a new one.
+	tabA, tabB := a.srv.writerTable(false), b.srv.writerTable(false)
+	before := w.Stats()
+	a.stopNow()
+	b.stopNow()
+	dns.set("fleet.test", "127.0.0.2", "127.0.0.3")
+	a2 := startLineageShard(t, "127.0.0.2:"+port, tabA)
+	b2 := startLineageShard(t, "127.0.0.3:"+port, tabB)
+	if a2.srv.Lineage() != linA || b2.srv.Lineage() != linB {
+		t.Fatal("restored servers lost their lineages")
+	}
+
+	// Phase 2, once the fleet settled (each shard reconnected and taken
+	// back, or refused, for 3 polls in a row): more episodes; with
+	// lineages, again once both shards are live (so each restored server
+	// takes some).
+	settled := 0
+	waitFor("the shards reconnect", func() bool {
+		st := w.Stats()
+		ok := tr.Addr(0) != "127.0.0.1:"+port
+		for i, sh := range st.Shards {
+			ok = ok && (sh.SwapRefusals > 0 || (sh.Live && sh.Probes > before.Shards[i].Probes))
+		}
+		if settled = map[bool]int{true: settled + 1}[ok]; settled < 3 {
+			time.Sleep(20 * time.Millisecond)
+			return false
+		}
+		return true
+	})
+	insertErr := insertN(w, &ep, 40)
+	if insertErr == nil {
+		insertErr = flush()
+	}
+	if withLineage && insertErr == nil {
+		waitFor("both shards live again", func() bool {
+			st := w.Stats()
+			return st.Live == 2
+		})
+		if insertErr = insertN(w, &ep, 40); insertErr == nil {
+			insertErr = flush()
+		}
+	}
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	closeErr := w.Close(c)
+	cancel()
+	closed = true
+	st := w.Stats()
+
+	var stored, dups uint64
+	for _, s := range []*lineageShard{a, b, a2, b2} {
+		ss := s.srv.Stats()
+		stored += ss.InsertedItems
+		dups += ss.DuplicateBatches
+	}
+	var acked uint64
+	for _, sh := range st.Shards {
+		acked += sh.AckedItems
+	}
+	if dups != 0 {
+		t.Errorf("%d batches acknowledged as duplicates: another shard's writer table deduplicated them (silent loss)", dups)
+	}
+	if stored < acked {
+		t.Errorf("%d items stored on all servers, %d acknowledged: silent loss", stored, acked)
+	}
+	if stored+st.LostItems < st.Items {
+		t.Errorf("%d items inserted, %d stored and %d counted lost", st.Items, stored, st.LostItems)
+	}
+	if withLineage {
+		if insertErr != nil || closeErr != nil {
+			t.Fatalf("insert %v, close %v; want none (paired by lineage)", insertErr, closeErr)
+		}
+		if tr.Addr(0) != "127.0.0.2:"+port || tr.Addr(1) != "127.0.0.3:"+port {
+			t.Errorf("shards at %s and %s, want A on 127.0.0.2 and B on 127.0.0.3", tr.Addr(0), tr.Addr(1))
+		}
+		if ts := tr.Stats(); ts.LineageMoves != 2 {
+			t.Errorf("tracker stats %+v, want 2 lineage moves", ts)
+		}
+		if a2.srv.Stats().InsertedItems == 0 || b2.srv.Stats().InsertedItems == 0 {
+			t.Errorf("restored shards stored %d and %d items, want both some", a2.srv.Stats().InsertedItems, b2.srv.Stats().InsertedItems)
+		}
+		for i, sh := range st.Shards {
+			if sh.SwapRefusals != 0 {
+				t.Errorf("shard %d: %d swap refusals, want 0", i, sh.SwapRefusals)
+			}
+		}
+		return
+	}
+	if insertErr == nil || !strings.Contains(insertErr.Error(), ErrShardSwapped.Error()) {
+		t.Errorf("insert error %v, want the writer to give up on swapped shards (ErrShardSwapped)", insertErr)
+	}
+	if st.Shards[0].SwapRefusals == 0 || st.Shards[1].SwapRefusals == 0 {
+		t.Errorf("swap refusals %d and %d, want both > 0 (shards at %s and %s)", st.Shards[0].SwapRefusals, st.Shards[1].SwapRefusals, tr.Addr(0), tr.Addr(1))
+	}
+}
+
+// insertN inserts n one-batch episodes of 3 rows after *ep.
+func insertN(w *ShardedWriter, ep *uint64, n int) error {
+	for range n {
+		*ep++
+		if err := w.Insert(episodeRows(3, float32(*ep), *ep)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
