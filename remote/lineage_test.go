@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -352,4 +353,63 @@ func insertN(w *ShardedWriter, ep *uint64, n int) error {
 		}
 	}
 	return nil
+}
+
+// TestShardedMethodLineage: the learner records each shard's lineage; a
+// shard whose new incarnation reports another shard's lineage (a swap)
+// is refused, counted in SwapRefused and wrapping ErrShardSwapped; one
+// restarted without its checkpoint (a lineage never seen) is taken back,
+// counted in LineageResets.
+func TestShardedMethodLineage(t *testing.T) {
+	checkLeaks(t)
+	layout := shardLayout(16)
+	const cfg = `{"run":1,"sampler":"per"}`
+	ones := []float64{1, 1, 1, 1, 1, 1, 1, 1}
+	a := newTestShard(t, "shard-a", "per", layout, nil, cfg)
+	b := newTestShard(t, "shard-b", "per", layout, nil, cfg)
+	a.fill(t, ones, 0)
+	b.fill(t, ones, 1)
+	_, local := localTwin(t, "per", layout)
+	c, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	counters := &ShardCounters{}
+	var refusals []error
+	m, err := ShardedMethod(c, clientsOf(a, b), local, 0, ShardOptions{Deadline: 300 * time.Millisecond, ProbeMin: 5 * time.Millisecond, ProbeMax: 20 * time.Millisecond,
+		Counters: counters, OnRefused: func(_ string, _ uint64, err error) { refusals = append(refusals, err) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := counters.Snapshot(); st.Shards[0].Lineage != a.srv.Lineage() || st.Shards[1].Lineage != b.srv.Lineage() {
+		t.Fatalf("lineages %x %x, want %x %x", st.Shards[0].Lineage, st.Shards[1].Lineage, a.srv.Lineage(), b.srv.Lineage())
+	}
+	s := m.Selector.(*sharded)
+	sh := s.shards[1]
+	// Shard b's probe reaches a server with shard a's lineage (a's
+	// checkpoint restored where b was): refused.
+	sh.up = false
+	sh.probe.Store(&replayv1.InfoReply{Incarnation: 77, Lineage: a.srv.Lineage(), Config: []byte(cfg), Tables: []*replayv1.TableInfo{s.tab}})
+	s.rejoin()
+	st := counters.Snapshot().Shards[1]
+	if sh.up || st.Refused != 1 || st.SwapRefused != 1 || !strings.Contains(st.Refusal, "lineage") || len(refusals) != 1 || !errors.Is(refusals[0], ErrShardSwapped) {
+		t.Fatalf("a probe reaching shard a's lineage: up %v, %+v, told %v", sh.up, st, refusals)
+	}
+	// Restarted without a checkpoint (a new lineage): taken back.
+	sh.up = true
+	rng := rand.New(rand.NewPCG(5, 6))
+	dst, _ := a.buf.NewBatch(8)
+	b.restart(t, "per", layout, nil, cfg, ones, 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for counters.Snapshot().Shards[1].LineageResets == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("shard b restarted with a new lineage not taken back within 5 s: %+v", counters.Snapshot().Shards[1])
+		}
+		if err := m.Selector.Sample(rng, dst); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if st := counters.Snapshot().Shards[1]; st.Lineage != b.srv.Lineage() || st.SwapRefused != 1 {
+		t.Fatalf("after the reset: %+v (lineage want %x)", st, b.srv.Lineage())
+	}
+	cancel()
 }

@@ -251,6 +251,18 @@ var _ runtime.Sink = (*ShardedWriter)(nil)
 // incarnation, and Config when set), taking new episodes; its writer's
 // sequence numbers go on from where they were.
 //
+// Shard identity: every shard's data lineage (InfoReply.lineage,
+// Server.Lineage) is asked at first contact and checked at every probe
+// (see shardLineages): a shard whose server reports the lineage another
+// shard had (their addresses swapped: pods restarted on each other's IPs
+// behind one DNS name) fails its probes and stays dead, counted in
+// ShardWriterStats.SwapRefusals, its batches moved to the live shards —
+// one writer id on every shard means that server's writer table would
+// acknowledge this shard's batches as duplicates of the other shard's
+// without storing them. A lineage never seen is a shard restarted without
+// its checkpoint (LineageResets): taken, since its empty table stores
+// every batch. Servers without lineages (0) are taken as before.
+//
 // Bounds: at most Window batches newly placed on a shard are
 // unacknowledged, and shards × Window in all (a shard that takes over a
 // dead shard's batches may hold more than Window). While every shard is
