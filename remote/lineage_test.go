@@ -413,3 +413,89 @@ func TestShardedMethodLineage(t *testing.T) {
 	}
 	cancel()
 }
+
+// TestShardTrackerLineageRule: with lineages the tracker pairs shards
+// with the addresses their lineages answer at, however many moved (an
+// exact swap of two addresses, which the address rule does not even
+// notice); a shard whose lineage is known does not take part in the
+// address rule while an address did not answer; a never-seen lineage on
+// a lone gone shard is paired by the address rule; a connection to
+// another shard's server is refused (ErrShardSwapped).
+func TestShardTrackerLineageRule(t *testing.T) {
+	dns := &fakeDNS{answers: map[string][]string{"fleet.test": {"10.0.0.1", "10.0.0.2", "10.0.0.3"}}}
+	var mu sync.Mutex
+	lins := map[string]uint64{"10.0.0.1:7700": 11, "10.0.0.2:7700": 22, "10.0.0.3:7700": 33}
+	set := func(m map[string]uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		lins = m
+	}
+	var ev trackerEvents
+	opts := ev.opts(dns)
+	opts.Lineage = func(_ context.Context, host, addr string) (uint64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if host != "fleet.test" {
+			t.Errorf("Lineage asked for host %q", host)
+		}
+		if l, ok := lins[addr]; ok {
+			return l, nil
+		}
+		return 0, errors.New("connection refused")
+	}
+	shards, err := ResolveShards(context.Background(), "fleet.test:7700", dns.lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewShardTracker(shards, opts)
+	c := context.Background()
+	for i := range shards { // first contact
+		if err := tr.verify(c, i, tr.Addr(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tr.Lineage(0) != 11 || tr.Lineage(1) != 22 || tr.Lineage(2) != 33 {
+		t.Fatalf("lineages %d %d %d", tr.Lineage(0), tr.Lineage(1), tr.Lineage(2))
+	}
+	addrs := func() string { return tr.Addr(0) + " " + tr.Addr(1) + " " + tr.Addr(2) }
+	// Shards 0 and 1 swap addresses exactly.
+	set(map[string]uint64{"10.0.0.1:7700": 22, "10.0.0.2:7700": 11, "10.0.0.3:7700": 33})
+	if err := tr.verify(c, 0, "10.0.0.1:7700"); !errors.Is(err, ErrShardSwapped) {
+		t.Fatalf("a connection of shard 0 to shard 1's server: %v", err)
+	}
+	tr.Refresh(c, 0)
+	if got := addrs(); got != "10.0.0.2:7700 10.0.0.1:7700 10.0.0.3:7700" {
+		t.Fatalf("after the swap: %s", got)
+	}
+	if moves, _ := ev.take(); len(moves) != 2 {
+		t.Fatalf("moves %v", moves)
+	}
+	// Shard 2 moves to a new address that does not answer yet, and shard
+	// 0 restarts without its checkpoint (a new lineage) at its address:
+	// both wait while an address is unanswered (shard 0's own lineage
+	// might be there).
+	dns.set("fleet.test", "10.0.0.1", "10.0.0.2", "10.0.0.9")
+	set(map[string]uint64{"10.0.0.1:7700": 22, "10.0.0.2:7700": 44})
+	tr.Refresh(c, 2)
+	if got := addrs(); got != "10.0.0.2:7700 10.0.0.1:7700 10.0.0.3:7700" || tr.Lineage(0) != 11 {
+		t.Fatalf("with 10.0.0.9 unanswered: %s, shard 0's lineage %d", got, tr.Lineage(0))
+	}
+	// It answers with shard 2's lineage: paired; shard 0's lineage is
+	// nowhere, so the new one at its address is its own (it lost its data).
+	set(map[string]uint64{"10.0.0.1:7700": 22, "10.0.0.2:7700": 44, "10.0.0.9:7700": 33})
+	tr.Refresh(c, 2)
+	if got := addrs(); got != "10.0.0.2:7700 10.0.0.1:7700 10.0.0.9:7700" || tr.Lineage(0) != 44 {
+		t.Fatalf("after shard 2 answered: %s, shard 0's lineage %d", got, tr.Lineage(0))
+	}
+	// Shard 2 restarts without its checkpoint on another new address: the
+	// address rule pairs the lone gone shard with the lone new address.
+	dns.set("fleet.test", "10.0.0.1", "10.0.0.2", "10.0.0.8")
+	set(map[string]uint64{"10.0.0.1:7700": 22, "10.0.0.2:7700": 44, "10.0.0.8:7700": 55})
+	tr.Refresh(c, 2)
+	if got := addrs(); got != "10.0.0.2:7700 10.0.0.1:7700 10.0.0.8:7700" || tr.Lineage(2) != 55 {
+		t.Fatalf("after shard 2 lost its data: %s, lineage %d", got, tr.Lineage(2))
+	}
+	if st := tr.Stats(); st.LineageMoves != 3 || st.Moves != 4 || st.SwapRefusals != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}

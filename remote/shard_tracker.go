@@ -127,8 +127,12 @@ type ShardTrackerStats struct {
 // one reconnecting) has it closed, so it reconnects at its address. The
 // shards left (lineage unknown, a server older than lineages, or a
 // lineage found nowhere: the shard lost its data) go by the address rule
-// over the addresses left; an address whose lineage belongs to another
-// shard is never taken by the rule. Clients check lineages too
+// over the addresses left, except that a shard whose lineage is known
+// waits while an address of the answer did not say its lineage (its own
+// may be there); an address whose lineage belongs to another shard is
+// never taken by the rule, and a connection (DialOption) to a server
+// whose lineage is another shard's is refused (ErrShardSwapped; gRPC
+// dials again, looking the name up again). Clients check lineages too
 // (ShardedWriter, ShardedMethod: a server reporting another shard's
 // lineage is refused, ErrShardSwapped), so a pairing the tracker cannot
 // make is a refusal, never a silent loss.
