@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
 )
@@ -190,8 +191,13 @@ func testLineageSwap(t *testing.T, withLineage bool) {
 		defer c.Close()
 		clients = append(clients, c)
 	}
+	// Refused, the writer gives up 3 s after both shards died; paired, a
+	// loaded machine's reconnections get 20 s.
 	wopts := ShardedWriterOptions{WriterOptions: WriterOptions{Layout: episodeLayout}, AllDownTimeout: 3 * time.Second,
 		ProbeTimeout: 2 * time.Second}
+	if withLineage {
+		wopts.AllDownTimeout = 20 * time.Second
+	}
 	wopts.MinBackoff, wopts.MaxBackoff = time.Millisecond, 50*time.Millisecond
 	w, err := NewShardedWriter(clients, "actor-0", wopts)
 	if err != nil {
@@ -235,7 +241,7 @@ func testLineageSwap(t *testing.T, withLineage bool) {
 		deadline := time.Now().Add(10 * time.Second)
 		for !cond() {
 			if time.Now().After(deadline) {
-				t.Fatalf("after 10 s: %s", what)
+				t.Fatalf("after 10 s: %s (shards at %s and %s; tracker %+v; writer %+v)", what, tr.Addr(0), tr.Addr(1), tr.Stats(), w.Stats().Shards)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -251,7 +257,6 @@ func testLineageSwap(t *testing.T, withLineage bool) {
 	// Both restart from their checkpoints' writer tables: A on B's old
 	// address, B on a new one.
 	tabA, tabB := a.srv.writerTable(false), b.srv.writerTable(false)
-	before := w.Stats()
 	a.stopNow()
 	b.stopNow()
 	dns.set("fleet.test", "127.0.0.2", "127.0.0.3")
@@ -261,23 +266,9 @@ func testLineageSwap(t *testing.T, withLineage bool) {
 		t.Fatal("restored servers lost their lineages")
 	}
 
-	// Phase 2, once the fleet settled (each shard reconnected and taken
-	// back, or refused, for 3 polls in a row): more episodes; with
-	// lineages, again once both shards are live (so each restored server
-	// takes some).
-	settled := 0
-	waitFor("the shards reconnect", func() bool {
-		st := w.Stats()
-		ok := tr.Addr(0) != "127.0.0.1:"+port
-		for i, sh := range st.Shards {
-			ok = ok && (sh.SwapRefusals > 0 || (sh.Live && sh.Probes > before.Shards[i].Probes))
-		}
-		if settled = map[bool]int{true: settled + 1}[ok]; settled < 3 {
-			time.Sleep(20 * time.Millisecond)
-			return false
-		}
-		return true
-	})
+	// Phase 2: more episodes at once (the writer's streams reconnect as
+	// they send); with lineages, again once both shards are live (so each
+	// restored server takes some).
 	insertErr := insertN(w, &ep, 40)
 	if insertErr == nil {
 		insertErr = flush()
@@ -497,5 +488,34 @@ func TestShardTrackerLineageRule(t *testing.T) {
 	}
 	if st := tr.Stats(); st.LineageMoves != 3 || st.Moves != 4 || st.SwapRefusals != 1 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestInsertLineageChecked: a batch that expects another data lineage is
+// refused with Aborted before the writer table is consulted (no
+// duplicate acknowledged, nothing stored, counted as rejected); one that
+// expects the server's, or none, is stored.
+func TestInsertLineageChecked(t *testing.T) {
+	cfg := smallCfg(64, 1)
+	h := serve(t, testTable(t, "per", cfg, nil), ServerOptions{})
+	lin := h.srv.Lineage()
+	_, cols := batchOf(t, rand.New(rand.NewPCG(1, 2)), cfg, 4)
+	st := h.insertStream(ctx(t))
+	if err := st.Send(&replayv1.InsertRequest{Writer: "w", Seq: 1, Data: cols, Lineage: lin}); err != nil {
+		t.Fatal(err)
+	}
+	if ack, err := st.Recv(); err != nil || ack.GetDuplicate() {
+		t.Fatalf("the server's own lineage: %v, %v", ack, err)
+	}
+	if ack := insert(t, st, "w", 2, cols); ack.GetDuplicate() {
+		t.Fatalf("no lineage: %v", ack)
+	}
+	if err := st.Send(&replayv1.InsertRequest{Writer: "w", Seq: 1, Data: cols, Lineage: lin ^ 1}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := st.Recv()
+	wantCode(t, "another lineage", err, codes.Aborted)
+	if s := h.srv.Stats(); s.InsertedItems != 8 || s.DuplicateBatches != 0 || s.RejectedMessages != 1 {
+		t.Fatalf("stats %+v", s)
 	}
 }

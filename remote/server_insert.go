@@ -51,6 +51,10 @@ func (s *Server) insertOne(ctx context.Context, req *replayv1.InsertRequest, t *
 	if err := s.table(req.Table); err != nil {
 		return false, 0, err
 	}
+	if l := req.Lineage; l != 0 && l != s.lineage {
+		// Before the writer table: another shard's batch is no duplicate here.
+		return false, 0, s.reject(codes.Aborted, "remote: insert: writer %q seq %d expects data lineage %016x, this server's is %016x: it is another shard's (addresses swapped?)", req.Writer, req.Seq, l, s.lineage)
+	}
 	switch {
 	case len(req.Writer) == 0 || len(req.Writer) > MaxWriterName:
 		return false, 0, s.reject(codes.InvalidArgument, "remote: insert: writer name of %d bytes (want 1-%d)", len(req.Writer), MaxWriterName)

@@ -259,9 +259,14 @@ var _ runtime.Sink = (*ShardedWriter)(nil)
 // ShardWriterStats.SwapRefusals, its batches moved to the live shards —
 // one writer id on every shard means that server's writer table would
 // acknowledge this shard's batches as duplicates of the other shard's
-// without storing them. A lineage never seen is a shard restarted without
-// its checkpoint (LineageResets): taken, since its empty table stores
-// every batch. Servers without lineages (0) are taken as before.
+// without storing them. Each batch sent carries the lineage the shard's
+// latest probe showed (InsertRequest.lineage), so a server of another
+// lineage reached without a probe (a reconnection after a probe) refuses
+// it (ABORTED) before its writer table is consulted: the stream breaks
+// and the probe that follows refuses the shard. A lineage never seen is a
+// shard restarted without its checkpoint (LineageResets): taken, since
+// its empty table stores every batch. Servers without lineages (0) are
+// taken as before.
 //
 // Bounds: at most Window batches newly placed on a shard are
 // unacknowledged, and shards × Window in all (a shard that takes over a
@@ -835,6 +840,9 @@ func (s *ShardedWriter) checkLineage(sh *wshard, lin uint64) error {
 	}
 	if reset {
 		sh.resets++
+	}
+	if lin != 0 {
+		sh.w.lineage.Store(lin) // its batches now expect it (InsertRequest.lineage)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -195,6 +196,9 @@ type Writer struct {
 	id      string
 	opts    WriterOptions
 	maxRows int // rows per message
+	// lineage is the data lineage each batch sent expects of the server
+	// (InsertRequest.lineage; 0: any): a ShardedWriter sets its shard's.
+	lineage atomic.Uint64
 
 	insertMu sync.Mutex // serializes Insert
 
@@ -645,6 +649,7 @@ func (w *Writer) serve() (progress bool, err error) {
 				w.stats.Resent++
 			}
 			b.sends++
+			b.req.Lineage = w.lineage.Load()
 			req = b.req
 		case w.closing && len(w.pending) == 0 && !closedSend:
 			closeNow = true

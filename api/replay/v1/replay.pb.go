@@ -223,8 +223,15 @@ type InsertRequest struct {
 	// (1-128 bytes).
 	Writer string `protobuf:"bytes,2,opt,name=writer,proto3" json:"writer,omitempty"`
 	// seq numbers the writer's batches from 1, increasing.
-	Seq           uint64   `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
-	Data          *Columns `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	Seq  uint64   `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Data *Columns `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	// lineage, when not 0, is the data lineage (InfoReply.lineage) the
+	// writer expects of the server: one of another lineage refuses the
+	// batch with ABORTED before its writer table is consulted, so a batch
+	// meant for another shard (addresses swapped) is never acknowledged as
+	// a duplicate of this server's. A fleet's writer sets it to the lineage
+	// its probe of the shard showed.
+	Lineage       uint64 `protobuf:"varint,5,opt,name=lineage,proto3" json:"lineage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -285,6 +292,13 @@ func (x *InsertRequest) GetData() *Columns {
 		return x.Data
 	}
 	return nil
+}
+
+func (x *InsertRequest) GetLineage() uint64 {
+	if x != nil {
+		return x.Lineage
+	}
+	return 0
 }
 
 type InsertAck struct {
@@ -3125,12 +3139,13 @@ const file_replay_proto_rawDesc = "" +
 	"state_hash\x18\r \x01(\fR\tstateHash\x12&\n" +
 	"\x0fnext_state_hash\x18\x0e \x01(\fR\rnextStateHash\x12\x16\n" +
 	"\x06floats\x18\x0f \x03(\fR\x06floats\x12\x1a\n" +
-	"\bpriority\x18\x10 \x01(\fR\bpriority\"|\n" +
+	"\bpriority\x18\x10 \x01(\fR\bpriority\"\x96\x01\n" +
 	"\rInsertRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
 	"\x06writer\x18\x02 \x01(\tR\x06writer\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12+\n" +
-	"\x04data\x18\x04 \x01(\v2\x17.apex.replay.v1.ColumnsR\x04data\"q\n" +
+	"\x04data\x18\x04 \x01(\v2\x17.apex.replay.v1.ColumnsR\x04data\x12\x18\n" +
+	"\alineage\x18\x05 \x01(\x04R\alineage\"q\n" +
 	"\tInsertAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12 \n" +
