@@ -18,8 +18,11 @@ import (
 // the rate limiter admits it: while the limiter holds a batch the stream
 // is not read (no message is read ahead), so HTTP/2 flow control
 // pushes back to the client. A batch is acknowledged only once stored.
-// A malformed batch ends the stream with InvalidArgument (counted), a new
-// writer beyond MaxWriters with ResourceExhausted, a vanished client or
+// A malformed batch ends the stream with InvalidArgument (counted), one
+// that expects another data lineage (InsertRequest.lineage: it was meant
+// for another shard) with Aborted (counted, before the writer table is
+// consulted), a new writer beyond MaxWriters with ResourceExhausted, a
+// vanished client or
 // Close ends it with the context's status; nothing half-done is left:
 // a reservation of the limiter is settled whatever happens.
 //
