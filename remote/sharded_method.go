@@ -145,6 +145,29 @@ type ShardOptions struct {
 	// capacity in items, spent across renewals (see
 	// runtime.RateLimiter.RenewFleetCounts).
 	FleetLease time.Duration
+	// Prefetch, when true, has the stage draw the learner's next batch
+	// while the learner computes its step: right after a successful
+	// write-back (Update, UpdateFeatures) it plans the next draw (as many
+	// rows as the batch written back, the next step, the same procedure
+	// and probabilities) and sends it to the shards, and the next Sample
+	// only receives and assembles it. Each shard's Sample stream is
+	// ordered and the shard applies the write-back before it handles the
+	// next message, so the prefetched draw sees the priorities a draw at
+	// Sample would (only inserts that arrive in between are missed, as
+	// if they came a little later); the rows' probabilities, hence the
+	// importance weights, are exact for the draw made. The draws'
+	// randomness then comes from a generator of the stage's own, seeded
+	// from the generator handed to the first Sample (two values taken
+	// from it then; none after): a prefetch never touches the caller's
+	// generator outside Sample. No prefetch is sent when the fleet's
+	// rate limiter would hold the draw (Sample then draws, waiting as
+	// without Prefetch). A Sample for another batch size receives the
+	// prefetched draw and discards it (its rows count as sampled, as the
+	// shards counted them; never written back), then draws (counted:
+	// ShardStats.PrefetchDiscarded); a shard that fails while the
+	// prefetch is out is down and the batch is planned again without it,
+	// as when it fails during a draw.
+	Prefetch bool
 }
 
 func (o *ShardOptions) fill() error {
@@ -190,6 +213,10 @@ type ShardStats struct {
 	// the learner did not draw, renewing the lease on the fleet's counts
 	// (ShardOptions.FleetLease).
 	KeepAlives uint64
+	// Prefetched counts the batches served from a draw sent ahead
+	// (ShardOptions.Prefetch); PrefetchDiscarded the prefetched draws
+	// thrown away because the next Sample asked another batch size.
+	Prefetched, PrefetchDiscarded uint64
 	// WriteBacks counts write-back calls; Applied and Stale the values
 	// the shards applied and dropped (overwritten slots, an earlier
 	// incarnation); Dropped the values the learner dropped unsent because
@@ -286,9 +313,14 @@ type shard struct {
 	at     []float64 // positions, exact mode
 	q      float64   // the shard's probability under the plan (M_s/M)
 	reply  *replayv1.Batch
-	drawn  uint64 // the incarnation the latest batch's rows were drawn under
+	drawn  uint64 // the incarnation the plan's rows were drawn under
 	failed error
-	fleet  replayv1.FleetCounts // reused
+	// The latest assembled batch's rows on the shard, which route its
+	// write-back (a prefetch plans anew while the batch may still be
+	// written back).
+	bRows, bFirst int
+	bDrawn        uint64
+	fleet         replayv1.FleetCounts // reused
 }
 
 // counted is the items the fleet's limiter counts for s.
@@ -329,6 +361,25 @@ type sharded struct {
 	refs []buffer.Ref
 	cols replayv1.Columns
 	keys []uint64
+	// rng is the stage's own generator (Prefetch), seeded at the first
+	// Sample; pf is the prefetched draw.
+	rng *rand.Rand
+	pf  prefetch
+}
+
+// The states of a prefetched draw.
+const (
+	pfNone     = iota
+	pfSent     // sent to the shards, not received
+	pfReceived // received (by the keep-alive), with err
+)
+
+// prefetch is a draw of n rows for step sent ahead (ShardOptions.Prefetch).
+type prefetch struct {
+	state uint8
+	n     int
+	step  uint64
+	err   error // recvPlanned's result, pfReceived
 }
 
 // ShardedMethod returns the learner's replay method over a fleet of replay
@@ -762,6 +813,11 @@ func (s *sharded) keepAlive() {
 			continue
 		}
 		if !s.outSince.IsZero() && time.Since(s.outSince) >= every && s.ctx.Err() == nil {
+			if s.pf.state == pfSent {
+				// The prefetched draw's replies come first on its
+				// streams: take them (kept for the next Sample).
+				s.pf.err, s.pf.state = s.recvPlanned(), pfReceived
+			}
 			s.tallyRound(true)
 			s.opts.Counters.update(func(st *ShardStats) { st.KeepAlives++ })
 			s.outSince = time.Now()
@@ -808,10 +864,38 @@ func (s *sharded) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 	if n == 0 {
 		return fmt.Errorf("remote: sharded sample: %w: a batch of 0 rows", buffer.ErrBatchSize)
 	}
-	s.rejoin()
+	if s.opts.Prefetch {
+		if s.rng == nil {
+			s.rng = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+		}
+		rng = s.rng
+	}
 	step := s.steps + 1
 	var lastErr error
-	for attempt := 0; ; attempt++ {
+	attempt, served := 0, false
+	if s.pf.state != pfNone {
+		pf := s.pf
+		s.pf = prefetch{}
+		err := pf.err
+		if pf.state == pfSent {
+			err = s.recvPlanned()
+		}
+		switch {
+		case pf.n != n || pf.step != step:
+			if err == nil {
+				s.sampled += uint64(pf.n) // the shards counted them
+			}
+			s.opts.Counters.update(func(st *ShardStats) { st.PrefetchDiscarded++ })
+		case err == nil:
+			served = true
+		case errors.Is(err, errShardDown):
+			lastErr, attempt = err, 1
+		default:
+			return fmt.Errorf("remote: sharded draw for step %d: %w", step, err)
+		}
+	}
+	s.rejoin()
+	for ; !served; attempt++ {
 		if attempt > 0 {
 			s.opts.Counters.update(func(st *ShardStats) { st.Replans++ })
 		}
@@ -842,6 +926,9 @@ func (s *sharded) Sample(rng *rand.Rand, dst *buffer.Batch) error {
 	s.steps = step
 	s.sampled += uint64(n)
 	s.opts.Counters.update(func(st *ShardStats) {
+		if served {
+			st.Prefetched++
+		}
 		st.Draws++
 		st.Rows += uint64(n)
 		for _, sh := range s.shards {
@@ -935,6 +1022,13 @@ func (s *sharded) eligible(sh *shard, n int) bool {
 // drawPlanned sends the planned draws to their shards, then reads the
 // replies. A shard that fails is taken down (errShardDown).
 func (s *sharded) drawPlanned(rng *rand.Rand, step uint64, n int) error {
+	s.sendPlanned(rng, step, n)
+	return s.recvPlanned()
+}
+
+// sendPlanned is drawPlanned's first half: the planned draws (and the
+// tallies riding along) sent, a send's failure kept in its shard's failed.
+func (s *sharded) sendPlanned(rng *rand.Rand, step uint64, n int) {
 	sampled := s.sampled + uint64(n)
 	now := time.Now()
 	for _, sh := range s.shards {
@@ -960,6 +1054,11 @@ func (s *sharded) drawPlanned(rng *rand.Rand, step uint64, n int) error {
 			sh.failed = err
 		}
 	}
+}
+
+// recvPlanned is drawPlanned's second half: the replies to sendPlanned
+// read, each within Deadline.
+func (s *sharded) recvPlanned() error {
 	var down []string
 	for _, sh := range s.shards {
 		if sh.tally {
@@ -1057,6 +1156,7 @@ func (s *sharded) assemble(dst *buffer.Batch, n int) error {
 	// Exact mode's shards hold consecutive rows in shard order; one mode
 	// has one shard.
 	for _, sh := range s.shards {
+		sh.bRows, sh.bFirst, sh.bDrawn = sh.rows, sh.first, sh.drawn
 		if sh.rows == 0 {
 			continue
 		}
@@ -1339,17 +1439,7 @@ func (s *sharded) recvTally(sh *shard) {
 // as long as the first client's DrawTimeout allows (no bound when 0) and
 // ctx lives.
 func (s *sharded) gate(n int) error {
-	ready := func() bool {
-		if s.lim != nil && !s.lim.AdmitsSample(s.inserted(), int64(s.sampled)) {
-			return false
-		}
-		for _, sh := range s.shards {
-			if s.eligible(sh, n) {
-				return true
-			}
-		}
-		return false
-	}
+	ready := func() bool { return s.ready(n) }
 	if ready() {
 		return nil
 	}
@@ -1386,6 +1476,38 @@ func (s *sharded) gate(n int) error {
 	}
 }
 
+// ready reports whether the fleet's counts admit a draw of n rows and a
+// live shard holds items (gate's test, without waiting).
+func (s *sharded) ready(n int) bool {
+	if s.lim != nil && !s.lim.AdmitsSample(s.inserted(), int64(s.sampled)) {
+		return false
+	}
+	for _, sh := range s.shards {
+		if s.eligible(sh, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// prefetchNext sends the draw of the next batch (ShardOptions.Prefetch),
+// as many rows as the latest, unless one is out, the stage has not drawn
+// yet, ctx has ended, or the draw would wait (the fleet's limiter, or no
+// live shard with items): then the next Sample draws. Planning and
+// sending only; O(B + shards).
+func (s *sharded) prefetchNext() {
+	n := len(s.refs)
+	if !s.opts.Prefetch || s.rng == nil || n == 0 || s.pf.state != pfNone || s.ctx.Err() != nil || !s.ready(n) {
+		return
+	}
+	if err := s.plan(s.rng, n); err != nil {
+		return
+	}
+	step := s.steps + 1
+	s.sendPlanned(s.rng, step, n)
+	s.pf = prefetch{state: pfSent, n: n, step: step}
+}
+
 // Update writes |δ| back to the shards the latest batch's rows came from.
 func (s *sharded) Update(refs []buffer.Ref, absTD []float64) (buffer.UpdateResult, error) {
 	if len(refs) != len(absTD) {
@@ -1398,7 +1520,11 @@ func (s *sharded) Update(refs []buffer.Ref, absTD []float64) (buffer.UpdateResul
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.writeBack(refs, absTD, nil, nil)
+	res, err := s.writeBack(refs, absTD, nil, nil)
+	if err == nil {
+		s.prefetchNext()
+	}
+	return res, err
 }
 
 // UpdateFeatures writes Q and the targets back to the rows' shards.
@@ -1413,7 +1539,11 @@ func (s *sharded) UpdateFeatures(refs []buffer.Ref, q, target []float64) (buffer
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.writeBack(refs, nil, q, target)
+	res, err := s.writeBack(refs, nil, q, target)
+	if err == nil {
+		s.prefetchNext()
+	}
+	return res, err
 }
 
 // writeBack splits a write-back by the rows' shards (the latest batch's
@@ -1432,23 +1562,28 @@ func (s *sharded) writeBack(refs []buffer.Ref, absTD, q, target []float64) (buff
 			return buffer.UpdateResult{}, fmt.Errorf("remote: write-back: %w: ref %d is %v, the latest batch's row %d is %v", buffer.ErrShape, i, refs[i], i, s.refs[i])
 		}
 	}
+	if s.pf.state == pfSent {
+		// Another write-back of the batch while the next draw is out:
+		// its replies come first on the streams (kept for Sample).
+		s.pf.err, s.pf.state = s.recvPlanned(), pfReceived
+	}
 	var res buffer.UpdateResult
 	var dropped, wrongInc int
 	var sent []*shard
 	for _, sh := range s.shards {
-		if sh.rows == 0 {
+		if sh.bRows == 0 {
 			continue
 		}
-		lo, hi := sh.first, sh.first+sh.rows
-		if !sh.up || sh.incarnation != sh.drawn {
-			dropped += sh.rows
-			s.opts.Counters.update(func(st *ShardStats) { st.Shards[sh.i].Dropped += uint64(sh.rows) })
+		lo, hi := sh.bFirst, sh.bFirst+sh.bRows
+		if !sh.up || sh.incarnation != sh.bDrawn {
+			dropped += sh.bRows
+			s.opts.Counters.update(func(st *ShardStats) { st.Shards[sh.i].Dropped += uint64(sh.bRows) })
 			continue
 		}
 		st := sh.st
 		st.nextID++
 		st.keys = AppendKeys(st.keys[:0], refs[lo:hi])
-		wb := &replayv1.WriteBack{Table: s.table, Id: st.nextID, Incarnation: sh.drawn, Keys: st.keys}
+		wb := &replayv1.WriteBack{Table: s.table, Id: st.nextID, Incarnation: sh.bDrawn, Keys: st.keys}
 		if absTD != nil {
 			wb.AbsTd = absTD[lo:hi]
 		} else {
@@ -1465,8 +1600,8 @@ func (s *sharded) writeBack(refs []buffer.Ref, absTD, q, target []float64) (buff
 				r := reply.GetWritten()
 				if r == nil || r.GetId() != sh.st.nextID {
 					err = sh.st.broken(fmt.Errorf("write-back %d: the reply is %s", sh.st.nextID, describe(reply)))
-				} else if int(r.GetApplied()+r.GetStale()+r.GetWrongIncarnation()) != sh.rows {
-					err = sh.st.broken(fmt.Errorf("write-back %d: the shard counts %d applied and %d dropped of %d", sh.st.nextID, r.GetApplied(), r.GetStale()+r.GetWrongIncarnation(), sh.rows))
+				} else if int(r.GetApplied()+r.GetStale()+r.GetWrongIncarnation()) != sh.bRows {
+					err = sh.st.broken(fmt.Errorf("write-back %d: the shard counts %d applied and %d dropped of %d", sh.st.nextID, r.GetApplied(), r.GetStale()+r.GetWrongIncarnation(), sh.bRows))
 				} else {
 					res.Applied += int(r.GetApplied())
 					res.Stale += int(r.GetStale() + r.GetWrongIncarnation())
@@ -1481,8 +1616,8 @@ func (s *sharded) writeBack(refs []buffer.Ref, absTD, q, target []float64) (buff
 		}
 		// Whether the shard applied them is unknown; it is down, and a
 		// restart gives it a new incarnation, which refuses them.
-		dropped += sh.rows
-		s.opts.Counters.update(func(st *ShardStats) { st.Shards[sh.i].Dropped += uint64(sh.rows) })
+		dropped += sh.bRows
+		s.opts.Counters.update(func(st *ShardStats) { st.Shards[sh.i].Dropped += uint64(sh.bRows) })
 		s.down(sh, sh.failed)
 	}
 	res.Stale += dropped

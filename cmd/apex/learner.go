@@ -47,7 +47,10 @@ stale counts up to its capacity past the ratio, room only the learner's
 samples give back, so a learner cut off from one shard does not stall the
 fleet; -fleet-lease=off keeps the ratio strict. A shard that fails or
 does not answer within -shard-deadline is left out (its write-backs
-dropped and counted) and probed until it rejoins.
+dropped and counted) and probed until it rejoins. With -prefetch (the
+default) the next batch's draw goes out right after each write-back, so
+the learner's step hides the shards' round trip; the shards apply the
+write-back first, so the draw sees the same priorities.
 
 The learner's own settings (-steps, -duration, -target-return,
 -stop-when-solved, -float32, -learner-workers) are this process's; every
@@ -70,6 +73,7 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	shardDeadline := fs.Duration("shard-deadline", remote.DefaultShardDeadline, "with several replay shards: how long a shard may take to answer a draw, write-back or tally before it is left out and probed")
 	var fleetLease leaseFlag
 	fs.Var(&fleetLease, "fleet-lease", "with several replay shards: the least lease on the fleet's counts the learner hands each shard, plus 4 times its longest time between renewals lately (its draws renew it, and a tally every quarter lease while it does not draw); a shard whose lease passes admits inserts on its stale counts up to its capacity past the ratio (room only the learner's samples give back). A `duration`; 0: 2 s, or twice -shard-deadline; negative or \"off\": no lease, the counts never go stale (a shard the learner cannot reach holds its actors until it can)")
+	prefetch := fs.Bool("prefetch", true, "with several replay shards: right after each write-back, send the next batch's draw (as many rows, the same exact probabilities), which the next step only receives: the draw overlaps the learner's step instead of waiting on idle shards (the draws' randomness then comes from a generator the stage seeds from the learner's at its first draw); false: draw when the step asks")
 	pipeline := fs.Bool("pipeline", true, "with one replay server: send each write-back without waiting for its result, which the next draw reads ahead of its batch (one round trip per learner step instead of two; the same batches, the write-back counts reported one step late and settled at the end); false: wait for each result")
 	addLearnerFlags(fs, &local)
 	sf := addServeFlags(fs, "127.0.0.1:7701", "the parameter service (actor hosts subscribe to it)")
@@ -163,7 +167,7 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 	} else {
 		shardStats = &remote.ShardCounters{}
 		m, err = remote.ShardedMethod(stageCtx, fleet.clients, localMethod, prior,
-			remote.ShardOptions{Sampling: sampling, Deadline: *shardDeadline, FleetLease: fleetLease.d, Counters: shardStats, Infos: fleet.infos,
+			remote.ShardOptions{Sampling: sampling, Deadline: *shardDeadline, FleetLease: fleetLease.d, Prefetch: *prefetch, Counters: shardStats, Infos: fleet.infos,
 				OnRefused: func(target string, inc uint64, err error) {
 					log.Warn("replay shard refused", "shard", target, "incarnation", inc, "reason", err.Error())
 				}})

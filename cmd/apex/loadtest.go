@@ -119,6 +119,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 	fs.IntVar(&fc.shards, "shards", 0, "fleet mode: start this many apex replay shards (0: one server, the mode above); -streams simulated actors then run over -actor-hosts processes and the learner in a process of its own")
 	fs.IntVar(&fc.hosts, "actor-hosts", 4, "fleet mode: actor-host processes the simulated actors are spread over")
 	fs.StringVar(&fc.sampling, "shard-sampling", "exact", "fleet mode: the learner's remote.ShardedMethod mode: exact (each batch spread over the shards by their masses) or one (one shard per batch, chosen by mass)")
+	fs.BoolVar(&fc.prefetch, "prefetch", true, "fleet mode: the learner's stage draws its next batch right after each write-back (remote.ShardOptions.Prefetch, as apex learner -prefetch); the sampling round trip is then the receipt of a draw already sent")
 	fs.Float64Var(&fc.sampleRate, "sample-rate", 0, "fleet mode: pace the learner to this many sampled transitions/s (0: full speed)")
 	fs.IntVar(&fc.capacity, "capacity", 1<<19, "fleet mode: each shard's capacity")
 	fs.BoolVar(&fc.chaos, "chaos", false, "fleet mode: kill one shard by its pid (SIGKILL) at -chaos-at into the measured window and restart it on the same port from its checkpoint folder -chaos-down later")
@@ -160,7 +161,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) (code int) {
 	} else {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for _, name := range []string{"actor-hosts", "shard-sampling", "sample-rate", "capacity", "chaos", "chaos-shard", "chaos-at", "chaos-down", "checkpoint-every"} {
+		for _, name := range []string{"actor-hosts", "shard-sampling", "prefetch", "sample-rate", "capacity", "chaos", "chaos-shard", "chaos-at", "chaos-down", "checkpoint-every"} {
 			if set[name] {
 				return usageErr("-%s applies with -shards only (fleet mode)", name)
 			}

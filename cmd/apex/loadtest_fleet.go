@@ -32,6 +32,7 @@ type fleetConfig struct {
 	hosts      int     // actor-host processes
 	sampleRate float64 // rows/s drawn in all (0: full speed)
 	sampling   string  // the learner's -shard-sampling: exact or one
+	prefetch   bool    // the learner's ShardOptions.Prefetch
 	capacity   int
 	chaos      bool
 	chaosShard int
@@ -74,6 +75,7 @@ type fleetReport struct {
 	InsertRate    float64 `json:"insert_rate"`
 	SampleBatch   int     `json:"sample_batch"`
 	ShardSampling string  `json:"shard_sampling"`
+	Prefetch      bool    `json:"prefetch"`
 	SampleRate    float64 `json:"sample_rate"`
 	Capacity      int     `json:"capacity_per_shard"`
 	InsertPath    string  `json:"insert_path"`
@@ -490,7 +492,7 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 		}
 	}
 	learner, err := startPart(dir, "learner", append(common, "-role=learner", fmt.Sprintf("-sample-batch=%d", c.lt.SampleBatch),
-		"-shard-sampling="+c.sampling, fmt.Sprintf("-sample-rate=%g", c.sampleRate)))
+		"-shard-sampling="+c.sampling, fmt.Sprintf("-prefetch=%t", c.prefetch), fmt.Sprintf("-sample-rate=%g", c.sampleRate)))
 	if err != nil {
 		return nil, err
 	}
@@ -551,7 +553,7 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 		}
 	}
 	rep = &fleetReport{Shards: c.shards, ActorHosts: c.hosts, Actors: c.lt.Streams, InsertBatch: c.lt.InsertBatch,
-		InsertRate: c.lt.InsertRate, SampleBatch: c.lt.SampleBatch, ShardSampling: c.sampling, SampleRate: c.sampleRate,
+		InsertRate: c.lt.InsertRate, SampleBatch: c.lt.SampleBatch, ShardSampling: c.sampling, Prefetch: c.prefetch, SampleRate: c.sampleRate,
 		Capacity: c.capacity, WarmupSec: time.Since(start).Seconds(),
 		InsertPath: "remote.ShardedWriter: one per actor host, shared by its simulated actors",
 		SamplePath: "remote.ShardedMethod (-shard-sampling), one draw at a time, each batch weighted and written back; a one-row probe stream per shard"}
@@ -953,8 +955,12 @@ func (r *fleetReport) writeText(w io.Writer) error {
 		}
 		return "full speed"
 	}
-	p("fleet\t%d shards, %d actor hosts of %d simulated actors (batches of %d, %s), 1 learner (draws of %d, %s sampling, %s)\n",
-		r.Shards, r.ActorHosts, r.Actors, r.InsertBatch, paced(r.InsertRate), r.SampleBatch, r.ShardSampling, paced(r.SampleRate))
+	prefetch := "no prefetch"
+	if r.Prefetch {
+		prefetch = "prefetch"
+	}
+	p("fleet\t%d shards, %d actor hosts of %d simulated actors (batches of %d, %s), 1 learner (draws of %d, %s sampling, %s, %s)\n",
+		r.Shards, r.ActorHosts, r.Actors, r.InsertBatch, paced(r.InsertRate), r.SampleBatch, r.ShardSampling, prefetch, paced(r.SampleRate))
 	p("measured\t%.2f s after %.2f s of warm-up\n\n", r.DurationSec, r.WarmupSec)
 	p("shard\tinserts/s\tsamples/s\tacked\tstored\tsize at end\tacked lost\tincarnations\n")
 	for i, s := range r.PerShard {

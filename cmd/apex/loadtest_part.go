@@ -70,6 +70,7 @@ func runLoadtestPart(args []string, stdout, stderr io.Writer) int {
 	var lc loadtest.LearnerConfig
 	sampleBatch := fs.Int("sample-batch", 512, "rows per draw")
 	sampling := fs.String("shard-sampling", "exact", "exact or one")
+	prefetch := fs.Bool("prefetch", true, "draw the next batch right after each write-back (remote.ShardOptions.Prefetch)")
 	fs.Float64Var(&lc.SampleRate, "sample-rate", 0, "rows/s over all shards (0: unpaced)")
 	report := fs.Duration("report", 100*time.Millisecond, "time between counter lines")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
@@ -189,7 +190,7 @@ func runLoadtestPart(args []string, stdout, stderr io.Writer) int {
 		mctx, stopMethod := context.WithCancel(context.Background())
 		defer stopMethod()
 		var counters remote.ShardCounters
-		m, err := remote.ShardedMethod(mctx, clients, local, 0, remote.ShardOptions{Sampling: mode, Counters: &counters})
+		m, err := remote.ShardedMethod(mctx, clients, local, 0, remote.ShardOptions{Sampling: mode, Counters: &counters, Prefetch: *prefetch})
 		if err != nil {
 			return fail(1, err)
 		}

@@ -67,7 +67,7 @@ func TestLoadtestHelp(t *testing.T) {
 	for _, f := range []string{"server", "replay-args", "table", "streams", "insert-batch", "window", "conns", "insert-rate",
 		"sample-batch", "sample-streams", "sample-inflight", "warmup", "duration", "seed", "json", "cpuprofile",
 		"tls-cert", "tls-key", "tls-ca", "tls-server-name", "token-file", "insecure",
-		"shards", "actor-hosts", "shard-sampling", "sample-rate", "capacity", "chaos", "chaos-shard", "chaos-at", "chaos-down", "checkpoint-every"} {
+		"shards", "actor-hosts", "shard-sampling", "prefetch", "sample-rate", "capacity", "chaos", "chaos-shard", "chaos-at", "chaos-down", "checkpoint-every"} {
 		if !strings.Contains(out.String(), "\n  -"+f+" ") && !strings.Contains(out.String(), "\n  -"+f+"\n") {
 			t.Errorf("-h does not document -%s:\n%s", f, out.String())
 		}

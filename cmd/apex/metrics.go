@@ -521,6 +521,8 @@ var learnerShardMetrics = []statMetric[remote.ShardStats]{
 	{"apex_learner_shard_replans_total", "Batches planned again without a shard that failed during the draw.", counter, func(s *remote.ShardStats) float64 { return float64(s.Replans) }},
 	{"apex_learner_shard_gate_waits_total", "Draws held by the fleet's rate limiter or for a live shard with items.", counter, func(s *remote.ShardStats) float64 { return float64(s.GateWaits) }},
 	{"apex_learner_shard_gate_wait_seconds_total", "Time draws were held by the fleet's rate limiter or for a live shard.", counter, func(s *remote.ShardStats) float64 { return s.GateWait.Seconds() }},
+	{"apex_learner_shard_prefetched_total", "Batches served from a draw sent right after the previous write-back (-prefetch).", counter, func(s *remote.ShardStats) float64 { return float64(s.Prefetched) }},
+	{"apex_learner_shard_prefetch_discarded_total", "Prefetched draws thrown away because the next draw asked another batch size.", counter, func(s *remote.ShardStats) float64 { return float64(s.PrefetchDiscarded) }},
 	{"apex_learner_shard_keepalives_total", "Tally rounds that renewed the lease on the fleet's counts while the learner did not draw.", counter, func(s *remote.ShardStats) float64 { return float64(s.KeepAlives) }},
 	{"apex_learner_shard_downs_total", "Times a shard was left out (its stream broke or it missed the deadline).", counter, func(s *remote.ShardStats) float64 {
 		return shardSum(s, func(x remote.ShardState) uint64 { return x.Downs })
