@@ -476,9 +476,19 @@ type prefetch struct {
 // (the error names them), and, in exact mode, a method that cannot draw
 // at positions.
 //
+// With opts.Prefetch the next batch's draw is planned and sent at the end
+// of each successful write-back and received by the next Sample (see
+// ShardOptions.Prefetch): the same rows' probabilities, the round trip
+// overlapped with the learner's step; the draws' randomness comes from
+// the stage's own generator, seeded from the first Sample's. The
+// keep-alive, or a second write-back of the same batch, receives an
+// outstanding prefetched draw off the streams first (kept for Sample).
+//
 // Cost per draw: a tally round only while the limiter holds the draw,
 // then one round trip to each shard the batch touches (in parallel),
-// their rows decoded into dst in one pass; O(B + shards) planning.
+// their rows decoded into dst in one pass; O(B + shards) planning (with
+// Prefetch the planning and sends are in the write-back's call, the
+// receipt and decoding in Sample).
 // Concurrency: Sample, Update, UpdateFeatures and Weights are called by
 // one goroutine (the learner's); Priority, Evaluated and Stats from any.
 // ctx bounds the stage's life (streams, probes and the lease's
@@ -1402,7 +1412,13 @@ func (s *sharded) sendTally(sh *shard, fleet bool) {
 	st.nextID++
 	t := &replayv1.Tally{Table: s.table, Id: st.nextID}
 	if fleet {
-		t.Fleet = s.fleetCounts(sh, s.sampled)
+		sampled := s.sampled
+		if s.pf.state != pfNone {
+			// The prefetched draw told the shards its rows (they count
+			// as sampled, served or discarded): no renewal takes them back.
+			sampled += uint64(s.pf.n)
+		}
+		t.Fleet = s.fleetCounts(sh, sampled)
 	}
 	st.req.Kind = &replayv1.SampleRequest_Tally{Tally: t}
 	sh.failed = st.send(&st.req)

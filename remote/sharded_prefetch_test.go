@@ -12,6 +12,7 @@ import (
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/buffer"
+	"github.com/apexrl/apex/runtime"
 	"github.com/apexrl/apex/sampler"
 	"github.com/apexrl/apex/sampler/samplertest"
 )
@@ -301,4 +302,95 @@ func TestShardedPrefetchShardFails(t *testing.T) {
 		}
 	}
 	cancel()
+}
+
+// TestShardedPrefetchKeepAlive: a learner that idles after a write-back
+// with its next draw prefetched keeps renewing its lease (the keep-alive
+// receives the prefetched draw off the streams first, then tallies), and
+// its next Sample is served from that draw. A learner whose next draw the
+// fleet's ratio would hold prefetches nothing (its write-back does not
+// wait).
+func TestShardedPrefetchKeepAlive(t *testing.T) {
+	checkLeaks(t)
+	lcfg := runtime.RateLimiterConfig{SamplesPerInsert: 1, MinSizeToSample: 8, ErrorBuffer: 8}
+	layout := shardLayout(1024)
+	var shards []*testShard
+	for _, name := range []string{"shard-a", "shard-b"} {
+		lim, _ := runtime.NewRateLimiter(lcfg)
+		sh := newTestShard(t, name, "per", layout, lim, `{"run":1}`)
+		for lim.CanInsert() {
+			if err := lim.ReserveInsert(context.Background(), 1); err != nil {
+				t.Fatal(err)
+			}
+			sh.fill(t, []float64{1}, 0)
+			if err := lim.CommitInsert(1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		shards = append(shards, sh)
+	}
+	_, local := localTwin(t, "per", layout)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	counters := &ShardCounters{}
+	m, err := ShardedMethod(ctx, clientsOf(shards...), local, 0, ShardOptions{FleetLease: 200 * time.Millisecond, Counters: counters, Prefetch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	dst, _ := shards[0].buf.NewBatch(4)
+	absTD := []float64{1, 1, 1, 1}
+	if err := m.Selector.Sample(rng, dst); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Selector.Update(dst.Refs, absTD); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond) // the learner idle, its next draw out
+	if st := counters.Snapshot(); st.KeepAlives < 2 {
+		t.Fatalf("%d keep-alive rounds in 400 ms with a prefetched draw out: %+v", st.KeepAlives, st)
+	}
+	if err := m.Selector.Sample(rng, dst); err != nil {
+		t.Fatal(err)
+	}
+	if st := counters.Snapshot(); st.Prefetched != 1 || st.Draws != 2 {
+		t.Fatalf("after the idle: %+v, want the second draw prefetched", st)
+	}
+	// The fleet's 32 inserts admit 32 samples and the bound's allowance:
+	// draw and write back until the ratio would hold the next draw; no
+	// write-back waits for it, and no prefetch goes out past it.
+	for counters.Snapshot().Rows < 64 {
+		start := time.Now()
+		if _, err := m.Selector.Update(dst.Refs, absTD); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 100*time.Millisecond {
+			t.Fatalf("a write-back took %v", d)
+		}
+		sctx, scancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		done := make(chan error, 1)
+		go func() { done <- m.Selector.Sample(rng, dst) }()
+		select {
+		case err := <-done:
+			scancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			continue
+		case <-sctx.Done():
+			scancel()
+		}
+		// Held by the ratio: nothing was prefetched past it.
+		st := counters.Snapshot()
+		if st.Prefetched+1 != st.Draws || st.GateWaits != 0 {
+			t.Fatalf("held after %d draws: %+v, want every draw but the first prefetched", st.Draws, st)
+		}
+		t.Logf("held by the ratio after %d draws (%d rows)", st.Draws, st.Rows)
+		cancel() // ends the held draw
+		if err := <-done; err == nil {
+			t.Fatal("a draw held by the ratio returned no error when ctx ended")
+		}
+		return
+	}
+	t.Fatalf("the ratio never held the learner: %+v", counters.Snapshot())
 }

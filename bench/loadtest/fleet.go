@@ -275,14 +275,18 @@ type LearnerTotals struct {
 	// the write-back values the shards applied and dropped (Stale
 	// includes Dropped: values the learner dropped unsent); Replans the
 	// batches planned again without a shard that failed mid-draw;
-	// Errors the draws that failed.
-	Draws   uint64 `json:"draws"`
-	Rows    uint64 `json:"rows"`
-	Applied uint64 `json:"applied"`
-	Stale   uint64 `json:"stale"`
-	Dropped uint64 `json:"dropped"`
-	Replans uint64 `json:"replans"`
-	Errors  uint64 `json:"errors"`
+	// Errors the draws that failed; Prefetched the draws served from a
+	// draw sent right after the previous write-back
+	// (remote.ShardOptions.Prefetch: their round trip is then only the
+	// receipt of a draw already sent).
+	Draws      uint64 `json:"draws"`
+	Rows       uint64 `json:"rows"`
+	Applied    uint64 `json:"applied"`
+	Stale      uint64 `json:"stale"`
+	Dropped    uint64 `json:"dropped"`
+	Replans    uint64 `json:"replans"`
+	Errors     uint64 `json:"errors"`
+	Prefetched uint64 `json:"prefetched"`
 	// LastError is the latest failed draw's error.
 	LastError string `json:"last_error,omitempty"`
 }
@@ -478,7 +482,7 @@ func (l *Learner) Stats() ([]ShardSamples, LearnerTotals) {
 			out[i].Rows, out[i].Dropped, out[i].Downs, out[i].Rejoins, out[i].Up, out[i].Incarnation = c.Rows, c.Dropped, c.Downs, c.Rejoins, c.Up, c.Incarnation
 		}
 	}
-	t := LearnerTotals{Draws: cs.Draws, Rows: cs.Rows, Applied: cs.Applied, Stale: cs.Stale, Dropped: cs.Dropped, Replans: cs.Replans}
+	t := LearnerTotals{Draws: cs.Draws, Rows: cs.Rows, Applied: cs.Applied, Stale: cs.Stale, Dropped: cs.Dropped, Replans: cs.Replans, Prefetched: cs.Prefetched}
 	l.totMu.Lock()
 	t.Errors, t.LastError = l.errs, l.lastEr
 	l.totMu.Unlock()

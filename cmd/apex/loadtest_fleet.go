@@ -556,7 +556,7 @@ func runFleet(ctx context.Context, c fleetConfig, say func(string)) (rep *fleetR
 		InsertRate: c.lt.InsertRate, SampleBatch: c.lt.SampleBatch, ShardSampling: c.sampling, Prefetch: c.prefetch, SampleRate: c.sampleRate,
 		Capacity: c.capacity, WarmupSec: time.Since(start).Seconds(),
 		InsertPath: "remote.ShardedWriter: one per actor host, shared by its simulated actors",
-		SamplePath: "remote.ShardedMethod (-shard-sampling), one draw at a time, each batch weighted and written back; a one-row probe stream per shard"}
+		SamplePath: "remote.ShardedMethod (-shard-sampling), one draw at a time, each batch weighted and written back (-prefetch: the next draw sent right after the write-back, its round trip then the receipt); a one-row probe stream per shard"}
 	phase := "run"
 	if c.chaos {
 		phase = "before"
@@ -983,8 +983,8 @@ func (r *fleetReport) writeText(w io.Writer) error {
 	}
 	p("all\t\t%.2f\t(%s inserts, %s samples per CPU-s)\n\n", r.CPUSec, meter.SI(r.InsertsPerCPU), meter.SI(r.SamplesPerCPU))
 	p("stale writes applied\t%d\t(%d probe write-backs of an earlier incarnation)\n", r.StaleWritesApplied, r.StaleProbes)
-	p("learner\t%d draws, %d rows; write-backs %d applied, %d stale (%d dropped unsent); %d re-planned, %d failed draws\n",
-		r.Learner.Draws, r.Learner.Rows, r.Learner.Applied, r.Learner.Stale, r.Learner.Dropped, r.Learner.Replans, r.Learner.Errors)
+	p("learner\t%d draws (%d prefetched), %d rows; write-backs %d applied, %d stale (%d dropped unsent); %d re-planned, %d failed draws\n",
+		r.Learner.Draws, r.Learner.Prefetched, r.Learner.Rows, r.Learner.Applied, r.Learner.Stale, r.Learner.Dropped, r.Learner.Replans, r.Learner.Errors)
 	p("acknowledged inserts lost\t%s\t(per shard and writer id: acked − stored under the id, by the shard's writer table)\n", lossText(r.AckedInsertsLost, r.AckedInsertsLostMin, r.LossExact))
 	p("writers' lost / resent / moved\t%d items / %d batches / %d batches\n", r.InsertsLostItems, r.Resent, r.Moved)
 	if c := r.Chaos; c != nil {
