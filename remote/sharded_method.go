@@ -154,8 +154,10 @@ type ShardOptions struct {
 	// ordered and the shard applies the write-back before it handles the
 	// next message, so the prefetched draw sees the priorities a draw at
 	// Sample would (only inserts that arrive in between are missed, as
-	// if they came a little later); the rows' probabilities, hence the
-	// importance weights, are exact for the draw made. The draws'
+	// if they came a little later, and a second write-back of the same
+	// batch, which first receives the prefetched draw, lands after it);
+	// the rows' probabilities, hence the importance weights, are exact
+	// for the draw made. The draws'
 	// randomness then comes from a generator of the stage's own, seeded
 	// from the generator handed to the first Sample (two values taken
 	// from it then; none after): a prefetch never touches the caller's
