@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/runtime"
-	"google.golang.org/grpc"
 )
 
 // TestShardedStaleFleetCounts is the deploy fleet test's stall after a
@@ -43,19 +41,7 @@ func TestShardedStaleFleetCounts(t *testing.T) {
 	b := newTestShard(t, "shard-b", "per", layout, limB, cfg)
 	// The learner's own links to the shards (the actor's writer dials
 	// them through a.c and b.c), so its link to a can be cut alone.
-	var clients []*Client
-	var links []*bufServer
-	for _, sh := range []*testShard{a, b} {
-		srv := sh.srv
-		link := newBufServer(t, func(s *grpc.Server) { replayv1.RegisterReplayServer(s, srv) })
-		c, err := Dial(context.Background(), "passthrough:///learner-"+sh.name, ClientOptions{Insecure: true, DrawTimeout: 2 * time.Second,
-			DialOptions: []grpc.DialOption{grpc.WithContextDialer(link.dial), testReconnect}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		clients, links = append(clients, c), append(links, link)
-	}
+	clients, links := learnerLinks(t, 2*time.Second, a, b)
 
 	// The actor host: a new episode every batch of 4 rows, placed by the
 	// writer over both shards, a batch a millisecond at most.

@@ -130,18 +130,10 @@ func TestShardedChiSquare(t *testing.T) {
 				}
 			}()
 			layout := shardLayout(16)
-			a := newTestShard(t, "shard-a", "per", layout, nil, `{"run":1}`)
-			b := newTestShard(t, "shard-b", "per", layout, nil, `{"run":1}`)
-			// 8 items each: shard a's mass 1, shard b's 100.
-			var pa, pb []float64
-			for i := range 8 {
-				pa = append(pa, float64(i+1)/36)
-				pb = append(pb, 100*float64(8-i)/36)
-			}
-			a.fill(t, pa, 0)
-			b.fill(t, pb, 1)
-			total := 101.0
-			probs := append(scaled(pa, 1/total), scaled(pb, 1/total)...)
+			a, b, prios := unevenShards(t, layout) // masses 1 and 100
+			const total = 101.0
+			pa, pb := prios[:8], prios[8:]
+			probs := scaled(prios, 1/total)
 
 			_, local := localTwin(t, "per", layout)
 			ctx, cancel := context.WithCancel(context.Background())
@@ -964,19 +956,7 @@ func TestShardedRejoinAfterPartition(t *testing.T) {
 	b := newTestShard(t, "shard-b", "per", layout, limB, cfg)
 	// The learner's own links to the shards (the actor's inserts reach
 	// them directly), so its link to a can be cut alone.
-	var clients []*Client
-	var links []*bufServer
-	for _, sh := range []*testShard{a, b} {
-		srv := sh.srv
-		link := newBufServer(t, func(s *grpc.Server) { replayv1.RegisterReplayServer(s, srv) })
-		c, err := Dial(context.Background(), "passthrough:///learner-"+sh.name, ClientOptions{Insecure: true, DrawTimeout: 3 * time.Second,
-			DialOptions: []grpc.DialOption{grpc.WithContextDialer(link.dial), testReconnect}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		clients, links = append(clients, c), append(links, link)
-	}
+	clients, links := learnerLinks(t, 3*time.Second, a, b)
 	var toA atomic.Bool
 	toA.Store(true)
 	var actorRows atomic.Int64
@@ -1072,4 +1052,43 @@ func TestShardedRejoinAfterPartition(t *testing.T) {
 		t.Fatalf("the learner counts %d inserted, the shards %d + %d = %d", got, ia, ib, ia+ib)
 	}
 	cancel()
+}
+
+// learnerLinks gives a learner its own bufconn link to each shard (the
+// shards' other clients keep theirs), so a test can cut the learner off one
+// shard alone with links[i].stop() and heal it with links[i].start(). The
+// clients close when the test ends.
+func learnerLinks(t *testing.T, drawTimeout time.Duration, shards ...*testShard) ([]*Client, []*bufServer) {
+	t.Helper()
+	var clients []*Client
+	var links []*bufServer
+	for _, sh := range shards {
+		srv := sh.srv
+		link := newBufServer(t, func(s *grpc.Server) { replayv1.RegisterReplayServer(s, srv) })
+		c, err := Dial(context.Background(), "passthrough:///learner-"+sh.name, ClientOptions{Insecure: true, DrawTimeout: drawTimeout,
+			DialOptions: []grpc.DialOption{grpc.WithContextDialer(link.dial), testReconnect}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		clients, links = append(clients, c), append(links, link)
+	}
+	return clients, links
+}
+
+// unevenShards starts two PER shards of layout holding 8 items each, shard
+// a's priorities summing to 1 and shard b's to 100, and returns them with
+// the 16 priorities (a's, then b's) whose probabilities are p_i / 101.
+func unevenShards(t *testing.T, layout buffer.Config) (a, b *testShard, prios []float64) {
+	t.Helper()
+	a = newTestShard(t, "shard-a", "per", layout, nil, `{"run":1}`)
+	b = newTestShard(t, "shard-b", "per", layout, nil, `{"run":1}`)
+	var pa, pb []float64
+	for i := range 8 {
+		pa = append(pa, float64(i+1)/36)
+		pb = append(pb, 100*float64(8-i)/36)
+	}
+	a.fill(t, pa, 0)
+	b.fill(t, pb, 1)
+	return a, b, append(pa, pb...)
 }

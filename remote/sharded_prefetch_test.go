@@ -46,17 +46,9 @@ func TestShardedPrefetchChiSquare(t *testing.T) {
 			checkLeaks(t)
 			seed := uint64(20261127) + uint64(mode) // fixed: see TestShardedChiSquare
 			layout := shardLayout(16)
-			a := newTestShard(t, "shard-a", "per", layout, nil, `{"run":1}`)
-			b := newTestShard(t, "shard-b", "per", layout, nil, `{"run":1}`)
-			var pa, pb []float64
-			for i := range 8 {
-				pa = append(pa, float64(i+1)/36)
-				pb = append(pb, 100*float64(8-i)/36)
-			}
-			a.fill(t, pa, 0)
-			b.fill(t, pb, 1)
-			total := 101.0
-			prios := append(append([]float64(nil), pa...), pb...)
+			a, b, prios := unevenShards(t, layout) // masses 1 and 100
+			const total = 101.0
+			pa, pb := prios[:8], prios[8:]
 			probs := scaled(prios, 1/total)
 			_, local := localTwin(t, "per", layout)
 			ctx, cancel := context.WithCancel(context.Background())
