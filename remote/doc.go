@@ -10,7 +10,12 @@
 // GRPCServer.ServeHealth serves the health service alone in plaintext for
 // probes that can do neither TLS nor tokens) and the learner's parameter
 // service (NewParamsServer, NewParamsGRPCServer). Clients configure
-// themselves in code: Dial turns off DNS service-config lookups.
+// themselves in code: Dial turns off DNS service-config lookups. Servers
+// and clients speak gRPC's protobuf wire format through apex's own codec,
+// whose pooled buffers are not zeroed (gRPC's default clears a whole
+// 1 MiB pool tier for every draw reply), with fixed HTTP/2 windows; Dial
+// adds these, and embedders who dial with grpc.NewClient add
+// WireDialOptions.
 // Client side: Dial, the insert Writer (a runtime.Sink with a window of
 // unacknowledged batches, resent after a break and stored once; a
 // checkpoint's writer table, ReadWriterTable, keeps that across a
