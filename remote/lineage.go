@@ -48,6 +48,17 @@ func newShardLineages(n int) *shardLineages {
 // data), or an error wrapping ErrShardSwapped naming the shard whose
 // lineage it is (names[j], names may be nil).
 func (l *shardLineages) check(i int, lin uint64, names func(int) string) (reset bool, err error) {
+	return l.decide(i, lin, names, true)
+}
+
+// peek is check without recording lin: for a caller that may still
+// refuse the server for another reason (its lineage must not then be
+// taken as shard i's).
+func (l *shardLineages) peek(i int, lin uint64, names func(int) string) (reset bool, err error) {
+	return l.decide(i, lin, names, false)
+}
+
+func (l *shardLineages) decide(i int, lin uint64, names func(int) string, record bool) (reset bool, err error) {
 	if lin == 0 {
 		return false, nil
 	}
@@ -61,8 +72,10 @@ func (l *shardLineages) check(i int, lin uint64, names func(int) string) (reset 
 		return false, fmt.Errorf("%w: it reports the lineage %016x of shard %s (addresses swapped or reused: name each shard, e.g. replay-0.replay:7700, or let the ShardTracker pair them by lineage)", ErrShardSwapped, lin, other)
 	}
 	reset = l.of[i] != 0 && l.of[i] != lin
-	l.of[i] = lin
-	l.owner[lin] = i
+	if record {
+		l.of[i] = lin
+		l.owner[lin] = i
+	}
 	return reset, nil
 }
 

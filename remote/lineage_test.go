@@ -519,3 +519,28 @@ func TestInsertLineageChecked(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// TestShardLineagesPeek checks that peek answers as check would but
+// records nothing: a server the learner refuses for another reason (its
+// configuration) must not leave its lineage owned by the shard whose
+// address reached it, or that lineage's real shard would later be refused
+// as a swap.
+func TestShardLineagesPeek(t *testing.T) {
+	l := newShardLineages(2)
+	if _, err := l.check(0, 0xa, nil); err != nil {
+		t.Fatal(err)
+	}
+	reset, err := l.peek(0, 0xb, nil) // shard 0's address reaches lineage b, then refused
+	if err != nil || !reset {
+		t.Fatalf("peek(0, b) = %v, %v; want a reset and no error", reset, err)
+	}
+	if got := l.get(0); got != 0xa {
+		t.Fatalf("after peek, shard 0's lineage is %x, want a", got)
+	}
+	if _, err := l.check(1, 0xb, nil); err != nil {
+		t.Fatalf("lineage b on its own shard 1 after a peek on shard 0: %v", err)
+	}
+	if _, err := l.peek(0, 0xb, nil); !errors.Is(err, ErrShardSwapped) {
+		t.Fatalf("peek(0, b) once b is shard 1's: %v, want ErrShardSwapped", err)
+	}
+}

@@ -676,7 +676,10 @@ func sameTable(ref, in *replayv1.InfoReply) error {
 func (s *sharded) admit(sh *shard, info *replayv1.InfoReply) error {
 	var errs []error
 	var swapped error
-	reset, err := s.lineages.check(sh.i, info.GetLineage(), func(j int) string { return s.shards[j].target })
+	names := func(j int) string { return s.shards[j].target }
+	// Peek only: a server refused below for its configuration or
+	// incarnation must not leave its lineage recorded as sh's.
+	_, err := s.lineages.peek(sh.i, info.GetLineage(), names)
 	if err != nil {
 		swapped = err
 		errs = append(errs, err)
@@ -698,6 +701,10 @@ func (s *sharded) admit(sh *shard, info *replayv1.InfoReply) error {
 	}
 	if len(errs) == 0 {
 		lin := info.GetLineage()
+		reset, err := s.lineages.check(sh.i, lin, names) // peeked above: the same answer
+		if err != nil {
+			return err
+		}
 		s.opts.Counters.update(func(st *ShardStats) {
 			if lin != 0 {
 				st.Shards[sh.i].Lineage = lin
