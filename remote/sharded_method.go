@@ -162,8 +162,9 @@ type ShardOptions struct {
 	// from the generator handed to the first Sample (two values taken
 	// from it then; none after): a prefetch never touches the caller's
 	// generator outside Sample. No prefetch is sent when the fleet's
-	// rate limiter would hold the draw (Sample then draws, waiting as
-	// without Prefetch). A Sample for another batch size receives the
+	// rate limiter would hold the draw, when no live shard holds items,
+	// or when planning fails (Sample then draws, waiting as without
+	// Prefetch). With Prefetch, a seed gives other draws than without it. A Sample for another batch size receives the
 	// prefetched draw and discards it (its rows count as sampled, as the
 	// shards counted them; never written back), then draws (counted:
 	// ShardStats.PrefetchDiscarded); a shard that fails while the
