@@ -27,8 +27,8 @@ type wireCodec struct{}
 func (wireCodec) Name() string { return "proto" }
 
 // Marshal encodes v (a proto.Message) into one pooled buffer.
-// Cost: proto.Size plus one encoding pass; no allocation above gRPC's
-// pooling threshold.
+// Cost: proto.Size plus one encoding pass; above gRPC's pooling
+// threshold the bytes go into a pooled buffer (no data allocation).
 func (wireCodec) Marshal(v any) (mem.BufferSlice, error) {
 	m, ok := v.(proto.Message)
 	if !ok {
