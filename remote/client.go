@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
 	"github.com/apexrl/apex/remote/auth"
@@ -71,8 +73,16 @@ type ClientOptions struct {
 	// Keepalive is the interval of HTTP/2 pings on an idle connection, so
 	// a dead peer is noticed (30 s when 0; gRPC's minimum is 10 s).
 	Keepalive time.Duration
-	// DialOptions are appended to Dial's own (a bufconn dialer in tests,
-	// interceptors).
+	// Dialer, if not nil, makes the client's network connections to addr
+	// (the address gRPC resolved the target to): a bufconn in tests,
+	// ShardTracker.Dialer for a shard that follows a DNS name. Nil dials
+	// TCP directly (a "unix:" target dials its socket; an HTTPS_PROXY in
+	// the environment is not used). Either way Dial keeps the latest
+	// connection, so ResetConnection can end it.
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+	// DialOptions are appended to Dial's own (interceptors). A dialer
+	// given here (grpc.WithContextDialer) replaces Dial's, and
+	// ResetConnection then has no connection to end: give it as Dialer.
 	DialOptions []grpc.DialOption
 }
 
@@ -101,6 +111,13 @@ type Client struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+
+	dialer func(ctx context.Context, addr string) (net.Conn, error) // opts.Dialer, or TCP (unix for a "unix:" target)
+	netMu  sync.Mutex
+	// netConn is the latest connection dialer made (nil before the
+	// first): the one gRPC's transport uses, or one already ended (its
+	// Close is then a no-op). Guarded by netMu.
+	netConn net.Conn
 
 	statsMu sync.Mutex
 	stats   ClientStats
@@ -155,19 +172,78 @@ func Dial(ctx context.Context, target string, opts ClientOptions) (*Client, erro
 			PermitWithoutStream: false,
 		}),
 	)
+	c := &Client{opts: opts, closed: make(chan struct{}), dialer: opts.Dialer}
+	if c.dialer == nil {
+		network := "tcp"
+		if strings.HasPrefix(target, "unix:") || strings.HasPrefix(target, "unix-abstract:") {
+			network = "unix"
+		}
+		c.dialer = func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}
+	}
+	dopts = append(dopts, grpc.WithContextDialer(c.dial))
 	dopts = append(dopts, WireDialOptions()...)
 	dopts = append(dopts, opts.DialOptions...)
 	conn, err := grpc.NewClient(target, dopts...)
 	if err != nil {
 		return nil, fmt.Errorf("remote: dial %q: %w", target, err)
 	}
-	return &Client{
-		conn:   conn,
-		replay: replayv1.NewReplayClient(conn),
-		params: replayv1.NewParamsClient(conn),
-		opts:   opts,
-		closed: make(chan struct{}),
-	}, nil
+	c.conn = conn
+	c.replay = replayv1.NewReplayClient(conn)
+	c.params = replayv1.NewParamsClient(conn)
+	return c, nil
+}
+
+// dial is the client's gRPC dialer: c.dialer, keeping the connection it
+// makes for ResetConnection.
+func (c *Client) dial(ctx context.Context, addr string) (net.Conn, error) {
+	nc, err := c.dialer(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	c.netMu.Lock()
+	c.netConn = nc
+	c.netMu.Unlock()
+	return nc, nil
+}
+
+// ResetConnection ends the client's network connection, so that the
+// next call dials a new one at once (gRPC's reconnection backoff reset):
+// every call and stream on the old connection fails. It is for a peer
+// that stopped answering within a deadline. After a network partition a
+// connection gRPC still holds may be silent for a long time (the
+// kernel's retransmission timer backs off through the cut, and a
+// middlebox may have dropped it for good) while keepalive notices it only
+// after ClientOptions.Keepalive twice; a new connection reaches the peer
+// as soon as the network does (a call made in the microseconds before
+// gRPC sees the old one end may still fail on it). It reports whether there was a connection
+// to end (false before the first, after Close, or when a dialer in
+// DialOptions replaced Dial's). Counted in ClientStats.ConnectionResets.
+// O(1); safe for concurrent use.
+func (c *Client) ResetConnection() bool {
+	if c.isClosed() {
+		return false
+	}
+	c.netMu.Lock()
+	nc := c.netConn
+	c.netConn = nil
+	c.netMu.Unlock()
+	if nc == nil {
+		return false
+	}
+	_ = nc.Close()
+	c.conn.ResetConnectBackoff()
+	c.count(func(st *ClientStats) { st.ConnectionResets++ })
+	return true
+}
+
+// missedDeadline reports whether err is a deadline that passed (a call's
+// or a stage's wait for a reply): the peer did not answer in time, as
+// opposed to refusing or breaking the stream.
+func missedDeadline(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded
 }
 
 // targetHost splits target ("host:port", with or without a "dns:///"
@@ -236,6 +312,9 @@ type ClientStats struct {
 	// subscribed again on a new stream (Method.Episodes: its observer then
 	// starts over from the stage's stored episodes).
 	EpisodeResyncs uint64
+	// ConnectionResets counts the network connections ResetConnection
+	// ended (a sharded stage's or writer's shard that missed a deadline).
+	ConnectionResets uint64
 }
 
 // Stats snapshots the client's counters. Safe for concurrent use.

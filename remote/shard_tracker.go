@@ -225,12 +225,27 @@ func (t *ShardTracker) Stats() ShardTrackerStats {
 // DialOption is the option that makes a Client dialed for shard i
 // (DialShard, ClientOptions.DialOptions) connect to the shard's current
 // address: before each connection after the first it looks the name up
-// again (Refresh). For an untracked shard it changes nothing.
+// again (Refresh). For an untracked shard it changes nothing. It
+// replaces the client's own dialer, so Client.ResetConnection has no
+// connection to end: prefer ClientOptions.Dialer = Dialer(i).
 func (t *ShardTracker) DialOption(i int) grpc.DialOption {
-	if t.group[i] == nil {
+	d := t.Dialer(i)
+	if d == nil {
 		return grpc.EmptyDialOption{}
 	}
-	return grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+	return grpc.WithContextDialer(d)
+}
+
+// Dialer is the dialer (ClientOptions.Dialer) that connects a Client
+// dialed for shard i to the shard's current address: before each
+// connection after the first it looks the name up again (Refresh), and
+// it verifies the server's lineage there. Nil for an untracked shard
+// (dial its address as it is).
+func (t *ShardTracker) Dialer(i int) func(ctx context.Context, addr string) (net.Conn, error) {
+	if t.group[i] == nil {
+		return nil
+	}
+	return func(ctx context.Context, _ string) (net.Conn, error) {
 		t.mu.Lock()
 		again := t.dialed[i]
 		t.dialed[i] = true
@@ -252,7 +267,7 @@ func (t *ShardTracker) DialOption(i int) grpc.DialOption {
 		t.conns[i] = conn
 		t.mu.Unlock()
 		return conn, nil
-	})
+	}
 }
 
 // Lineage is shard i's data lineage as the tracker knows it (0: unknown,

@@ -464,8 +464,11 @@ type prefetch struct {
 // inserts the shards report, so it never samples past the ratio; the
 // items a stale shard admitted are sampled down once the learner is back
 // (its limiter, fresh again, holds the actors meanwhile). A probe resets
-// the client's gRPC reconnection backoff, so a shard back from a
-// partition is reached within ProbeMax, not gRPC's seconds of backoff.
+// the client's gRPC reconnection backoff, and a shard that missed the
+// deadline (a draw's, a tally's or a probe's) has its connection ended
+// (Client.ResetConnection), so a shard back from a partition is reached
+// on a new connection within about ProbeMax + Deadline, not after gRPC's
+// seconds of backoff or a silent connection's keepalive.
 //
 // The shards' Info replies come from opts.Infos (FleetConfig's, reused) or
 // from one FleetConfig round here; two entries that are one server (the
@@ -1309,6 +1312,12 @@ func (s *sharded) down(sh *shard, err error) {
 	if sh.st.stream != nil {
 		sh.st.broken(err)
 	}
+	if missedDeadline(err) {
+		// A shard silent past the deadline may sit behind a connection
+		// that stays silent after the network heals (see
+		// Client.ResetConnection): the probes dial a new one.
+		sh.st.c.ResetConnection()
+	}
 	s.startProbe(sh)
 }
 
@@ -1346,6 +1355,9 @@ func (s *sharded) startProbe(sh *shard) {
 			if err == nil {
 				sh.probe.Store(info)
 				return
+			}
+			if missedDeadline(err) {
+				c.ResetConnection() // the next probe on a new connection
 			}
 			backoff = min(2*backoff, maxBackoff)
 		}

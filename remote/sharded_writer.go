@@ -172,8 +172,10 @@ type ShardWriterStats struct {
 	// transitions.
 	Deaths, Rejoins uint64
 	// Probes and ProbeFailures count the Info calls that checked the
-	// shard, and those that failed.
-	Probes, ProbeFailures uint64
+	// shard, and those that failed; ConnectionResets the failures past
+	// ProbeTimeout that ended the shard's connection
+	// (Client.ResetConnection: the next probe dials a new one).
+	Probes, ProbeFailures, ConnectionResets uint64
 	// DownError is why the shard was last marked dead or last failed a
 	// probe ("" when never).
 	DownError string
@@ -196,11 +198,11 @@ type wshard struct {
 	broke chan error // the writer's stream breaks (capacity 1; a writer reports one and pauses)
 
 	// Under ShardedWriter.mu:
-	live                  bool
-	deaths, rejoins       uint64
-	probes, probeFailures uint64
-	downErr               string
-	swaps, resets         uint64
+	live                              bool
+	deaths, rejoins                   uint64
+	probes, probeFailures, connResets uint64
+	downErr                           string
+	swaps, resets                     uint64
 }
 
 var _ runtime.Sink = (*ShardedWriter)(nil)
@@ -681,7 +683,7 @@ func (s *ShardedWriter) Stats() ShardedWriterStats {
 		st.Lost += ws.Lost
 		st.LostItems += ws.LostItems
 		st.Shards[i] = ShardWriterStats{Shard: sh.name, Live: sh.live, WriterStats: ws,
-			Deaths: sh.deaths, Rejoins: sh.rejoins, Probes: sh.probes, ProbeFailures: sh.probeFailures, DownError: sh.downErr,
+			Deaths: sh.deaths, Rejoins: sh.rejoins, Probes: sh.probes, ProbeFailures: sh.probeFailures, ConnectionResets: sh.connResets, DownError: sh.downErr,
 			Lineage: s.lineages.get(i), SwapRefusals: sh.swaps, LineageResets: sh.resets}
 	}
 	return st
@@ -856,6 +858,10 @@ func (s *ShardedWriter) probe(sh *wshard) error {
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.ProbeTimeout)
 	defer cancel()
 	info, err := sh.c.Info(ctx)
+	// Silent past ProbeTimeout: the connection may stay silent after the
+	// network heals (Client.ResetConnection); the next probe and the
+	// stream dial a new one.
+	reset := missedDeadline(err) && sh.c.ResetConnection()
 	if err == nil && len(s.opts.Config) > 0 {
 		if diff := ConfigDiff(s.opts.Config, info.GetConfig()); diff != "" {
 			err = fmt.Errorf("the shard serves another run configuration (%s)", diff)
@@ -867,6 +873,9 @@ func (s *ShardedWriter) probe(sh *wshard) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sh.probes++
+	if reset {
+		sh.connResets++
+	}
 	if err != nil {
 		sh.probeFailures++
 		sh.downErr = err.Error()

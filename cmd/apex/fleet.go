@@ -89,7 +89,7 @@ func dialReplayFleet(ctx context.Context, list string, copts remote.ClientOption
 		if name := byName(a); perEntry[name] == 1 && net.ParseIP(a.Host) == nil {
 			a.Addr = name // by name: re-resolved on reconnection
 		} else if f.tracker.Tracked(i) {
-			opts.DialOptions = append(slices.Clip(sopts.DialOptions), f.tracker.DialOption(i))
+			opts.Dialer = f.tracker.Dialer(i)
 		}
 		c, err := remote.DialShard(ctx, a, opts)
 		if err != nil {

@@ -446,6 +446,7 @@ type actorShards struct {
 	Shards, Live, Orphans       int
 	Deaths, Rejoins             uint64
 	Probes, ProbeFailures       uint64
+	ConnectionResets            uint64
 	Splits                      uint64
 	SwapRefusals, LineageResets uint64
 }
@@ -464,6 +465,7 @@ func fleetWriterStats(st remote.ShardedWriterStats) (remote.WriterStats, actorSh
 		sh.Rejoins += s.Rejoins
 		sh.Probes += s.Probes
 		sh.ProbeFailures += s.ProbeFailures
+		sh.ConnectionResets += s.ConnectionResets
 		sh.SwapRefusals += s.SwapRefusals
 		sh.LineageResets += s.LineageResets
 	}
@@ -501,6 +503,7 @@ var actorMetrics = []statMetric[actorSnapshot]{
 	{"apex_actor_writer_orphan_batches", "Insert batches taken off dead shards while none was alive, waiting for one to rejoin.", gauge, func(s *actorSnapshot) float64 { return float64(s.Shards.Orphans) }},
 	{"apex_actor_writer_shard_probes_total", "Info calls that checked a replay shard (a suspect or dead one).", counter, func(s *actorSnapshot) float64 { return float64(s.Shards.Probes) }},
 	{"apex_actor_writer_shard_probe_failures_total", "Probes of a replay shard that failed.", counter, func(s *actorSnapshot) float64 { return float64(s.Shards.ProbeFailures) }},
+	{"apex_actor_writer_shard_connection_resets_total", "Connections to a replay shard ended after a probe got no answer within its timeout (the next probe dials a new one).", counter, func(s *actorSnapshot) float64 { return float64(s.Shards.ConnectionResets) }},
 	{"apex_actor_writer_shard_swap_refusals_total", "Probes of a replay shard refused because the server reached reported another shard's data lineage (addresses swapped): the shard stays dead.", counter, func(s *actorSnapshot) float64 { return float64(s.Shards.SwapRefusals) }},
 	{"apex_actor_writer_shard_lineage_resets_total", "Replay shards that came back with a data lineage never seen (restarted without their checkpoint: their data was lost).", counter, func(s *actorSnapshot) float64 { return float64(s.Shards.LineageResets) }},
 	{"apex_actor_params_version", "The newest parameter version the actors act with (the learner's update count; 0 before the first).", gauge, func(s *actorSnapshot) float64 { return float64(s.Params.Version) }},
@@ -584,6 +587,7 @@ var learnerClientMetrics = []statMetric[remote.ClientStats]{
 	{"apex_learner_remote_write_backs_lost_total", "Pipelined write-backs whose result was lost with their stream (the server may or may not have applied them).", counter, func(s *remote.ClientStats) float64 { return float64(s.WriteBacksLost) }},
 	{"apex_learner_remote_stream_opens_total", "Sample streams opened (the first included).", counter, func(s *remote.ClientStats) float64 { return float64(s.StreamOpens) }},
 	{"apex_learner_remote_stream_errors_total", "Calls that failed on a broken Sample stream.", counter, func(s *remote.ClientStats) float64 { return float64(s.StreamErrors) }},
+	{"apex_learner_remote_connection_resets_total", "Connections to a replay shard ended after it missed the shard deadline (the probes dial a new one).", counter, func(s *remote.ClientStats) float64 { return float64(s.ConnectionResets) }},
 	{"apex_learner_remote_episode_resyncs_total", "ReF-ER episode feeds subscribed again on a new stream (the controller starts over from the stored episodes).", counter, func(s *remote.ClientStats) float64 { return float64(s.EpisodeResyncs) }},
 }
 
@@ -609,6 +613,7 @@ func addClientStats(a, b remote.ClientStats) remote.ClientStats {
 	a.StreamOpens += b.StreamOpens
 	a.StreamErrors += b.StreamErrors
 	a.EpisodeResyncs += b.EpisodeResyncs
+	a.ConnectionResets += b.ConnectionResets
 	return a
 }
 

@@ -1,0 +1,328 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// silentLink is a network link a test cuts the way a partition does, not
+// the way a crash does: the connections open across the cut go silent for
+// good (what is written to them vanishes, their reads never return), as
+// when a middlebox dropped their state or the kernel's retransmission
+// timer has backed off far past the cut, and new connections fail until
+// the link heals. A client notices a silent connection only by a deadline
+// (keepalive takes ClientOptions.Keepalive twice); after the heal only a
+// new connection reaches the server.
+type silentLink struct {
+	dial func(ctx context.Context, addr string) (net.Conn, error)
+
+	mu    sync.Mutex
+	cut   bool
+	conns []*silentConn // every connection made, for cut
+	dials int
+}
+
+var errUnreachable = errors.New("silent link: network unreachable")
+
+// dialer is the link's ClientOptions.Dialer.
+func (l *silentLink) dialer(ctx context.Context, addr string) (net.Conn, error) {
+	l.mu.Lock()
+	cut := l.cut
+	l.mu.Unlock()
+	if cut {
+		return nil, errUnreachable
+	}
+	nc, err := l.dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &silentConn{Conn: nc, done: make(chan struct{})}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cut { // cut while dialing
+		c.silent.Store(true)
+	}
+	l.conns = append(l.conns, c)
+	l.dials++
+	return c, nil
+}
+
+// setCut cuts the link (every open connection silent) or heals it (new
+// connections work; the silent ones stay silent).
+func (l *silentLink) setCut(cut bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cut = cut
+	if cut {
+		for _, c := range l.conns {
+			c.silent.Store(true)
+		}
+	}
+}
+
+// connections is how many connections the link has made.
+func (l *silentLink) connections() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dials
+}
+
+// silentConn is one connection of a silentLink.
+type silentConn struct {
+	net.Conn
+	silent atomic.Bool
+	once   sync.Once
+	done   chan struct{} // closed by Close
+}
+
+func (c *silentConn) Read(b []byte) (int, error) {
+	for {
+		n, err := c.Conn.Read(b)
+		if !c.silent.Load() {
+			return n, err
+		}
+		if err != nil { // the server's end closed: still silent until Close
+			<-c.done
+			return 0, net.ErrClosed
+		}
+		// Bytes on a dead path: dropped.
+	}
+}
+
+func (c *silentConn) Write(b []byte) (int, error) {
+	if c.silent.Load() {
+		select {
+		case <-c.done:
+			return 0, net.ErrClosed
+		default:
+			return len(b), nil // into the void
+		}
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *silentConn) Close() error {
+	c.once.Do(func() { close(c.done) })
+	return c.Conn.Close()
+}
+
+// TestShardedRejoinAfterSilentPartition cuts the learner's link to one of
+// two shards so that its connection goes silent rather than breaking: the
+// shard goes down on the deadline and the learner keeps drawing from the
+// other. Once the link heals, the shard must be back within a bound far
+// below the silent connection's keepalive (30 s): the learner ended the
+// connection when the shard missed its deadline (Client.ResetConnection)
+// and its probes dial a new one.
+func TestShardedRejoinAfterSilentPartition(t *testing.T) {
+	checkLeaks(t)
+	layout := shardLayout(1 << 12)
+	const cfg = `{"run":1}`
+	a := newTestShard(t, "shard-a", "per", layout, nil, cfg)
+	b := newTestShard(t, "shard-b", "per", layout, nil, cfg)
+	prios := make([]float64, 256)
+	for i := range prios {
+		prios[i] = 1 + float64(i%7)
+	}
+	for _, sh := range []*testShard{a, b} {
+		sh.fill(t, prios, 0)
+	}
+	var clients []*Client
+	var links []*silentLink
+	for _, sh := range []*testShard{a, b} {
+		l := &silentLink{dial: sh.bs.dial}
+		c, err := Dial(context.Background(), "passthrough:///learner-"+sh.name, ClientOptions{Insecure: true, Dialer: l.dialer,
+			DialOptions: []grpc.DialOption{testReconnect}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		clients, links = append(clients, c), append(links, l)
+	}
+	_, local := localTwin(t, "per", layout)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	counters := &ShardCounters{}
+	const deadline = 200 * time.Millisecond
+	m, err := ShardedMethod(ctx, clients, local, 0, ShardOptions{Deadline: deadline, ProbeMin: 10 * time.Millisecond, ProbeMax: 40 * time.Millisecond,
+		FleetLease: -1, Counters: counters})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(21, 22))
+	dst, _ := a.buf.NewBatch(16)
+	absTD := make([]float64, 16)
+	draw := func(what string) {
+		t.Helper()
+		if err := m.Selector.Sample(rng, dst); err != nil {
+			t.Fatalf("%s: %v (%+v)", what, err, counters.Snapshot())
+		}
+		for i := range absTD {
+			absTD[i] = 0.5 + rng.Float64()
+		}
+		if _, err := m.Selector.Update(dst.Refs, absTD); err != nil {
+			t.Fatalf("%s: write-back: %v", what, err)
+		}
+	}
+	for range 20 {
+		draw("before the cut")
+	}
+	links[0].setCut(true)
+	cut := time.Now()
+	for counters.Snapshot().Shards[0].Up {
+		if time.Since(cut) > 10*time.Second {
+			t.Fatalf("shard a still up 10 s after its link went silent (deadline %v): %+v", deadline, counters.Snapshot())
+		}
+		draw("at the cut")
+	}
+	for range 20 { // the other shard serves meanwhile
+		draw("with shard a cut off")
+	}
+	if st := clients[0].Stats(); st.ConnectionResets == 0 {
+		t.Fatalf("shard a missed its deadline but its connection was not ended: %+v", st)
+	}
+	dialsBefore := links[0].connections()
+	links[0].setCut(false)
+	healed := time.Now()
+	// The bound: a probe (at most 40 ms apart), a connection and an Info
+	// on it, and a draw; generous for -race on 2 loaded cores, and far
+	// below the 30 s after which keepalive would end the silent
+	// connection.
+	const bound = 5 * time.Second
+	for !counters.Snapshot().Shards[0].Up {
+		if time.Since(healed) > bound {
+			t.Fatalf("shard a not back %v after its link healed (a silent connection kept?): %+v, client %+v, %d connections made",
+				bound, counters.Snapshot().Shards[0], clients[0].Stats(), links[0].connections())
+		}
+		draw("after the heal")
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("shard a back %v after the heal (cut for %v)", time.Since(healed).Round(time.Millisecond), healed.Sub(cut).Round(time.Millisecond))
+	if links[0].connections() <= dialsBefore {
+		t.Fatalf("shard a rejoined without a new connection (%d made)", links[0].connections())
+	}
+	rowsBefore := counters.Snapshot().Shards[0].Rows
+	for range 20 {
+		draw("after the rejoin")
+	}
+	if st := counters.Snapshot().Shards[0]; st.Rows <= rowsBefore || st.Rejoins != 1 {
+		t.Fatalf("shard a after its rejoin: %+v (rows before %d)", st, rowsBefore)
+	}
+	cancel()
+}
+
+// TestShardedWriterRejoinAfterSilentPartition is the writer's side: a
+// shard whose connection goes silent is marked dead (its probe missed
+// ProbeTimeout, which ends the connection), its batches move to the other
+// shard, and once the link heals it rejoins on a new connection well
+// within the silent connection's keepalive.
+func TestShardedWriterRejoinAfterSilentPartition(t *testing.T) {
+	checkLeaks(t)
+	fl := newTestFleet(t, 2)
+	link := &silentLink{dial: fl.servers[0].dial}
+	c, err := Dial(context.Background(), "passthrough:///silent-shard-0", ClientOptions{Insecure: true, Dialer: link.dialer,
+		DialOptions: []grpc.DialOption{testReconnect}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	fl.clients[0] = c
+	const ack, probe = 300 * time.Millisecond, 500 * time.Millisecond
+	s := newTestShardedWriter(t, fl, "silent-link", ShardedWriterOptions{WriterOptions: WriterOptions{Window: 2}, AckTimeout: ack, ProbeTimeout: probe})
+	var next float32
+	insertEpisodes(t, s, 1, 20, 2, &next)
+	flushSharded(t, s)
+	link.setCut(true)
+	for e := uint64(100); s.Stats().Shards[0].Deaths == 0; e++ {
+		if e > 100_000 {
+			t.Fatalf("shard 0 not marked dead after its link went silent: %+v", s.Stats())
+		}
+		insertEpisodes(t, s, e, 1, 2, &next)
+		time.Sleep(2 * time.Millisecond)
+	}
+	st := s.Stats().Shards[0]
+	if st.ConnectionResets == 0 {
+		t.Fatalf("shard 0 went dead without its silent connection ended: %+v", st)
+	}
+	dialsBefore := link.connections()
+	link.setCut(false)
+	healed := time.Now()
+	const bound = 5 * time.Second
+	if !waitStats(s, bound, func(st ShardedWriterStats) bool { return st.Shards[0].Live }) {
+		t.Fatalf("shard 0 not back %v after its link healed: %+v, %d connections made", bound, s.Stats().Shards[0], link.connections())
+	}
+	t.Logf("shard 0 back %v after the heal", time.Since(healed).Round(time.Millisecond))
+	if link.connections() <= dialsBefore {
+		t.Fatalf("shard 0 rejoined without a new connection")
+	}
+	acked := s.Stats().Shards[0].Acked
+	for e := uint64(200_000); s.Stats().Shards[0].Acked == acked; e++ {
+		if time.Since(healed) > 3*bound {
+			t.Fatalf("shard 0 stores nothing after its rejoin: %+v", s.Stats().Shards[0])
+		}
+		insertEpisodes(t, s, e, 1, 2, &next)
+		flushSharded(t, s)
+	}
+	flushSharded(t, s)
+	if st := s.Stats(); st.Lost != 0 {
+		t.Fatalf("batches lost: %+v", st)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClientResetConnection: ResetConnection ends the connection in use
+// (a stream on it breaks), the next call dials a new one, and it reports
+// false with no connection to end (before the first call, after Close).
+func TestClientResetConnection(t *testing.T) {
+	checkLeaks(t)
+	sh := newTestShard(t, "reset", "per", shardLayout(64), nil, `{"run":1}`)
+	link := &silentLink{dial: sh.bs.dial}
+	c, err := Dial(context.Background(), "passthrough:///reset", ClientOptions{Insecure: true, Dialer: link.dialer, DialOptions: []grpc.DialOption{testReconnect}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.ResetConnection() {
+		t.Fatal("ResetConnection before any call: reported a connection")
+	}
+	if _, err := c.Info(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !c.ResetConnection() {
+		t.Fatal("ResetConnection after a call: no connection to end")
+	}
+	if c.ResetConnection() {
+		t.Fatal("a second ResetConnection ended a connection again")
+	}
+	// A call racing the transport's end may still fail on the old
+	// connection; within a bound one succeeds on a new one.
+	for try := 0; ; try++ {
+		_, err := c.Info(context.Background())
+		if err == nil {
+			break
+		}
+		if try == 100 {
+			t.Fatalf("Info after ResetConnection, 100 tries 10 ms apart: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := link.connections(); n != 2 {
+		t.Fatalf("%d connections made, want 2 (one after the reset)", n)
+	}
+	if st := c.Stats(); st.ConnectionResets != 1 {
+		t.Fatalf("ConnectionResets %d, want 1", st.ConnectionResets)
+	}
+	c.Close()
+	if c.ResetConnection() {
+		t.Fatal("ResetConnection after Close reported a connection")
+	}
+}
