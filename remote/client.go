@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -237,6 +238,17 @@ func (c *Client) ResetConnection() bool {
 	c.conn.ResetConnectBackoff()
 	c.count(func(st *ClientStats) { st.ConnectionResets++ })
 	return true
+}
+
+// resetIfSilent ends the connection (ResetConnection) when gRPC holds it
+// ready: a call that missed its deadline on a ready connection found it
+// silent, while one still connecting is left to finish (ending it would
+// only start the connection over). O(1).
+func (c *Client) resetIfSilent() bool {
+	if c.conn.GetState() != connectivity.Ready {
+		return false
+	}
+	return c.ResetConnection()
 }
 
 // missedDeadline reports whether err is a deadline that passed (a call's

@@ -1316,7 +1316,7 @@ func (s *sharded) down(sh *shard, err error) {
 		// A shard silent past the deadline may sit behind a connection
 		// that stays silent after the network heals (see
 		// Client.ResetConnection): the probes dial a new one.
-		sh.st.c.ResetConnection()
+		sh.st.c.resetIfSilent()
 	}
 	s.startProbe(sh)
 }
@@ -1357,7 +1357,7 @@ func (s *sharded) startProbe(sh *shard) {
 				return
 			}
 			if missedDeadline(err) {
-				c.ResetConnection() // the next probe on a new connection
+				c.resetIfSilent() // the next probe on a new connection
 			}
 			backoff = min(2*backoff, maxBackoff)
 		}

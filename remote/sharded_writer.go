@@ -858,10 +858,10 @@ func (s *ShardedWriter) probe(sh *wshard) error {
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.ProbeTimeout)
 	defer cancel()
 	info, err := sh.c.Info(ctx)
-	// Silent past ProbeTimeout: the connection may stay silent after the
-	// network heals (Client.ResetConnection); the next probe and the
-	// stream dial a new one.
-	reset := missedDeadline(err) && sh.c.ResetConnection()
+	// Silent past ProbeTimeout on a ready connection: it may stay silent
+	// after the network heals (Client.ResetConnection); the next probe
+	// and the stream dial a new one.
+	reset := missedDeadline(err) && sh.c.resetIfSilent()
 	if err == nil && len(s.opts.Config) > 0 {
 		if diff := ConfigDiff(s.opts.Config, info.GetConfig()); diff != "" {
 			err = fmt.Errorf("the shard serves another run configuration (%s)", diff)
