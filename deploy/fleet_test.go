@@ -386,6 +386,20 @@ func TestComposeFleet(t *testing.T) {
 		return live == 1 && deaths > deaths1
 	})
 	partitioned := measure("with replay-0 disconnected", cutNoticed)
+	// The learner's own view (its records carry shards_live and
+	// shard_rejoins): it left replay-0 out during the cut.
+	learnerRejoins := func() (live, rejoins int, at time.Time) {
+		recs := f.progress(learner)
+		if len(recs) == 0 {
+			return 0, 0, time.Time{}
+		}
+		r := recs[len(recs)-1]
+		return r.ShardsLive, r.ShardRejoins, r.Time
+	}
+	lLive, lRejoins, _ := learnerRejoins()
+	if lLive != 1 {
+		t.Fatalf("the learner's record during the cut shows %d live shards, want 1 (replay-0 left out)\n%s", lLive, f.tail())
+	}
 	ackedCut, _, _, _ := f.actorsState(actors)
 	if ackedCut <= ackedAtCut {
 		t.Fatalf("the actor hosts did not insert into replay-1 while replay-0 was cut off: acked %d -> %d\n%s", ackedAtCut, ackedCut, f.tail())
@@ -400,6 +414,29 @@ func TestComposeFleet(t *testing.T) {
 		_, live, rejoins, _ := f.actorsState(actors)
 		return live == 2 && rejoins > rejoins1
 	})
+	// The learner takes replay-0 back on a new connection: its probes
+	// (at most 0.5 s apart) dial again once the network is back, rather
+	// than wait on the connection it had through the cut, which the
+	// kernel's retransmission backoff kept silent up to 7.5 s after the
+	// heal in one run before the learner ended such connections
+	// (remote.Client.ResetConnection). The bound, from before docker
+	// network connect to the learner's first record showing the rejoin
+	// (records 1 s apart), adds the command's own time and a loaded
+	// machine's slack to a probe's period and a connection's handshake.
+	const learnerRejoinBound = 6 * time.Second
+	var learnerBack time.Time
+	f.waitFor(time.Minute, "the learner taking replay-0 back", func() bool {
+		for _, r := range f.progress(learner) {
+			if r.Time.After(reconnected) && r.ShardRejoins > lRejoins && r.ShardsLive == 2 {
+				learnerBack = r.Time
+				return true
+			}
+		}
+		return false
+	})
+	if d := learnerBack.Sub(reconnected); d > learnerRejoinBound {
+		t.Errorf("the learner took replay-0 back %.1f s after docker network connect (bound %v): a connection kept through the partition?", d.Seconds(), learnerRejoinBound)
+	}
 	recoveredCut := backToRate(healed, "after replay-0 rejoined")
 	healedRate := measure("after replay-0 reconnected", recoveredCut)
 
@@ -408,6 +445,7 @@ func TestComposeFleet(t *testing.T) {
 	t.Logf("recovery: kill noticed by the actor hosts in %.1f s; restarted shard rejoined %.1f s after docker start (healthy after %.1f s), the learner at half its rate %.1f s after the rejoin; disconnect noticed in %.1f s; rejoined %.1f s after reconnecting, the learner at half its rate %.1f s after the rejoin",
 		noticed.Sub(killed).Seconds(), rejoined.Sub(restarted).Seconds(), healthy.Sub(restarted).Seconds(), max(0, recovered.Sub(rejoined).Seconds()),
 		cutNoticed.Sub(cut).Seconds(), healed.Sub(reconnected).Seconds(), max(0, recoveredCut.Sub(healed).Seconds()))
+	t.Logf("recovery: the learner's record shows replay-0 back %.1f s after docker network connect began", learnerBack.Sub(reconnected).Seconds())
 	// The learner's own view of the shards, in its last record once
 	// stopped: each shard drawn from, lost and back.
 	f.compose(time.Minute, "stop", "-t", "30", "learner")

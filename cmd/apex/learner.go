@@ -248,7 +248,22 @@ func runLearner(args []string, stdout, stderr io.Writer) int {
 		"learner_workers", c.LearnerWorkers, "batch", c.Batch)
 	done := make(chan struct{})
 	var printer sync.WaitGroup
-	printer.Go(func() { progress(host, log, nil, *progressEvery, done) })
+	var shardAttrs func() []any
+	if shardStats != nil {
+		// A fleet's records say how many shards the learner draws from and
+		// how often they went down and came back (the actor hosts' records
+		// carry the same keys for their side).
+		shardAttrs = func() []any {
+			st := shardStats.Snapshot()
+			var downs, rejoins uint64
+			for _, sh := range st.Shards {
+				downs += sh.Downs
+				rejoins += sh.Rejoins
+			}
+			return []any{"shards_live", liveShards(&st), "shard_downs", downs, "shard_rejoins", rejoins}
+		}
+	}
+	printer.Go(func() { progress(host, log, nil, *progressEvery, done, shardAttrs) })
 	res, err := host.Run(ctx)
 	close(done)
 	printer.Wait()

@@ -186,7 +186,7 @@ func runTrain(args []string, stdout, stderr io.Writer) int {
 	defer stopWatching()
 	done := make(chan struct{})
 	var printer sync.WaitGroup
-	printer.Go(func() { progress(tr, log, bar, *progressEvery, done) })
+	printer.Go(func() { progress(tr, log, bar, *progressEvery, done, nil) })
 	res, err := tr.Run(ctx)
 	close(done)
 	printer.Wait()
@@ -362,9 +362,6 @@ func signalExitCode(s os.Signal) int {
 	return 130
 }
 
-// progress reports the run every period until done is closed: a log
-// record (text or JSON) per period, or, on a terminal in text mode, one
-// progress-bar line redrawn in place; and a warning when a periodic
 // trainProgress is what the progress records read: a Trainer, or a
 // learner host of a distributed run.
 type trainProgress interface {
@@ -372,8 +369,12 @@ type trainProgress interface {
 	Config() runtime.TrainConfig
 }
 
-// checkpoint failed (the run goes on without it).
-func progress(tr trainProgress, log *slog.Logger, bar io.Writer, period time.Duration, done <-chan struct{}) {
+// progress reports the run every period until done is closed: a log
+// record (text or JSON) per period, or, on a terminal in text mode, one
+// progress-bar line redrawn in place; and a warning when a periodic
+// checkpoint failed (the run goes on without it). extra, if not nil, adds
+// attributes to each record (apex learner's shard counts).
+func progress(tr trainProgress, log *slog.Logger, bar io.Writer, period time.Duration, done <-chan struct{}, extra func() []any) {
 	if period <= 0 {
 		return
 	}
@@ -419,6 +420,9 @@ func progress(tr trainProgress, log *slog.Logger, bar io.Writer, period time.Dur
 		}
 		if d := tr.Config().Duration; d > 0 {
 			attrs = append(attrs, "remaining_s", round1(max(0, d.Seconds()-st.SegmentSeconds)))
+		}
+		if extra != nil {
+			attrs = append(attrs, extra()...)
 		}
 		log.Info("progress", attrs...)
 	}
