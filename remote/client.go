@@ -103,7 +103,9 @@ func (o *ClientOptions) fill() {
 //
 // A Client is safe for concurrent use by any number of goroutines. Close
 // it when done; the writers, stages and subscribers made from it must be
-// closed first.
+// closed first. A sharded stage or writer made from it ends its
+// connection when the server misses a deadline (ResetConnection): the
+// calls of the client's other users in flight on it then fail once.
 type Client struct {
 	conn   *grpc.ClientConn
 	replay replayv1.ReplayClient
@@ -115,10 +117,14 @@ type Client struct {
 
 	dialer func(ctx context.Context, addr string) (net.Conn, error) // opts.Dialer, or TCP (unix for a "unix:" target)
 	netMu  sync.Mutex
-	// netConn is the latest connection dialer made (nil before the
-	// first): the one gRPC's transport uses, or one already ended (its
-	// Close is then a no-op). Guarded by netMu.
-	netConn net.Conn
+	// recent are the latest connections dialer made since the last
+	// ResetConnection, newest last, at most maxRecentConns: the one
+	// gRPC's transport uses is among them (gRPC may race a few attempts
+	// at a name's addresses; it closes the losers, and closing them again
+	// is a no-op). gen counts the connections dialer made. Both guarded
+	// by netMu.
+	recent []net.Conn
+	gen    uint64
 
 	statsMu sync.Mutex
 	stats   ClientStats
@@ -180,6 +186,12 @@ func Dial(ctx context.Context, target string, opts ClientOptions) (*Client, erro
 			network = "unix"
 		}
 		c.dialer = func(ctx context.Context, addr string) (net.Conn, error) {
+			if network == "unix" {
+				// gRPC hands a custom dialer "unix://" + an absolute path,
+				// "unix:" + a relative one, or "\x00name" for an abstract
+				// socket.
+				addr = strings.TrimPrefix(strings.TrimPrefix(addr, "unix://"), "unix:")
+			}
 			var d net.Dialer
 			return d.DialContext(ctx, network, addr)
 		}
@@ -205,10 +217,18 @@ func (c *Client) dial(ctx context.Context, addr string) (net.Conn, error) {
 		return nil, err
 	}
 	c.netMu.Lock()
-	c.netConn = nc
+	if len(c.recent) == maxRecentConns {
+		c.recent = append(c.recent[:0], c.recent[1:]...)
+	}
+	c.recent = append(c.recent, nc)
+	c.gen++
 	c.netMu.Unlock()
 	return nc, nil
 }
+
+// maxRecentConns bounds Client.recent: gRPC's pick_first races at most a
+// few attempts at once.
+const maxRecentConns = 4
 
 // ResetConnection ends the client's network connection, so that the
 // next call dials a new one at once (gRPC's reconnection backoff reset):
@@ -218,37 +238,66 @@ func (c *Client) dial(ctx context.Context, addr string) (net.Conn, error) {
 // kernel's retransmission timer backs off through the cut, and a
 // middlebox may have dropped it for good) while keepalive notices it only
 // after ClientOptions.Keepalive twice; a new connection reaches the peer
-// as soon as the network does (a call made in the microseconds before
-// gRPC sees the old one end may still fail on it). It reports whether there was a connection
-// to end (false before the first, after Close, or when a dialer in
-// DialOptions replaced Dial's). Counted in ClientStats.ConnectionResets.
-// O(1); safe for concurrent use.
+// once the network does and gRPC's next connection attempt starts (how
+// long an attempt begun during the cut may hang is the connect params':
+// gRPC's MinConnectTimeout, 20 s unless DialOptions set it; apex's fleet
+// clients use 1 s). A call made in the microseconds before gRPC sees the
+// old connection end may still fail on it. It reports whether it ended
+// connections it had dialed since the last reset (false before the first,
+// after Close, or when a dialer in DialOptions replaced Dial's). Counted
+// in ClientStats.ConnectionResets. O(1); safe for concurrent use.
 func (c *Client) ResetConnection() bool {
+	return c.reset(0, false)
+}
+
+// reset is ResetConnection; with onlyGen it ends the connections only if
+// none was dialed after the gen-th.
+func (c *Client) reset(gen uint64, onlyGen bool) bool {
 	if c.isClosed() {
 		return false
 	}
 	c.netMu.Lock()
-	nc := c.netConn
-	c.netConn = nil
-	c.netMu.Unlock()
-	if nc == nil {
+	if onlyGen && c.gen != gen {
+		c.netMu.Unlock()
 		return false
 	}
-	_ = nc.Close()
+	ncs := c.recent
+	c.recent = nil
+	c.netMu.Unlock()
+	if len(ncs) == 0 {
+		return false
+	}
+	for _, nc := range ncs {
+		_ = nc.Close()
+	}
 	c.conn.ResetConnectBackoff()
 	c.count(func(st *ClientStats) { st.ConnectionResets++ })
 	return true
 }
 
-// resetIfSilent ends the connection (ResetConnection) when gRPC holds it
-// ready: a call that missed its deadline on a ready connection found it
-// silent, while one still connecting is left to finish (ending it would
-// only start the connection over). O(1).
-func (c *Client) resetIfSilent() bool {
-	if c.conn.GetState() != connectivity.Ready {
+// connGen names the connection a call is about to go out on: the number
+// of connections dialed so far, and whether gRPC holds one ready now.
+// Taken before a call (or when a stream opens), it is what resetIfSilent
+// needs after the call missed its deadline. O(1).
+func (c *Client) connGen() (gen uint64, ready bool) {
+	ready = c.conn.GetState() == connectivity.Ready
+	c.netMu.Lock()
+	defer c.netMu.Unlock()
+	return c.gen, ready
+}
+
+// resetIfSilent ends the connection (ResetConnection) after a call that
+// missed its deadline, if the call went out on a ready connection
+// (connGen's, taken before it) and no connection was dialed since: that
+// connection is silent. A call that went out while gRPC was connecting,
+// or one older than the connection now, leaves it alone: ending a
+// connection still being set up, or a new one, would only start it over.
+// O(1).
+func (c *Client) resetIfSilent(gen uint64, ready bool) bool {
+	if !ready {
 		return false
 	}
-	return c.ResetConnection()
+	return c.reset(gen, true)
 }
 
 // missedDeadline reports whether err is a deadline that passed (a call's

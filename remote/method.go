@@ -169,6 +169,7 @@ type stage struct {
 	// The learner goroutine's state.
 	stream      grpc.BidiStreamingClient[replayv1.SampleRequest, replayv1.SampleReply]
 	cancel      context.CancelFunc // ends stream
+	gen         uint64             // the client's connection the latest stream opened on (Client.connGen; kept after the stream breaks)
 	nextID      uint64
 	steps       uint64 // draws that succeeded, priorSteps included
 	drawStep    uint64 // the latest batch's step (0: none)
@@ -705,6 +706,7 @@ func (s *stage) open() error {
 		var st grpc.BidiStreamingClient[replayv1.SampleRequest, replayv1.SampleReply]
 		if st, err = s.c.replay.Sample(ctx); err == nil {
 			s.stream, s.cancel = st, cancel
+			s.gen, _ = s.c.connGen() // a stream opens on a ready connection
 			s.c.count(func(st *ClientStats) { st.StreamOpens++ })
 			return nil
 		}

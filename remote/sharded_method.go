@@ -467,8 +467,10 @@ type prefetch struct {
 // the client's gRPC reconnection backoff, and a shard that missed the
 // deadline (a draw's, a tally's or a probe's) has its connection ended
 // (Client.ResetConnection), so a shard back from a partition is reached
-// on a new connection within about ProbeMax + Deadline, not after gRPC's
-// seconds of backoff or a silent connection's keepalive.
+// on a new connection within about ProbeMax + Deadline once a connection
+// attempt can start (an attempt begun during the cut lasts up to gRPC's
+// MinConnectTimeout: 20 s by default, 1 s for apex learner's fleet), not
+// after gRPC's seconds of backoff or a silent connection's keepalive.
 //
 // The shards' Info replies come from opts.Infos (FleetConfig's, reused) or
 // from one FleetConfig round here; two entries that are one server (the
@@ -1313,10 +1315,11 @@ func (s *sharded) down(sh *shard, err error) {
 		sh.st.broken(err)
 	}
 	if missedDeadline(err) {
-		// A shard silent past the deadline may sit behind a connection
-		// that stays silent after the network heals (see
+		// A shard silent past the deadline (a reply on the stream, which
+		// opened on connection st.gen) may sit behind a connection that
+		// stays silent after the network heals (see
 		// Client.ResetConnection): the probes dial a new one.
-		sh.st.c.resetIfSilent()
+		sh.st.c.resetIfSilent(sh.st.gen, true)
 	}
 	s.startProbe(sh)
 }
@@ -1349,6 +1352,7 @@ func (s *sharded) startProbe(sh *shard) {
 			// gRPC's own reconnection backoff (seconds after a long cut):
 			// until the learner reaches it, its fleet counts are stale.
 			c.conn.ResetConnectBackoff()
+			gen, ready := c.connGen()
 			ctx, cancel := context.WithTimeout(s.ctx, deadline)
 			info, err := c.replay.Info(ctx, &replayv1.InfoRequest{})
 			cancel()
@@ -1356,8 +1360,8 @@ func (s *sharded) startProbe(sh *shard) {
 				sh.probe.Store(info)
 				return
 			}
-			if missedDeadline(err) {
-				c.resetIfSilent() // the next probe on a new connection
+			if missedDeadline(err) && s.ctx.Err() == nil {
+				c.resetIfSilent(gen, ready) // the next probe on a new connection
 			}
 			backoff = min(2*backoff, maxBackoff)
 		}

@@ -857,11 +857,12 @@ func (s *ShardedWriter) checkLineage(sh *wshard, lin uint64) error {
 func (s *ShardedWriter) probe(sh *wshard) error {
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.ProbeTimeout)
 	defer cancel()
+	gen, ready := sh.c.connGen()
 	info, err := sh.c.Info(ctx)
 	// Silent past ProbeTimeout on a ready connection: it may stay silent
 	// after the network heals (Client.ResetConnection); the next probe
 	// and the stream dial a new one.
-	reset := missedDeadline(err) && sh.c.resetIfSilent()
+	reset := missedDeadline(err) && s.ctx.Err() == nil && sh.c.resetIfSilent(gen, ready)
 	if err == nil && len(s.opts.Config) > 0 {
 		if diff := ConfigDiff(s.opts.Config, info.GetConfig()); diff != "" {
 			err = fmt.Errorf("the shard serves another run configuration (%s)", diff)

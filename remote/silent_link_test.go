@@ -2,15 +2,21 @@ package remote
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+
+	replayv1 "github.com/apexrl/apex/api/replay/v1"
 )
 
 // silentLink is a network link a test cuts the way a partition does, not
@@ -150,7 +156,9 @@ func TestShardedRejoinAfterSilentPartition(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	counters := &ShardCounters{}
-	const deadline = 200 * time.Millisecond
+	// Long enough that a live shard on 2 loaded cores under -race does not
+	// miss it, short enough to notice the cut quickly.
+	const deadline = 500 * time.Millisecond
 	m, err := ShardedMethod(ctx, clients, local, 0, ShardOptions{Deadline: deadline, ProbeMin: 10 * time.Millisecond, ProbeMax: 40 * time.Millisecond,
 		FleetLease: -1, Counters: counters})
 	if err != nil {
@@ -212,7 +220,7 @@ func TestShardedRejoinAfterSilentPartition(t *testing.T) {
 	for range 20 {
 		draw("after the rejoin")
 	}
-	if st := counters.Snapshot().Shards[0]; st.Rows <= rowsBefore || st.Rejoins != 1 {
+	if st := counters.Snapshot().Shards[0]; st.Rows <= rowsBefore || st.Rejoins < 1 {
 		t.Fatalf("shard a after its rejoin: %+v (rows before %d)", st, rowsBefore)
 	}
 	cancel()
@@ -240,9 +248,10 @@ func TestShardedWriterRejoinAfterSilentPartition(t *testing.T) {
 	insertEpisodes(t, s, 1, 20, 2, &next)
 	flushSharded(t, s)
 	link.setCut(true)
+	cut := time.Now()
 	for e := uint64(100); s.Stats().Shards[0].Deaths == 0; e++ {
-		if e > 100_000 {
-			t.Fatalf("shard 0 not marked dead after its link went silent: %+v", s.Stats())
+		if time.Since(cut) > 10*time.Second {
+			t.Fatalf("shard 0 not marked dead 10 s after its link went silent (AckTimeout %v, ProbeTimeout %v): %+v", ack, probe, s.Stats())
 		}
 		insertEpisodes(t, s, e, 1, 2, &next)
 		time.Sleep(2 * time.Millisecond)
@@ -297,8 +306,32 @@ func TestClientResetConnection(t *testing.T) {
 	if _, err := c.Info(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	sctx, scancel := context.WithCancel(context.Background())
+	defer scancel()
+	stream, err := c.replay.Sample(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One exchange first: a stream whose headers have not left yet would
+	// be retried on the next connection, transparently.
+	if err := stream.Send(&replayv1.SampleRequest{Kind: &replayv1.SampleRequest_Tally{Tally: &replayv1.Tally{Id: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatalf("a tally on the stream: %v", err)
+	}
+	recvErr := make(chan error, 1)
+	go func() { _, err := stream.Recv(); recvErr <- err }()
 	if !c.ResetConnection() {
 		t.Fatal("ResetConnection after a call: no connection to end")
+	}
+	select {
+	case err := <-recvErr:
+		if err == nil {
+			t.Fatal("a stream on the ended connection received a reply")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stream on the ended connection did not break within 10 s")
 	}
 	if c.ResetConnection() {
 		t.Fatal("a second ResetConnection ended a connection again")
@@ -324,5 +357,99 @@ func TestClientResetConnection(t *testing.T) {
 	c.Close()
 	if c.ResetConnection() {
 		t.Fatal("ResetConnection after Close reported a connection")
+	}
+}
+
+// TestClientResetIfSilent: the stages end a connection after a missed
+// deadline only if the call went out on it while it was ready and no
+// connection has been dialed since; a call made while connecting, or one
+// older than the connection now, leaves the connection alone.
+func TestClientResetIfSilent(t *testing.T) {
+	checkLeaks(t)
+	sh := newTestShard(t, "guard", "per", shardLayout(64), nil, `{"run":1}`)
+	link := &silentLink{dial: sh.bs.dial}
+	c, err := Dial(context.Background(), "passthrough:///guard", ClientOptions{Insecure: true, Dialer: link.dialer, DialOptions: []grpc.DialOption{testReconnect}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	gen, ready := c.connGen() // before the first connection: not ready
+	if ready {
+		t.Fatal("connGen before any call: ready")
+	}
+	if _, err := c.Info(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c.resetIfSilent(gen, ready) {
+		t.Fatal("resetIfSilent ended a connection for a call made while none was ready")
+	}
+	gen, ready = c.connGen()
+	if !ready || gen != 1 {
+		t.Fatalf("connGen after a call: %d, ready %v; want 1, true", gen, ready)
+	}
+	// A new connection since the call (the old one ended, another dialed):
+	// the call's miss says nothing of it.
+	if !c.ResetConnection() {
+		t.Fatal("ResetConnection: no connection")
+	}
+	for try := 0; ; try++ {
+		if _, err := c.Info(context.Background()); err == nil {
+			break
+		} else if try == 100 {
+			t.Fatalf("Info after ResetConnection, 100 tries: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c.resetIfSilent(gen, true) {
+		t.Fatal("resetIfSilent ended a connection dialed after the call")
+	}
+	if n := c.Stats().ConnectionResets; n != 1 {
+		t.Fatalf("ConnectionResets %d, want 1", n)
+	}
+	gen, ready = c.connGen()
+	if !c.resetIfSilent(gen, ready) {
+		t.Fatal("resetIfSilent did not end the connection a call went out on while ready")
+	}
+}
+
+// TestDialUnixSocket: Dial's own dialer reaches "unix:" targets (gRPC hands
+// a custom dialer "unix://" + the path) and "unix-abstract:" ones.
+func TestDialUnixSocket(t *testing.T) {
+	checkLeaks(t)
+	dir, err := os.MkdirTemp("", "apx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sh := newTestShard(t, "unix", "per", shardLayout(64), nil, `{"run":1}`)
+	var nonce [6]byte
+	_, _ = crand.Read(nonce[:])
+	abstract := "apex-test-" + hex.EncodeToString(nonce[:])
+	for _, tc := range []struct{ listen, target string }{
+		{filepath.Join(dir, "replay.sock"), "unix://" + filepath.Join(dir, "replay.sock")},
+		{filepath.Join(dir, "replay2.sock"), "unix:" + filepath.Join(dir, "replay2.sock")},
+		{"@" + abstract, "unix-abstract:" + abstract},
+	} {
+		ln, err := net.Listen("unix", tc.listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer(wireServerOptions()...)
+		replayv1.RegisterReplayServer(srv, sh.srv)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = srv.Serve(ln) }()
+		c, err := Dial(context.Background(), tc.target, ClientOptions{Insecure: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = c.Info(ctx)
+		cancel()
+		c.Close()
+		srv.Stop()
+		<-done
+		if err != nil {
+			t.Errorf("Info over %s: %v", tc.target, err)
+		}
 	}
 }
