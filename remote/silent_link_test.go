@@ -288,18 +288,43 @@ func TestShardedWriterRejoinAfterSilentPartition(t *testing.T) {
 	}
 }
 
+// silentClient serves a test shard named name and dials it through a
+// silentLink of its own; the client closes when the test ends.
+func silentClient(t *testing.T, name string) (*Client, *silentLink) {
+	t.Helper()
+	sh := newTestShard(t, name, "per", shardLayout(64), nil, `{"run":1}`)
+	link := &silentLink{dial: sh.bs.dial}
+	c, err := Dial(context.Background(), "passthrough:///"+name, ClientOptions{Insecure: true, Dialer: link.dialer, DialOptions: []grpc.DialOption{testReconnect}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, link
+}
+
+// infoAfterReset calls Info until it succeeds, at most 100 times 10 ms
+// apart: a call racing the end of the old connection may still fail on
+// it; then one succeeds on a new connection.
+func infoAfterReset(t *testing.T, c *Client) {
+	t.Helper()
+	for try := 0; ; try++ {
+		_, err := c.Info(context.Background())
+		if err == nil {
+			return
+		}
+		if try == 100 {
+			t.Fatalf("Info after ResetConnection, 100 tries 10 ms apart: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestClientResetConnection: ResetConnection ends the connection in use
 // (a stream on it breaks), the next call dials a new one, and it reports
 // false with no connection to end (before the first call, after Close).
 func TestClientResetConnection(t *testing.T) {
 	checkLeaks(t)
-	sh := newTestShard(t, "reset", "per", shardLayout(64), nil, `{"run":1}`)
-	link := &silentLink{dial: sh.bs.dial}
-	c, err := Dial(context.Background(), "passthrough:///reset", ClientOptions{Insecure: true, Dialer: link.dialer, DialOptions: []grpc.DialOption{testReconnect}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, link := silentClient(t, "reset")
 	if c.ResetConnection() {
 		t.Fatal("ResetConnection before any call: reported a connection")
 	}
@@ -336,18 +361,7 @@ func TestClientResetConnection(t *testing.T) {
 	if c.ResetConnection() {
 		t.Fatal("a second ResetConnection ended a connection again")
 	}
-	// A call racing the transport's end may still fail on the old
-	// connection; within a bound one succeeds on a new one.
-	for try := 0; ; try++ {
-		_, err := c.Info(context.Background())
-		if err == nil {
-			break
-		}
-		if try == 100 {
-			t.Fatalf("Info after ResetConnection, 100 tries 10 ms apart: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	infoAfterReset(t, c)
 	if n := link.connections(); n != 2 {
 		t.Fatalf("%d connections made, want 2 (one after the reset)", n)
 	}
@@ -366,13 +380,7 @@ func TestClientResetConnection(t *testing.T) {
 // older than the connection now, leaves the connection alone.
 func TestClientResetIfSilent(t *testing.T) {
 	checkLeaks(t)
-	sh := newTestShard(t, "guard", "per", shardLayout(64), nil, `{"run":1}`)
-	link := &silentLink{dial: sh.bs.dial}
-	c, err := Dial(context.Background(), "passthrough:///guard", ClientOptions{Insecure: true, Dialer: link.dialer, DialOptions: []grpc.DialOption{testReconnect}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, _ := silentClient(t, "guard")
 	gen, ready := c.connGen() // before the first connection: not ready
 	if ready {
 		t.Fatal("connGen before any call: ready")
@@ -392,14 +400,7 @@ func TestClientResetIfSilent(t *testing.T) {
 	if !c.ResetConnection() {
 		t.Fatal("ResetConnection: no connection")
 	}
-	for try := 0; ; try++ {
-		if _, err := c.Info(context.Background()); err == nil {
-			break
-		} else if try == 100 {
-			t.Fatalf("Info after ResetConnection, 100 tries: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	infoAfterReset(t, c)
 	if c.resetIfSilent(gen, true) {
 		t.Fatal("resetIfSilent ended a connection dialed after the call")
 	}
