@@ -119,10 +119,10 @@ type Client struct {
 	netMu  sync.Mutex
 	// recent are the latest connections dialer made since the last
 	// ResetConnection, newest last, at most maxRecentConns: the one
-	// gRPC's transport uses is among them (gRPC may race a few attempts
-	// at a name's addresses; it closes the losers, and closing them again
-	// is a no-op). gen counts the connections dialer made. Both guarded
-	// by netMu.
+	// gRPC's transport uses is normally among them (gRPC may race a few
+	// attempts at a name's addresses; it closes the losers, and closing
+	// them again is a no-op). gen counts the connections dialer made.
+	// Both guarded by netMu.
 	recent []net.Conn
 	gen    uint64
 
@@ -188,8 +188,8 @@ func Dial(ctx context.Context, target string, opts ClientOptions) (*Client, erro
 		c.dialer = func(ctx context.Context, addr string) (net.Conn, error) {
 			if network == "unix" {
 				// gRPC hands a custom dialer "unix://" + an absolute path,
-				// "unix:" + a relative one, or "\x00name" for an abstract
-				// socket.
+				// "unix:" + a relative one, or "unix:@name" for an abstract
+				// socket (Go dials "@name" as one).
 				addr = strings.TrimPrefix(strings.TrimPrefix(addr, "unix://"), "unix:")
 			}
 			var d net.Dialer
@@ -242,10 +242,11 @@ const maxRecentConns = 4
 // long an attempt begun during the cut may hang is the connect params':
 // gRPC's MinConnectTimeout, 20 s unless DialOptions set it; apex's fleet
 // clients use 1 s). A call made in the microseconds before gRPC sees the
-// old connection end may still fail on it. It reports whether it ended
-// connections it had dialed since the last reset (false before the first,
-// after Close, or when a dialer in DialOptions replaced Dial's). Counted
-// in ClientStats.ConnectionResets. O(1); safe for concurrent use.
+// old connection end may still fail on it. It reports whether it had
+// connections dialed since the last reset to end (false before the
+// first, after Close, or when a dialer in DialOptions replaced Dial's;
+// gRPC may already have ended them). Counted in
+// ClientStats.ConnectionResets. O(1); safe for concurrent use.
 func (c *Client) ResetConnection() bool {
 	return c.reset(0, false)
 }

@@ -169,7 +169,7 @@ type stage struct {
 	// The learner goroutine's state.
 	stream      grpc.BidiStreamingClient[replayv1.SampleRequest, replayv1.SampleReply]
 	cancel      context.CancelFunc // ends stream
-	gen         uint64             // the client's connection the latest stream opened on (Client.connGen; kept after the stream breaks)
+	gen         uint64             // the client's connection the latest stream opened on, best effort (Client.connGen; kept after the stream breaks; a probe's own connGen covers a miss)
 	nextID      uint64
 	steps       uint64 // draws that succeeded, priorSteps included
 	drawStep    uint64 // the latest batch's step (0: none)

@@ -303,12 +303,14 @@ func silentClient(t *testing.T, name string) (*Client, *silentLink) {
 }
 
 // infoAfterReset calls Info until it succeeds, at most 100 times 10 ms
-// apart: a call racing the end of the old connection may still fail on
+// apart, each within 1 s: a call racing the end of the old connection may still fail on
 // it; then one succeeds on a new connection.
 func infoAfterReset(t *testing.T, c *Client) {
 	t.Helper()
 	for try := 0; ; try++ {
-		_, err := c.Info(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := c.Info(ctx)
+		cancel()
 		if err == nil {
 			return
 		}
@@ -395,6 +397,11 @@ func TestClientResetIfSilent(t *testing.T) {
 	if !ready || gen != 1 {
 		t.Fatalf("connGen after a call: %d, ready %v; want 1, true", gen, ready)
 	}
+	// A call that went out while gRPC was still connecting (ready false
+	// at its start), on the connection that is there now.
+	if c.resetIfSilent(gen, false) {
+		t.Fatal("resetIfSilent ended the connection for a call that went out while connecting")
+	}
 	// A new connection since the call (the old one ended, another dialed):
 	// the call's miss says nothing of it.
 	if !c.ResetConnection() {
@@ -439,16 +446,15 @@ func TestDialUnixSocket(t *testing.T) {
 		replayv1.RegisterReplayServer(srv, sh.srv)
 		done := make(chan struct{})
 		go func() { defer close(done); _ = srv.Serve(ln) }()
+		t.Cleanup(func() { srv.Stop(); <-done })
 		c, err := Dial(context.Background(), tc.target, ClientOptions{Insecure: true})
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { c.Close() })
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err = c.Info(ctx)
 		cancel()
-		c.Close()
-		srv.Stop()
-		<-done
 		if err != nil {
 			t.Errorf("Info over %s: %v", tc.target, err)
 		}
