@@ -78,8 +78,8 @@ type ClientOptions struct {
 	// (the address gRPC resolved the target to): a bufconn in tests,
 	// ShardTracker.Dialer for a shard that follows a DNS name. Nil dials
 	// TCP directly (a "unix:" target dials its socket; an HTTPS_PROXY in
-	// the environment is not used). Either way Dial keeps the latest
-	// connection, so ResetConnection can end it.
+	// the environment is not used). Either way Dial keeps the recent
+	// connections, so ResetConnection can end them.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 	// DialOptions are appended to Dial's own (interceptors). A dialer
 	// given here (grpc.WithContextDialer) replaces Dial's, and

@@ -206,15 +206,7 @@ func TestShardedFleetKeepAlive(t *testing.T) {
 				sh := newTestShard(t, name, "per", layout, lim, `{"run":1}`)
 				// Alone (the learner has not spoken yet) each limiter
 				// admits 16 items: MinSizeToSample plus ErrorBuffer.
-				for lim.CanInsert() {
-					if err := lim.ReserveInsert(context.Background(), 1); err != nil {
-						t.Fatal(err)
-					}
-					sh.fill(t, []float64{1}, 0)
-					if err := lim.CommitInsert(1); err != nil {
-						t.Fatal(err)
-					}
-				}
+				sh.fillAdmitted(t, lim)
 				lims, shards = append(lims, lim), append(shards, sh)
 			}
 			_, local := localTwin(t, "per", layout)

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	replayv1 "github.com/apexrl/apex/api/replay/v1"
@@ -183,7 +182,7 @@ func testLineageSwap(t *testing.T, withLineage bool) {
 	var clients []*Client
 	for i, sa := range shards {
 		o := copts
-		o.DialOptions = []grpc.DialOption{tr.DialOption(i)}
+		o.Dialer = tr.Dialer(i)
 		c, err := DialShard(context.Background(), sa, o)
 		if err != nil {
 			t.Fatal(err)
@@ -356,11 +355,7 @@ func TestShardedMethodLineage(t *testing.T) {
 	layout := shardLayout(16)
 	const cfg = `{"run":1,"sampler":"per"}`
 	ones := []float64{1, 1, 1, 1, 1, 1, 1, 1}
-	a := newTestShard(t, "shard-a", "per", layout, nil, cfg)
-	b := newTestShard(t, "shard-b", "per", layout, nil, cfg)
-	a.fill(t, ones, 0)
-	b.fill(t, ones, 1)
-	_, local := localTwin(t, "per", layout)
+	a, b, local := filledShards(t, layout, cfg, ones)
 	c, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	counters := &ShardCounters{}

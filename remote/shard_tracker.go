@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/apexrl/apex/remote/auth"
 )
 
@@ -130,7 +128,7 @@ type ShardTrackerStats struct {
 // over the addresses left, except that a shard whose lineage is known
 // waits while an address of the answer did not say its lineage (its own
 // may be there); an address whose lineage belongs to another shard is
-// never taken by the rule, and a connection (DialOption) to a server
+// never taken by the rule, and a connection (Dialer) to a server
 // whose lineage is another shard's is refused (ErrShardSwapped; gRPC
 // dials again, looking the name up again). Clients check lineages too
 // (ShardedWriter, ShardedMethod: a server reporting another shard's
@@ -220,20 +218,6 @@ func (t *ShardTracker) Stats() ShardTrackerStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.stats
-}
-
-// DialOption is the option that makes a Client dialed for shard i
-// (DialShard, ClientOptions.DialOptions) connect to the shard's current
-// address: before each connection after the first it looks the name up
-// again (Refresh). For an untracked shard it changes nothing. It
-// replaces the client's own dialer, so Client.ResetConnection has no
-// connection to end: prefer ClientOptions.Dialer = Dialer(i).
-func (t *ShardTracker) DialOption(i int) grpc.DialOption {
-	d := t.Dialer(i)
-	if d == nil {
-		return grpc.EmptyDialOption{}
-	}
-	return grpc.WithContextDialer(d)
 }
 
 // Dialer is the dialer (ClientOptions.Dialer) that connects a Client

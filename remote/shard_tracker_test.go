@@ -262,8 +262,7 @@ func TestShardTrackerFollowsRestart(t *testing.T) {
 	tr := NewShardTracker(shards, opts)
 	var clients []*Client
 	for i, a := range shards {
-		c, err := DialShard(context.Background(), a, ClientOptions{CallTimeout: time.Second,
-			DialOptions: []grpc.DialOption{tr.DialOption(i)}})
+		c, err := DialShard(context.Background(), a, ClientOptions{CallTimeout: time.Second, Dialer: tr.Dialer(i)})
 		if err != nil {
 			t.Fatal(err)
 		}

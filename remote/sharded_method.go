@@ -465,7 +465,8 @@ type prefetch struct {
 // items a stale shard admitted are sampled down once the learner is back
 // (its limiter, fresh again, holds the actors meanwhile). A probe resets
 // the client's gRPC reconnection backoff, and a shard that missed the
-// deadline (a draw's, a tally's or a probe's) has its connection ended
+// deadline (a draw's, a write-back's, a tally's or a probe's) has its
+// connection ended
 // (Client.ResetConnection), so a shard back from a partition is reached
 // on a new connection within about ProbeMax + Deadline once a connection
 // attempt can start (an attempt begun during the cut lasts up to gRPC's

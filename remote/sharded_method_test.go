@@ -70,6 +70,34 @@ func newTestShard(t *testing.T, name, method string, layout buffer.Config, lim *
 	return sh
 }
 
+// filledShards starts two PER shards of layout serving config, shard-a
+// holding one row per priority in prios tagged 0 and shard-b the same
+// tagged 1, and returns them with the local twin of their method.
+func filledShards(t *testing.T, layout buffer.Config, config string, prios []float64) (a, b *testShard, local sampler.Method) {
+	t.Helper()
+	a = newTestShard(t, "shard-a", "per", layout, nil, config)
+	b = newTestShard(t, "shard-b", "per", layout, nil, config)
+	a.fill(t, prios, 0)
+	b.fill(t, prios, 1)
+	_, local = localTwin(t, "per", layout)
+	return a, b, local
+}
+
+// fillAdmitted inserts rows of priority 1 (tag 0) through lim, one at a
+// time, as long as lim admits one at once.
+func (sh *testShard) fillAdmitted(t *testing.T, lim *runtime.RateLimiter) {
+	t.Helper()
+	for lim.CanInsert() {
+		if err := lim.ReserveInsert(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		sh.fill(t, []float64{1}, 0)
+		if err := lim.CommitInsert(1); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // fill inserts one row per priority (obs[0] = its index, obs[1] = tag).
 func (sh *testShard) fill(t *testing.T, prios []float64, tag float32) {
 	t.Helper()
@@ -385,11 +413,7 @@ func TestShardedDeadShard(t *testing.T) {
 	layout := shardLayout(16)
 	const cfg = `{"run":1}`
 	ones := []float64{1, 1, 1, 1, 1, 1, 1, 1}
-	a := newTestShard(t, "shard-a", "per", layout, nil, cfg)
-	b := newTestShard(t, "shard-b", "per", layout, nil, cfg)
-	a.fill(t, ones, 0)
-	b.fill(t, ones, 1)
-	_, local := localTwin(t, "per", layout)
+	a, b, local := filledShards(t, layout, cfg, ones)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	counters := &ShardCounters{}
@@ -726,11 +750,7 @@ func TestShardedRestartRefused(t *testing.T) {
 	layout := shardLayout(16)
 	const cfg = `{"run":1,"sampler":"per"}`
 	ones := []float64{1, 1, 1, 1, 1, 1, 1, 1}
-	a := newTestShard(t, "shard-a", "per", layout, nil, cfg)
-	b := newTestShard(t, "shard-b", "per", layout, nil, cfg)
-	a.fill(t, ones, 0)
-	b.fill(t, ones, 1)
-	_, local := localTwin(t, "per", layout)
+	a, b, local := filledShards(t, layout, cfg, ones)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	counters := &ShardCounters{}
@@ -844,11 +864,7 @@ func TestShardedWriteBackAfterFailedDraw(t *testing.T) {
 	layout := shardLayout(16)
 	const cfg = `{"run":1}`
 	ones := []float64{1, 1, 1, 1, 1, 1, 1, 1}
-	a := newTestShard(t, "shard-a", "per", layout, nil, cfg)
-	b := newTestShard(t, "shard-b", "per", layout, nil, cfg)
-	a.fill(t, ones, 0)
-	b.fill(t, ones, 1)
-	_, local := localTwin(t, "per", layout)
+	a, b, local := filledShards(t, layout, cfg, ones)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clients := make([]*Client, 2)

@@ -310,15 +310,7 @@ func TestShardedPrefetchKeepAlive(t *testing.T) {
 	for _, name := range []string{"shard-a", "shard-b"} {
 		lim, _ := runtime.NewRateLimiter(lcfg)
 		sh := newTestShard(t, name, "per", layout, lim, `{"run":1}`)
-		for lim.CanInsert() {
-			if err := lim.ReserveInsert(context.Background(), 1); err != nil {
-				t.Fatal(err)
-			}
-			sh.fill(t, []float64{1}, 0)
-			if err := lim.CommitInsert(1); err != nil {
-				t.Fatal(err)
-			}
-		}
+		sh.fillAdmitted(t, lim)
 		shards = append(shards, sh)
 	}
 	_, local := localTwin(t, "per", layout)
